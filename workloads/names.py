@@ -1,0 +1,27 @@
+"""Names the platform and the training job must agree on, in one torch-free module both import.
+
+The platform (workloads/platform.py) deploys etcd behind a Service with these names; the PyTorchJob
+(workloads/job.py) points torchrun's rendezvous at it. Changing one here changes both.
+"""
+
+from __future__ import annotations
+
+# The namespace of the cluster's own services (etcd, the training operator, monitoring).
+PLATFORM_NAMESPACE = "fsdp-system"
+# The namespace the PyTorchJob, its pods and its Secret live in.
+TRAINING_NAMESPACE = "training"
+
+# etcd for torchrun's etcd-v2 rendezvous: a Service named "etcd" in the platform namespace, client port 2379
+# (the port etcd registers with IANA for client traffic).
+ETCD_SERVICE_NAME = "etcd"
+ETCD_CLIENT_PORT = 2379
+ETCD_SERVICE_HOST = f"{ETCD_SERVICE_NAME}.{PLATFORM_NAMESPACE}.svc.cluster.local"
+ETCD_ENDPOINT = f"{ETCD_SERVICE_HOST}:{ETCD_CLIENT_PORT}"
+
+# Node labels and the taint the GPU node group carries (infra/gpu_nodes.py sets them; pods select on them).
+NODE_GROUP_LABEL = "fsdp-eks/node-group"
+GPU_NODE_GROUP = "gpu"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "true"
+GPU_TAINT_EFFECT = "NoSchedule"
