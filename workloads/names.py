@@ -8,7 +8,8 @@ from __future__ import annotations
 
 # The namespace of the cluster's own services (etcd, the training operator, monitoring).
 PLATFORM_NAMESPACE = "fsdp-system"
-# The namespace the PyTorchJob, its pods and its Secret live in.
+# The namespace the PyTorchJob, its pods and its Secret live in; the job component (workloads/job_component.py)
+# creates it.
 TRAINING_NAMESPACE = "training"
 
 # etcd for torchrun's etcd-v2 rendezvous: a Service named "etcd" in the platform namespace, client port 2379
@@ -25,3 +26,10 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "true"
 GPU_TAINT_EFFECT = "NoSchedule"
+
+# The trainer's pods: a label to select them by (a Prometheus PodMonitor, kubectl) and the named container port
+# where rank 0 serves its Prometheus metrics.
+COMPONENT_LABEL = "fsdp-eks/component"
+TRAINER_COMPONENT = "trainer"
+TRAINER_METRICS_PORT_NAME = "metrics"
+TRAINER_METRICS_PORT = 9300
