@@ -1,0 +1,179 @@
+"""Facts per EC2 instance type, in one table used by the config checks, the GPU node group, the job and the sizing.
+
+Sources, per column (checked against the public pages named here; the catalog is the only file that spells them):
+- GPUs, GPU memory, vCPUs, host memory, network bandwidth: the EC2 "Accelerated computing" instance type
+  specifications (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html).
+- Network cards and EFA interfaces: the same page's "Network specifications" table (maximum network cards, EFA
+  support) and the EC2 guide "Maximize network bandwidth on instances with multiple network cards", which
+  asks for one EFA interface per network card on these types.
+- NVLink bandwidth per GPU: NVIDIA's A100 / H100 / H200 SXM datasheets (NVLink 3: 600 GB/s, NVLink 4: 900 GB/s).
+- Peak dense bf16 FLOP/s: per chip, in trainer/hardware.py (NVIDIA datasheets, no sparsity).
+- On-demand price: AWS EC2 on-demand pricing, US East (N. Virginia), Linux, per instance-hour, from the AWS price
+  list; AWS lowered P4 and P5 on-demand prices in June 2025 (up to 45%), and the price a team pays depends on
+  reservations and savings plans, so `gpuNodes.pricePerHour` overrides it. The figure is for estimates only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainer.hardware import PEAK_BF16_FLOPS
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """What the project needs to know about one EC2 instance type."""
+
+    name: str
+    gpu_chip: str  # key into trainer.hardware.PEAK_BF16_FLOPS
+    gpus: int
+    gpu_memory_gib: int  # per GPU
+    vcpus: int
+    memory_gib: int  # host memory
+    network_cards: int
+    efa_interfaces: int  # maximum EFA interfaces; 0 where EFA is not supported
+    efa_only_supported: bool  # whether the type accepts `efa-only` interfaces (no IP address, EFA traffic only)
+    network_gbps: int
+    nvlink_gb_per_s: int  # per GPU, one direction summed over links; 0 where GPUs talk over PCIe only
+    price_per_hour_usd: float
+    local_nvme_gib: int = 0
+
+    @property
+    def supports_efa(self) -> bool:
+        return self.efa_interfaces > 0
+
+    @property
+    def peak_bf16_flops_per_gpu(self) -> float:
+        return PEAK_BF16_FLOPS[self.gpu_chip]
+
+    @property
+    def efa_gbps_per_node(self) -> int:
+        """Inter-node bandwidth available to collectives: all of it goes through EFA on these types."""
+        return self.network_gbps if self.supports_efa else 0
+
+
+CATALOG: dict[str, InstanceType] = {
+    t.name: t
+    for t in (
+        # 8x A100 40 GB, 4 network cards with one EFA each (4 x 100 Gbps), NVSwitch.
+        InstanceType(
+            name="p4d.24xlarge",
+            gpu_chip="A100-SXM",
+            gpus=8,
+            gpu_memory_gib=40,
+            vcpus=96,
+            memory_gib=1152,
+            network_cards=4,
+            efa_interfaces=4,
+            efa_only_supported=False,
+            network_gbps=400,
+            nvlink_gb_per_s=600,
+            price_per_hour_usd=32.77,
+            local_nvme_gib=8000,
+        ),
+        # 8x A100 80 GB; otherwise as p4d. The reference experiment's 16-node A100 point.
+        InstanceType(
+            name="p4de.24xlarge",
+            gpu_chip="A100-SXM",
+            gpus=8,
+            gpu_memory_gib=80,
+            vcpus=96,
+            memory_gib=1152,
+            network_cards=4,
+            efa_interfaces=4,
+            efa_only_supported=False,
+            network_gbps=400,
+            nvlink_gb_per_s=600,
+            price_per_hour_usd=40.97,
+            local_nvme_gib=8000,
+        ),
+        # 8x H100 80 GB, 32 network cards with one EFA each (32 x 100 Gbps = 3200 Gbps), NVSwitch.
+        InstanceType(
+            name="p5.48xlarge",
+            gpu_chip="H100-SXM",
+            gpus=8,
+            gpu_memory_gib=80,
+            vcpus=192,
+            memory_gib=2048,
+            network_cards=32,
+            efa_interfaces=32,
+            efa_only_supported=True,
+            network_gbps=3200,
+            nvlink_gb_per_s=900,
+            price_per_hour_usd=98.32,
+            local_nvme_gib=30400,
+        ),
+        # 8x H200 141 GB, network as p5.
+        InstanceType(
+            name="p5e.48xlarge",
+            gpu_chip="H200-SXM",
+            gpus=8,
+            gpu_memory_gib=141,
+            vcpus=192,
+            memory_gib=2048,
+            network_cards=32,
+            efa_interfaces=32,
+            efa_only_supported=True,
+            network_gbps=3200,
+            nvlink_gb_per_s=900,
+            price_per_hour_usd=108.50,
+            local_nvme_gib=30400,
+        ),
+        # 8x H200 141 GB, 16 network cards with EFAv3 (16 x 200 Gbps = 3200 Gbps).
+        InstanceType(
+            name="p5en.48xlarge",
+            gpu_chip="H200-SXM",
+            gpus=8,
+            gpu_memory_gib=141,
+            vcpus=192,
+            memory_gib=2048,
+            network_cards=16,
+            efa_interfaces=16,
+            efa_only_supported=True,
+            network_gbps=3200,
+            nvlink_gb_per_s=900,
+            price_per_hour_usd=84.80,
+            local_nvme_gib=30400,
+        ),
+        # 8x L40S 48 GB over PCIe, 4 network cards with EFA (400 Gbps): the cheaper multi-node dev type.
+        InstanceType(
+            name="g6e.48xlarge",
+            gpu_chip="L40S",
+            gpus=8,
+            gpu_memory_gib=48,
+            vcpus=192,
+            memory_gib=1536,
+            network_cards=4,
+            efa_interfaces=4,
+            efa_only_supported=True,
+            network_gbps=400,
+            nvlink_gb_per_s=0,
+            price_per_hour_usd=30.13,
+            local_nvme_gib=7600,
+        ),
+        # 1x L40S 48 GB, no EFA: the smallest GPU node, for a single-node smoke test of the stack.
+        InstanceType(
+            name="g6e.xlarge",
+            gpu_chip="L40S",
+            gpus=1,
+            gpu_memory_gib=48,
+            vcpus=4,
+            memory_gib=32,
+            network_cards=1,
+            efa_interfaces=0,
+            efa_only_supported=False,
+            network_gbps=20,
+            nvlink_gb_per_s=0,
+            price_per_hour_usd=1.86,
+            local_nvme_gib=250,
+        ),
+    )
+}
+
+
+def instance_type(name: str) -> InstanceType:
+    """The catalog entry for `name`; raises KeyError naming the types the catalog knows."""
+    try:
+        return CATALOG[name]
+    except KeyError:
+        raise KeyError(f"unknown instance type {name!r}; known: {', '.join(sorted(CATALOG))}") from None

@@ -1,0 +1,1 @@
+"""Test harnesses shared by the suites: the Pulumi program under the SDK's mocks."""

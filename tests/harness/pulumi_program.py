@@ -1,0 +1,92 @@
+"""Run __main__.py under Pulumi mocks for a stack, in a subprocess, with config passed as the engine passes it.
+
+    run = run_program("p5-16")                 # the stack file as it is
+    run = run_program("p5-16", {"fsdp-eks:gpuNodes": {"count": -1}})   # with keys replaced
+    run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+
+A fresh process per run keeps the Pulumi runtime's global state from leaking between stacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from infra.stack_files import PROJECT_ROOT, raw_stack_config
+
+
+@dataclass(frozen=True)
+class Registered:
+    type: str
+    name: str
+    urn: str
+    parent: str
+    provider: str
+    dependencies: list[str]
+    delete_before_replace: bool
+    replace_on_changes: list[str]
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    stack: str
+    resources: list[Registered]
+    outputs: dict[str, Any]
+    error: dict[str, Any] | None
+
+    def of_type(self, type_token: str) -> list[Registered]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def one(self, type_token: str) -> Registered:
+        found = self.of_type(type_token)
+        assert len(found) == 1, f"expected one {type_token}, found {[r.name for r in found]}"
+        return found[0]
+
+    def by_urn(self, urn: str) -> Registered:
+        return next(r for r in self.resources if r.urn == urn)
+
+
+def engine_config(raw: dict[str, Any]) -> str:
+    """PULUMI_CONFIG as the engine sets it: a JSON object of "namespace:key" to string values, objects and
+    lists serialised as JSON text."""
+    return json.dumps({k: v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()})
+
+
+def run_program(stack: str, overrides: dict[str, Any] | None = None, secrets: dict[str, str] | None = None) -> ProgramRun:
+    """Overrides replace whole top-level keys; a value of None removes the key."""
+    raw = raw_stack_config(stack) if (PROJECT_ROOT / f"Pulumi.{stack}.yaml").exists() else {}
+    for key, value in (overrides or {}).items():
+        if value is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = value
+    raw |= secrets or {}
+    return _run(stack, engine_config(raw), json.dumps(sorted(secrets or {})))
+
+
+@lru_cache(maxsize=32)
+def _run(stack: str, config_json: str, secret_keys_json: str) -> ProgramRun:
+    env = {**os.environ, "PULUMI_CONFIG": config_json, "PULUMI_CONFIG_SECRET_KEYS": secret_keys_json}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.json"
+        completed = subprocess.run(
+            [sys.executable, "-m", "tests.harness.mock_runner", stack, str(out)],
+            cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )
+        if not out.exists():
+            raise RuntimeError(f"mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
+        data = json.loads(out.read_text())
+    resources = [
+        Registered(r["type"], r["name"], r["urn"], r["parent"], r["provider"], r["dependencies"],
+                   r["deleteBeforeReplace"], r["replaceOnChanges"], r["inputs"])
+        for r in data["resources"]
+    ]
+    return ProgramRun(stack, resources, data["outputs"], data["error"])
