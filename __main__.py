@@ -19,13 +19,15 @@ if config.cluster.existing:
 else:
     network = Network(
         "network",
-        NetworkArgs(config.network, config.availability_zones, config.gpu_availability_zone, config.cluster_name,
-                    config.region),
+        NetworkArgs(
+            config.network, config.availability_zones, config.gpu_availability_zone, config.cluster_name, config.region
+        ),
     )
     cluster = Cluster(
         "cluster",
-        ClusterArgs(config.cluster, config.cluster_name, network.vpc_id, network.private_subnet_ids,
-                    network.public_subnet_ids),
+        ClusterArgs(
+            config.cluster, config.cluster_name, network.vpc_id, network.private_subnet_ids, network.public_subnet_ids
+        ),
     )
     gpu_nodes = GpuNodeGroup(
         "gpu",

@@ -143,12 +143,15 @@ class Cluster(pulumi.ComponentResource):
         **extra: object,
     ) -> aws.eks.Addon:
         pinned = EKS_ADDONS[addon]
-        version = pinned or aws.eks.get_addon_version_output(
-            addon_name=addon,
-            kubernetes_version=cfg.kubernetes_version,
-            most_recent=False,
-            opts=pulumi.InvokeOutputOptions(parent=self),
-        ).version
+        version = (
+            pinned
+            or aws.eks.get_addon_version_output(
+                addon_name=addon,
+                kubernetes_version=cfg.kubernetes_version,
+                most_recent=False,
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).version
+        )
         return aws.eks.Addon(
             f"{self.name}-{addon}",
             cluster_name=self.name,
@@ -166,12 +169,16 @@ class Cluster(pulumi.ComponentResource):
 class ExistingCluster(pulumi.ComponentResource):
     """A cluster the stack does not manage: only a Kubernetes provider from the kubeconfig secret."""
 
-    def __init__(self, name: str, cluster_name: str, kubeconfig: pulumi.Output[str],
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, name: str, cluster_name: str, kubeconfig: pulumi.Output[str], opts: pulumi.ResourceOptions | None = None
+    ):
         super().__init__("fsdp-eks:infra:ExistingCluster", name, None, opts)
         self.name = cluster_name
         self.kubeconfig = kubeconfig
         self.provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=kubeconfig, enable_server_side_apply=True, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-k8s",
+            kubeconfig=kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"name": cluster_name})

@@ -55,7 +55,9 @@ class NetworkConfig:
         "publicSubnetPrefix", 22, "Prefix length of each public subnet (NAT gateways, load balancers).", between(16, 28)
     )
     nat_gateways: str = setting(
-        "natGateways", "single", "One NAT gateway for the VPC, or one per AZ for AZ-independent egress.",
+        "natGateways",
+        "single",
+        "One NAT gateway for the VPC, or one per AZ for AZ-independent egress.",
         one_of("single", "perAz"),
     )
     vpc_id: str | None = setting("vpcId", None, "Use this existing VPC instead of creating one.")
@@ -81,7 +83,9 @@ class ClusterConfig:
         "kubernetesVersion", KUBERNETES_VERSIONS[-1], "EKS Kubernetes version.", one_of(*KUBERNETES_VERSIONS)
     )
     endpoint_public_access: bool = setting(
-        "endpointPublicAccess", True, "Whether the API endpoint is reachable from the internet (private access is always on)."
+        "endpointPublicAccess",
+        True,
+        "Whether the API endpoint is reachable from the internet (private access is always on).",
     )
     public_access_cidrs: list[str] = setting(
         "publicAccessCidrs", ["0.0.0.0/0"], "CIDRs allowed to reach a public API endpoint.", factory=True
@@ -97,7 +101,9 @@ class ClusterConfig:
     )
     system_node_count: int = setting("systemNodeCount", 2, "Nodes in the CPU system node group.", between(1, 20))
     existing: bool = setting(
-        "existing", False, "Use an existing cluster (kubeconfig from the secret fsdp-eks:kubeconfig) instead of creating one."
+        "existing",
+        False,
+        "Use an existing cluster (kubeconfig from the secret fsdp-eks:kubeconfig) instead of creating one.",
     )
 
 
@@ -108,12 +114,12 @@ class GpuNodesConfig:
     )
     count: int = setting("count", 2, "Number of GPU nodes.", at_least(0))
     availability_zone: str | None = setting(
-        "availabilityZone", None, "The one AZ of the GPU nodes; default: the first network AZ. Must be the "
-        "reservation's AZ when capacityReservationId is set."
+        "availabilityZone",
+        None,
+        "The one AZ of the GPU nodes; default: the first network AZ. Must be the "
+        "reservation's AZ when capacityReservationId is set.",
     )
-    capacity_type: str = setting(
-        "capacityType", "ON_DEMAND", "How the nodes are bought.", one_of(*CAPACITY_TYPES)
-    )
+    capacity_type: str = setting("capacityType", "ON_DEMAND", "How the nodes are bought.", one_of(*CAPACITY_TYPES))
     capacity_reservation_id: str | None = setting(
         "capacityReservationId", None, "ODCR or capacity block id (cr-...) the nodes launch into."
     )
@@ -121,11 +127,14 @@ class GpuNodesConfig:
         "efa", None, "One EFA interface per network card; default: on wherever the type supports EFA."
     )
     placement_group: str = setting(
-        "placementGroup", "auto", "Cluster placement group: auto (on unless a reservation fixes placement), "
-        "always, never.", one_of("auto", "always", "never")
+        "placementGroup",
+        "auto",
+        "Cluster placement group: auto (on unless a reservation fixes placement), always, never.",
+        one_of("auto", "always", "never"),
     )
-    root_volume_gib: int = setting("rootVolumeGiB", 500, "gp3 root volume per node (container images, logs).",
-                                   at_least(100))
+    root_volume_gib: int = setting(
+        "rootVolumeGiB", 500, "gp3 root volume per node (container images, logs).", at_least(100)
+    )
     price_per_hour: float | None = setting(
         "pricePerHour", None, "Your price per node-hour in USD; default: the catalog's on-demand list price."
     )
@@ -156,7 +165,9 @@ class MonitoringConfig:
     enabled: bool = setting("enabled", True, "Prometheus, Grafana and the DCGM exporter.")
     grafana: bool = setting("grafana", True, "Grafana with the project's dashboards.")
     grafana_load_balancer: bool = setting(
-        "grafanaLoadBalancer", False, "Expose Grafana through an internet-facing load balancer (default: port-forward only)."
+        "grafanaLoadBalancer",
+        False,
+        "Expose Grafana through an internet-facing load balancer (default: port-forward only).",
     )
     cloudwatch_observability: bool = setting(
         "cloudwatchObservability", False, "The Amazon CloudWatch Observability add-on (Container Insights GPU metrics)."
@@ -164,8 +175,10 @@ class MonitoringConfig:
     node_tools: bool = setting("nodeTools", False, "htop / nvtop DaemonSets on the GPU nodes for inspection.")
     prometheus_retention: str = setting("prometheusRetention", "15d", "How long Prometheus keeps samples.")
     prometheus_storage_gib: int = setting(
-        "prometheusStorageGiB", 50, "gp3 volume for Prometheus' samples (EBS CSI driver); 0 keeps them in an emptyDir "
-        "that a pod restart loses.", at_least(0)
+        "prometheusStorageGiB",
+        50,
+        "gp3 volume for Prometheus' samples (EBS CSI driver); 0 keeps them in an emptyDir that a pod restart loses.",
+        at_least(0),
     )
 
 
@@ -190,8 +203,9 @@ class JobConfig:
     steps: int = setting("steps", 1000, "Optimizer steps.", at_least(1))
     learning_rate: float = setting("learningRate", 2e-5, "Peak learning rate.")
     checkpoint_every: int = setting("checkpointEvery", 100, "Steps between checkpoints.", at_least(1))
-    rdzv_backend: str = setting("rdzvBackend", "etcd", "torchrun rendezvous: the platform's etcd, or c10d.",
-                                one_of("etcd", "c10d"))
+    rdzv_backend: str = setting(
+        "rdzvBackend", "etcd", "torchrun rendezvous: the platform's etcd, or c10d.", one_of("etcd", "c10d")
+    )
     max_restarts: int = setting("maxRestarts", 3, "torchrun restarts of the worker group after a failure.", at_least(0))
     min_nodes: int | None = setting(
         "minNodes", None, "Fewest nodes the elastic job runs on after losing some; default: all of them."
@@ -199,14 +213,22 @@ class JobConfig:
     run: int = setting("run", 1, "Run counter: bump it to start a fresh run with a fresh rendezvous.", at_least(1))
     image: str | None = setting("image", None, "Trainer image; default: built and pushed to the stack's ECR.")
     checkpoint_claim: str | None = setting(
-        "checkpointClaim", None, "ReadWriteMany PVC in the training namespace for checkpoints (FSx for Lustre "
+        "checkpointClaim",
+        None,
+        "ReadWriteMany PVC in the training namespace for checkpoints (FSx for Lustre "
         "recommended). Default: an emptyDir on one node; on more nodes, the claim fsdp-checkpoints, which the job "
-        "creates on the stack's FSx file system when it has one."
+        "creates on the stack's FSx file system when it has one.",
     )
-    nccl_debug: str = setting("ncclDebug", "WARN", "NCCL_DEBUG: INFO shows the transport (NET/OFI = EFA) per rank.",
-                              one_of("VERSION", "WARN", "INFO", "TRACE"))
+    nccl_debug: str = setting(
+        "ncclDebug",
+        "WARN",
+        "NCCL_DEBUG: INFO shows the transport (NET/OFI = EFA) per rank.",
+        one_of("VERSION", "WARN", "INFO", "TRACE"),
+    )
     distributed_debug: str = setting(
-        "distributedDebug", "OFF", "TORCH_DISTRIBUTED_DEBUG: DETAIL checks collectives match across ranks (slow).",
+        "distributedDebug",
+        "OFF",
+        "TORCH_DISTRIBUTED_DEBUG: DETAIL checks collectives match across ranks (slow).",
         one_of("OFF", "INFO", "DETAIL"),
     )
 
@@ -295,21 +317,28 @@ def _network_problems(config: StackConfig) -> list[str]:
     where = f"{NAMESPACE}:network"
     for az in net.availability_zones:
         if not re.fullmatch(re.escape(config.region) + r"[a-z]", az):
-            problems.append(f"{where}.availabilityZones: {az!r} is not allowed; expected an AZ of {config.region} "
-                            f"such as {config.region}a")
+            problems.append(
+                f"{where}.availabilityZones: {az!r} is not allowed; expected an AZ of {config.region} "
+                f"such as {config.region}a"
+            )
     if net.availability_zones and len(set(net.availability_zones)) < 2:
-        problems.append(f"{where}.availabilityZones: {net.availability_zones!r} is not allowed; EKS needs subnets "
-                        "in at least 2 AZs")
+        problems.append(
+            f"{where}.availabilityZones: {net.availability_zones!r} is not allowed; EKS needs subnets in at least 2 AZs"
+        )
     if net.uses_existing_vpc:
         problems += _existing_vpc_problems(net)
         return problems
     try:
         vpc = ipaddress.IPv4Network(net.cidr)
     except ValueError:
-        return problems + [f"{where}.cidr: {net.cidr!r} is not allowed; expected an IPv4 CIDR such as 10.0.0.0/16"]
+        return [*problems, f"{where}.cidr: {net.cidr!r} is not allowed; expected an IPv4 CIDR such as 10.0.0.0/16"]
     azs = len(config.availability_zones)
     needed = azs * (2 ** (32 - net.private_subnet_prefix) + 2 ** (32 - net.public_subnet_prefix))
-    if net.private_subnet_prefix <= vpc.prefixlen or net.public_subnet_prefix <= vpc.prefixlen or needed > vpc.num_addresses:
+    if (
+        net.private_subnet_prefix <= vpc.prefixlen
+        or net.public_subnet_prefix <= vpc.prefixlen
+        or needed > vpc.num_addresses
+    ):
         problems.append(
             f"{where}.cidr: {net.cidr!r} is too small for {azs} private /{net.private_subnet_prefix} and {azs} public "
             f"/{net.public_subnet_prefix} subnets ({needed} addresses, the CIDR has {vpc.num_addresses}); expected a "
@@ -321,16 +350,25 @@ def _network_problems(config: StackConfig) -> list[str]:
 def _existing_vpc_problems(net: NetworkConfig) -> list[str]:
     where, problems = f"{NAMESPACE}:network", []
     if not VPC_ID.match(net.vpc_id or ""):
-        problems.append(f"{where}.vpcId: {net.vpc_id!r} is not allowed; expected a VPC id such as vpc-0abc12345def67890")
-    for subnet in [*net.private_subnet_ids, *net.public_subnet_ids, *([net.gpu_subnet_id] if net.gpu_subnet_id else [])]:
+        problems.append(
+            f"{where}.vpcId: {net.vpc_id!r} is not allowed; expected a VPC id such as vpc-0abc12345def67890"
+        )
+    for subnet in [
+        *net.private_subnet_ids,
+        *net.public_subnet_ids,
+        *([net.gpu_subnet_id] if net.gpu_subnet_id else []),
+    ]:
         if not SUBNET_ID.match(subnet):
             problems.append(f"{where}: subnet {subnet!r} is not allowed; expected a subnet id such as subnet-0abc1234")
     if len(net.private_subnet_ids) < 2:
-        problems.append(f"{where}.privateSubnetIds: {net.private_subnet_ids!r} is not allowed; with vpcId, expected "
-                        "at least 2 private subnets in different AZs")
+        problems.append(
+            f"{where}.privateSubnetIds: {net.private_subnet_ids!r} is not allowed; with vpcId, expected "
+            "at least 2 private subnets in different AZs"
+        )
     if net.gpu_subnet_id is None:
-        problems.append(f"{where}.gpuSubnetId: None is not allowed; with vpcId, expected the private subnet id of "
-                        "the GPU nodes' AZ")
+        problems.append(
+            f"{where}.gpuSubnetId: None is not allowed; with vpcId, expected the private subnet id of the GPU nodes' AZ"
+        )
     return problems
 
 
@@ -339,28 +377,41 @@ def _gpu_node_problems(config: StackConfig) -> list[str]:
     where = f"{NAMESPACE}:gpuNodes"
     az = gpu.availability_zone
     if az is not None and not re.fullmatch(re.escape(config.region) + r"[a-z]", az):
-        problems.append(f"{where}.availabilityZone: {az!r} is not allowed; expected an AZ of {config.region} "
-                        f"such as {config.region}a")
+        problems.append(
+            f"{where}.availabilityZone: {az!r} is not allowed; expected an AZ of {config.region} "
+            f"such as {config.region}a"
+        )
     elif az is not None and not config.network.uses_existing_vpc and az not in config.availability_zones:
-        problems.append(f"{where}.availabilityZone: {az!r} is not allowed; expected one of the network's AZs "
-                        f"{', '.join(config.availability_zones)}")
+        problems.append(
+            f"{where}.availabilityZone: {az!r} is not allowed; expected one of the network's AZs "
+            f"{', '.join(config.availability_zones)}"
+        )
     if gpu.efa and not gpu.instance.supports_efa:
         efa_types = ", ".join(name for name, t in CATALOG.items() if t.supports_efa)
-        problems.append(f"{where}.efa: True is not allowed for {gpu.instance_type}, which has no EFA; expected false, "
-                        f"or an EFA type: {efa_types}")
+        problems.append(
+            f"{where}.efa: True is not allowed for {gpu.instance_type}, which has no EFA; expected false, "
+            f"or an EFA type: {efa_types}"
+        )
     reservation = gpu.capacity_reservation_id
     if reservation is not None and not CAPACITY_RESERVATION_ID.match(reservation):
-        problems.append(f"{where}.capacityReservationId: {reservation!r} is not allowed; expected 'cr-' and 17 hex "
-                        "digits, such as cr-0123456789abcdef0")
+        problems.append(
+            f"{where}.capacityReservationId: {reservation!r} is not allowed; expected 'cr-' and 17 hex "
+            "digits, such as cr-0123456789abcdef0"
+        )
     if gpu.capacity_type == "CAPACITY_BLOCK" and reservation is None:
-        problems.append(f"{where}.capacityReservationId: None is not allowed with capacityType CAPACITY_BLOCK; "
-                        "expected the capacity block's reservation id (cr-...)")
+        problems.append(
+            f"{where}.capacityReservationId: None is not allowed with capacityType CAPACITY_BLOCK; "
+            "expected the capacity block's reservation id (cr-...)"
+        )
     if gpu.capacity_type == "SPOT" and reservation is not None:
-        problems.append(f"{where}.capacityType: 'SPOT' is not allowed with a capacityReservationId; expected "
-                        "ON_DEMAND or CAPACITY_BLOCK")
+        problems.append(
+            f"{where}.capacityType: 'SPOT' is not allowed with a capacityReservationId; expected "
+            "ON_DEMAND or CAPACITY_BLOCK"
+        )
     if reservation is not None and az is None:
-        problems.append(f"{where}.availabilityZone: None is not allowed with a capacity reservation; expected the "
-                        "reservation's AZ")
+        problems.append(
+            f"{where}.availabilityZone: None is not allowed with a capacity reservation; expected the reservation's AZ"
+        )
     if gpu.price_per_hour is not None and gpu.price_per_hour < 0:
         problems.append(f"{where}.pricePerHour: {gpu.price_per_hour!r} is not allowed; expected a number >= 0")
     return problems
@@ -370,12 +421,15 @@ def _cluster_problems(config: StackConfig) -> list[str]:
     where, problems = f"{NAMESPACE}:cluster", []
     for arn in config.cluster.admin_role_arns:
         if not IAM_ROLE_ARN.match(arn):
-            problems.append(f"{where}.adminRoleArns: {arn!r} is not allowed; expected an IAM role ARN such as "
-                            "arn:aws:iam::123456789012:role/Admin")
+            problems.append(
+                f"{where}.adminRoleArns: {arn!r} is not allowed; expected an IAM role ARN such as "
+                "arn:aws:iam::123456789012:role/Admin"
+            )
     for log in config.cluster.control_plane_logs:
         if log not in ALL_CONTROL_PLANE_LOGS:
-            problems.append(f"{where}.controlPlaneLogs: {log!r} is not allowed; expected any of "
-                            f"{', '.join(ALL_CONTROL_PLANE_LOGS)}")
+            problems.append(
+                f"{where}.controlPlaneLogs: {log!r} is not allowed; expected any of {', '.join(ALL_CONTROL_PLANE_LOGS)}"
+            )
     for cidr in config.cluster.public_access_cidrs:
         try:
             ipaddress.IPv4Network(cidr)
@@ -383,8 +437,10 @@ def _cluster_problems(config: StackConfig) -> list[str]:
             problems.append(f"{where}.publicAccessCidrs: {cidr!r} is not allowed; expected IPv4 CIDRs")
     name = config.cluster_name
     if not re.fullmatch(r"[0-9A-Za-z][A-Za-z0-9\-_]{0,99}", name):
-        problems.append(f"{where}.name: {name!r} is not allowed; expected 1-100 letters, digits, - and _, "
-                        "starting with a letter or digit (EKS naming rule)")
+        problems.append(
+            f"{where}.name: {name!r} is not allowed; expected 1-100 letters, digits, - and _, "
+            "starting with a letter or digit (EKS naming rule)"
+        )
     return problems
 
 
@@ -395,31 +451,43 @@ def _job_problems(config: StackConfig) -> list[str]:
         return problems
     nodes = gpu.count
     if nodes < 1:
-        problems.append(f"{where}.enabled: True is not allowed with gpuNodes.count {nodes}; expected at least one GPU "
-                        "node, or job.enabled false")
+        problems.append(
+            f"{where}.enabled: True is not allowed with gpuNodes.count {nodes}; expected at least one GPU "
+            "node, or job.enabled false"
+        )
     if job.sharding_strategy == "HYBRID_SHARD" and nodes < 2:
-        problems.append(f"{where}.shardingStrategy: 'HYBRID_SHARD' is not allowed on {nodes} node(s); it replicates "
-                        "across nodes, expected FULL_SHARD or SHARD_GRAD_OP on one node, or gpuNodes.count >= 2")
+        problems.append(
+            f"{where}.shardingStrategy: 'HYBRID_SHARD' is not allowed on {nodes} node(s); it replicates "
+            "across nodes, expected FULL_SHARD or SHARD_GRAD_OP on one node, or gpuNodes.count >= 2"
+        )
     if job.min_nodes is not None and not 1 <= job.min_nodes <= max(nodes, 1):
         problems.append(f"{where}.minNodes: {job.min_nodes} is not allowed; expected 1 to gpuNodes.count ({nodes})")
     shape = find_shape(job.model)
     if shape is not None and job.seq_len > shape.max_position_embeddings:
-        problems.append(f"{where}.seqLen: {job.seq_len} is not allowed for {job.model}; expected at most its "
-                        f"max_position_embeddings ({shape.max_position_embeddings})")
+        problems.append(
+            f"{where}.seqLen: {job.seq_len} is not allowed for {job.model}; expected at most its "
+            f"max_position_embeddings ({shape.max_position_embeddings})"
+        )
     gpus = nodes * gpu.instance.gpus
     if job.global_batch_size is not None and gpus:
         per_step = job.batch_size * gpus
         if job.global_batch_size % per_step:
-            problems.append(f"{where}.globalBatchSize: {job.global_batch_size} is not allowed; expected a multiple "
-                            f"of batchSize x GPUs ({job.batch_size} x {gpus} = {per_step})")
+            problems.append(
+                f"{where}.globalBatchSize: {job.global_batch_size} is not allowed; expected a multiple "
+                f"of batchSize x GPUs ({job.batch_size} x {gpus} = {per_step})"
+            )
     problems += _elastic_batch_problems(config)
     claim = job.checkpoint_claim
     if claim is not None and not DNS_SUBDOMAIN.match(claim):
-        problems.append(f"{where}.checkpointClaim: {claim!r} is not allowed; expected a PersistentVolumeClaim name "
-                        "(lowercase letters, digits, '-' and '.', at most 253 characters)")
+        problems.append(
+            f"{where}.checkpointClaim: {claim!r} is not allowed; expected a PersistentVolumeClaim name "
+            "(lowercase letters, digits, '-' and '.', at most 253 characters)"
+        )
     if job.checkpoint_every > job.steps:
-        problems.append(f"{where}.checkpointEvery: {job.checkpoint_every} is not allowed; expected at most steps "
-                        f"({job.steps}), or no checkpoint would be written")
+        problems.append(
+            f"{where}.checkpointEvery: {job.checkpoint_every} is not allowed; expected at most steps "
+            f"({job.steps}), or no checkpoint would be written"
+        )
     return problems
 
 
@@ -431,14 +499,21 @@ def _elastic_batch_problems(config: StackConfig) -> list[str]:
     if job.min_nodes is None or not 1 <= job.min_nodes < gpu.count:
         return []
     if job.global_batch_size is None:
-        problem = (f"{where}.globalBatchSize: None is not allowed with minNodes {job.min_nodes} < gpuNodes.count "
-                   f"({gpu.count}); expected a fixed global batch, or the effective batch changes when nodes are lost")
+        problem = (
+            f"{where}.globalBatchSize: None is not allowed with minNodes {job.min_nodes} < gpuNodes.count "
+            f"({gpu.count}); expected a fixed global batch, or the effective batch changes when nodes are lost"
+        )
         return [problem]
-    bad = [n for n in range(job.min_nodes, gpu.count + 1)
-           if job.global_batch_size % (job.batch_size * gpu.instance.gpus * n)]
+    bad = [
+        n
+        for n in range(job.min_nodes, gpu.count + 1)
+        if job.global_batch_size % (job.batch_size * gpu.instance.gpus * n)
+    ]
     if not bad:
         return []
-    problem = (f"{where}.globalBatchSize: {job.global_batch_size} is not allowed with minNodes {job.min_nodes}; "
-               f"expected a multiple of batchSize x GPUs at every node count from {job.min_nodes} to {gpu.count} "
-               f"(fails at {', '.join(map(str, bad))} node(s))")
+    problem = (
+        f"{where}.globalBatchSize: {job.global_batch_size} is not allowed with minNodes {job.min_nodes}; "
+        f"expected a multiple of batchSize x GPUs at every node count from {job.min_nodes} to {gpu.count} "
+        f"(fails at {', '.join(map(str, bad))} node(s))"
+    )
     return [problem]

@@ -111,9 +111,7 @@ def parse_section(cls: type, name: str, raw: Mapping[str, Any], problems: list[s
     """Build dataclass `cls` from the map `raw` of config section `name`, appending problems rather than raising."""
     fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}
     for unknown in sorted(set(raw) - set(fields)):
-        problems.append(
-            f"{NAMESPACE}:{name}.{unknown}: unknown key; allowed keys are {', '.join(sorted(fields))}"
-        )
+        problems.append(f"{NAMESPACE}:{name}.{unknown}: unknown key; allowed keys are {', '.join(sorted(fields))}")
     values: dict[str, Any] = {}
     hints = typing.get_type_hints(cls)
     for key, field in fields.items():
@@ -149,12 +147,10 @@ def section_docs(cls: type, name: str) -> list[KeyDoc]:
     hints = typing.get_type_hints(cls)
     rows = []
     for field in dataclasses.fields(cls):
-        wanted, optional = _base_type(hints[field.name])
+        wanted, _ = _base_type(hints[field.name])
         type_name = {bool: "boolean", int: "integer", float: "number", list: "list of strings"}.get(wanted, "string")
-        if field.default is not dataclasses.MISSING:
-            default = field.default
-        else:
-            default = field.default_factory()  # type: ignore[misc]
+        has_default = field.default is not dataclasses.MISSING
+        default = field.default if has_default else field.default_factory()  # type: ignore[misc]
         rows.append(KeyDoc(f"{name}.{field.metadata['key']}", type_name, default, field.metadata["doc"]))
     return rows
 

@@ -109,21 +109,30 @@ class GpuNodeGroup(pulumi.ComponentResource):
         )
         # EFA's SRD traffic must be allowed in and out between every member of the group, all protocols.
         aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-in", security_group_id=efa_sg.id, referenced_security_group_id=efa_sg.id,
-            ip_protocol="-1", description="EFA from group members", opts=child,
+            f"{name}-efa-in",
+            security_group_id=efa_sg.id,
+            referenced_security_group_id=efa_sg.id,
+            ip_protocol="-1",
+            description="EFA from group members",
+            opts=child,
         )
         aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-out", security_group_id=efa_sg.id, referenced_security_group_id=efa_sg.id,
-            ip_protocol="-1", description="EFA to group members", opts=child,
+            f"{name}-efa-out",
+            security_group_id=efa_sg.id,
+            referenced_security_group_id=efa_sg.id,
+            ip_protocol="-1",
+            description="EFA to group members",
+            opts=child,
         )
         placement_group = (
             aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", opts=child)
             if cfg.uses_placement_group
             else None
         )
+        efa_count = instance.efa_interfaces if cfg.efa_enabled else 0
         template = aws.ec2.LaunchTemplate(
             f"{name}-template",
-            description=f"{instance.name} nodes with {instance.efa_interfaces if cfg.efa_enabled else 0} EFA interfaces",
+            description=f"{instance.name} nodes with {efa_count} EFA interfaces",
             update_default_version=True,
             network_interfaces=(
                 efa_network_interfaces(instance, efa_sg.id, args.cluster_security_group_id) if cfg.efa_enabled else None

@@ -18,7 +18,9 @@ class SubnetPlan:
     public_cidr: str
 
 
-def subnet_plan(vpc_cidr: str, availability_zones: list[str], private_prefix: int, public_prefix: int) -> list[SubnetPlan]:
+def subnet_plan(
+    vpc_cidr: str, availability_zones: list[str], private_prefix: int, public_prefix: int
+) -> list[SubnetPlan]:
     """Carve the VPC CIDR: the large private subnets first (nodes and pods take their IPs from the VPC CNI), then
     the small public ones. Pure; the config check guarantees the plan fits."""
     vpc = ipaddress.IPv4Network(vpc_cidr)
@@ -85,21 +87,32 @@ class Network(pulumi.ComponentResource):
                 cidr_block=zone.public_cidr,
                 availability_zone=zone.availability_zone,
                 map_public_ip_on_launch=False,  # only NAT gateways and load balancers live here
-                tags={**cluster_tag, "kubernetes.io/role/elb": "1", "Name": f"{args.cluster_name}-public-{zone.availability_zone}"},
+                tags={
+                    **cluster_tag,
+                    "kubernetes.io/role/elb": "1",
+                    "Name": f"{args.cluster_name}-public-{zone.availability_zone}",
+                },
                 opts=child,
             )
-            aws.ec2.RouteTableAssociation(f"{name}-public-{index}", subnet_id=public.id, route_table_id=public_routes.id, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{index}", subnet_id=public.id, route_table_id=public_routes.id, opts=child
+            )
             public_subnets.append(public)
             if cfg.nat_gateways == "perAz" or index == 0:
                 eip = aws.ec2.Eip(f"{name}-nat-{index}", domain="vpc", opts=child)
-                nats.append(aws.ec2.NatGateway(f"{name}-nat-{index}", subnet_id=public.id, allocation_id=eip.id, opts=child))
+                nats.append(
+                    aws.ec2.NatGateway(f"{name}-nat-{index}", subnet_id=public.id, allocation_id=eip.id, opts=child)
+                )
             private = aws.ec2.Subnet(
                 f"{name}-private-{index}",
                 vpc_id=vpc.id,
                 cidr_block=zone.private_cidr,
                 availability_zone=zone.availability_zone,
-                tags={**cluster_tag, "kubernetes.io/role/internal-elb": "1",
-                      "Name": f"{args.cluster_name}-private-{zone.availability_zone}"},
+                tags={
+                    **cluster_tag,
+                    "kubernetes.io/role/internal-elb": "1",
+                    "Name": f"{args.cluster_name}-private-{zone.availability_zone}",
+                },
                 opts=child,
             )
             private_routes = aws.ec2.RouteTable(
@@ -108,7 +121,9 @@ class Network(pulumi.ComponentResource):
                 routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nats[-1].id}],
                 opts=child,
             )
-            aws.ec2.RouteTableAssociation(f"{name}-private-{index}", subnet_id=private.id, route_table_id=private_routes.id, opts=child)
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{index}", subnet_id=private.id, route_table_id=private_routes.id, opts=child
+            )
             private_subnets.append((zone.availability_zone, private, private_routes))
         # Model weights, datasets and checkpoints move through S3: a gateway endpoint keeps that traffic off the NAT
         # (no per-GB NAT charge) at no cost.

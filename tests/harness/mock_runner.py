@@ -48,7 +48,10 @@ class FakeCloud(mocks.Mocks):
         self.inputs[(args.typ, args.name)] = _plain(args.inputs)
         state = dict(args.inputs)
         if args.typ == "eks:index:Cluster":
-            state |= {"kubeconfigJson": '{"apiVersion": "v1", "kind": "Config"}', "clusterSecurityGroupId": "sg-cluster"}
+            state |= {
+                "kubeconfigJson": '{"apiVersion": "v1", "kind": "Config"}',
+                "clusterSecurityGroupId": "sg-cluster",
+            }
         if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
             state |= {"latestVersion": 1}
         if args.typ == "aws:iam/role:Role":
@@ -61,11 +64,20 @@ class FakeCloud(mocks.Mocks):
         if args.token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
         if args.token == "aws:eks/getAddonVersion:getAddonVersion":
-            return {"addonName": args.args["addonName"], "version": f"{args.args['addonName']}-default",
-                    "kubernetesVersion": args.args["kubernetesVersion"], "id": "x"}, []
+            return {
+                "addonName": args.args["addonName"],
+                "version": f"{args.args['addonName']}-default",
+                "kubernetesVersion": args.args["kubernetesVersion"],
+                "id": "x",
+            }, []
         if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
-            return {"userName": "AWS", "password": "mock", "proxyEndpoint": "https://123456789012.dkr.ecr.us-east-1.amazonaws.com",
-                    "authorizationToken": "mock", "id": "x"}, []
+            return {
+                "userName": "AWS",
+                "password": "mock",
+                "proxyEndpoint": "https://123456789012.dkr.ecr.us-east-1.amazonaws.com",
+                "authorizationToken": "mock",
+                "id": "x",
+            }, []
         return {}, []
 
 
@@ -123,7 +135,7 @@ def run(stack: str) -> dict[str, Any]:
         result["outputs"] = _resolve_outputs()
     except ConfigError as error:
         result["error"] = {"kind": "ConfigError", "problems": error.problems, "message": str(error)}
-    except Exception as error:  # noqa: BLE001 - reported to the test, which fails on it
+    except Exception as error:
         result["error"] = {"kind": type(error).__name__, "message": "".join(traceback.format_exception(error))}
     result["resources"] = monitor.records
     return result

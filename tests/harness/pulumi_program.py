@@ -60,7 +60,9 @@ def engine_config(raw: dict[str, Any]) -> str:
     return json.dumps({k: v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()})
 
 
-def run_program(stack: str, overrides: dict[str, Any] | None = None, secrets: dict[str, str] | None = None) -> ProgramRun:
+def run_program(
+    stack: str, overrides: dict[str, Any] | None = None, secrets: dict[str, str] | None = None
+) -> ProgramRun:
     """Overrides replace whole top-level keys; a value of None removes the key."""
     raw = raw_stack_config(stack) if (PROJECT_ROOT / f"Pulumi.{stack}.yaml").exists() else {}
     for key, value in (overrides or {}).items():
@@ -79,14 +81,27 @@ def _run(stack: str, config_json: str, secret_keys_json: str) -> ProgramRun:
         out = Path(tmp) / "run.json"
         completed = subprocess.run(
             [sys.executable, "-m", "tests.harness.mock_runner", stack, str(out)],
-            cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300,
+            cwd=PROJECT_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         if not out.exists():
             raise RuntimeError(f"mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
         data = json.loads(out.read_text())
     resources = [
-        Registered(r["type"], r["name"], r["urn"], r["parent"], r["provider"], r["dependencies"],
-                   r["deleteBeforeReplace"], r["replaceOnChanges"], r["inputs"])
+        Registered(
+            r["type"],
+            r["name"],
+            r["urn"],
+            r["parent"],
+            r["provider"],
+            r["dependencies"],
+            r["deleteBeforeReplace"],
+            r["replaceOnChanges"],
+            r["inputs"],
+        )
         for r in data["resources"]
     ]
     return ProgramRun(stack, resources, data["outputs"], data["error"])
