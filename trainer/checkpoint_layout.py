@@ -1,0 +1,86 @@
+"""Checkpoint directory layout and meta.json, without torch (validation reads them before any work).
+
+    <checkpoint-dir>/
+        step_00000040/         complete: DCP shards (*.distcp), .metadata, meta.json
+        step_00000050.tmp/     a save in progress, or one that crashed: never read, deleted by the next save
+
+A save writes `step_<N>.tmp`, and rank 0 renames it to `step_<N>` once every rank has finished writing. The
+rename is the commit: a directory without the .tmp suffix is always complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from trainer.presets import ModelShape
+
+META_FILE = "meta.json"
+TMP_SUFFIX = ".tmp"
+_COMPLETE = re.compile(r"^step_(\d{8})$")
+# The architecture numbers a checkpoint's tensors depend on; the name and hub id do not matter.
+FINGERPRINT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "tie_word_embeddings",
+)
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step_{step:08d}"
+
+
+def model_fingerprint(shape: ModelShape) -> dict[str, Any]:
+    values = asdict(shape)
+    return {name: values[name] for name in FINGERPRINT_FIELDS}
+
+
+def complete_checkpoints(directory: str | Path) -> list[tuple[int, Path]]:
+    """(step, path) of every complete checkpoint, oldest first; .tmp directories are ignored."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    found = []
+    for child in root.iterdir():
+        match = _COMPLETE.match(child.name)
+        if match and child.is_dir() and (child / META_FILE).is_file():
+            found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def latest_checkpoint(directory: str | Path | None) -> tuple[int, Path] | None:
+    if directory is None:
+        return None
+    checkpoints = complete_checkpoints(directory)
+    return checkpoints[-1] if checkpoints else None
+
+
+def read_meta(checkpoint: Path) -> dict[str, Any]:
+    return json.loads((checkpoint / META_FILE).read_text())
+
+
+def write_meta(checkpoint: Path, meta: dict[str, Any]) -> None:
+    """Write meta.json durably (the rename that follows must not overtake the file's contents)."""
+    path = checkpoint / META_FILE
+    with open(path, "w") as handle:
+        json.dump(meta, handle, indent=2, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def incompatibility(meta: dict[str, Any], shape: ModelShape) -> str | None:
+    """Why a checkpoint cannot be loaded into a model of `shape`, or None if it can."""
+    saved = meta.get("model", {})
+    wanted = model_fingerprint(shape)
+    different = [
+        f"{key} {saved.get(key)} != {wanted[key]}" for key in FINGERPRINT_FIELDS if saved.get(key) != wanted[key]
+    ]
+    return ", ".join(different) or None

@@ -1,0 +1,225 @@
+"""The trainer's configuration: one tree of typed dataclasses, parsed from the command line.
+
+Torch-free on purpose: the job builder parses a manifest's trainer arguments with `parse_args` to check them
+before anything is deployed. Each field's docstring is its `--help` text; each field's metadata names its flag.
+
+    from trainer.config import parse_args
+    config = parse_args(["--model", "tiny", "--steps", "10"])
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import itertools
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
+MIXED_PRECISIONS = ("bf16", "fp16", "fp32")
+ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
+DATASET_FORMATS = ("auto", "text", "instruction", "dialogsum")
+LR_SCHEDULES = ("cosine", "linear", "constant")
+DEVICES = ("auto", "cuda", "cpu")
+EXPORT_DTYPES = ("bf16", "fp16", "fp32")
+
+
+def _flag(name: str, **argparse_kwargs: Any) -> dict[str, Any]:
+    return {"flag": name, **argparse_kwargs}
+
+
+@dataclass
+class ModelConfig:
+    name: str = field(default="tiny", metadata=_flag("--model"))
+    """Model: a preset name (tiny, small, llama2-7b, llama2-13b, llama2-70b: built from its shape and randomly
+    initialised from --seed), a local directory with config.json and *.safetensors, or a Hugging Face hub id
+    (pretrained weights)."""
+    tokenizer: str | None = field(default=None, metadata=_flag("--tokenizer"))
+    """Tokenizer: a hub id or local directory, or 'byte' for the built-in byte-level tokenizer (no download).
+    Default: the model's own; 'byte' for presets without a hub checkpoint (tiny, small)."""
+
+
+@dataclass
+class DataConfig:
+    dataset: str = field(default="synthetic", metadata=_flag("--dataset"))
+    """Dataset: a local .jsonl/.json/.txt file, a Hugging Face dataset id, or 'synthetic' (deterministic
+    generated text, no file needed)."""
+    dataset_format: str = field(default="auto", metadata=_flag("--dataset-format", choices=DATASET_FORMATS))
+    """Record format: text (a 'text' field or plain lines), instruction (alpaca-style instruction/input/output),
+    dialogsum (dialogue/summary). auto picks from the first record's fields."""
+    dataset_split: str = field(default="train", metadata=_flag("--dataset-split"))
+    """Split to load for a Hugging Face dataset id."""
+    dataset_config: str | None = field(default=None, metadata=_flag("--dataset-config"))
+    """Configuration name for a Hugging Face dataset id (the second argument of datasets.load_dataset)."""
+    seq_len: int = field(default=256, metadata=_flag("--seq-len"))
+    """Tokens per packed training sequence; at most the model's max_position_embeddings."""
+
+
+@dataclass
+class ParallelConfig:
+    sharding_strategy: str = field(
+        default="FULL_SHARD", metadata=_flag("--sharding-strategy", choices=SHARDING_STRATEGIES)
+    )
+    """FULL_SHARD: shard parameters, gradients and optimizer state over all ranks, reshard after forward.
+    SHARD_GRAD_OP: the same, but keep parameters gathered between forward and backward. HYBRID_SHARD: shard
+    within a replica group, replicate across groups (2-D mesh). NO_SHARD: every rank holds everything."""
+    replicate_groups: int | None = field(default=None, metadata=_flag("--replicate-groups"))
+    """HYBRID_SHARD only: number of replica groups (the mesh's replicate dimension). Default: the number of nodes
+    (WORLD_SIZE / LOCAL_WORLD_SIZE), so parameters are sharded within a node and replicated across nodes."""
+    mixed_precision: str = field(default="bf16", metadata=_flag("--mixed-precision", choices=MIXED_PRECISIONS))
+    """Compute dtype of forward/backward; parameters, gradient reduction and optimizer state stay in fp32."""
+    activation_checkpointing: str = field(
+        default="none", metadata=_flag("--activation-checkpointing", choices=ACTIVATION_CHECKPOINTING)
+    )
+    """none; full (recompute each decoder layer in backward); selective (keep matmul and attention outputs,
+    recompute the cheap elementwise operations)."""
+    compile: bool = field(default=False, metadata=_flag("--compile", action="store_true"))
+    """torch.compile each decoder layer."""
+    fp8: bool = field(default=False, metadata=_flag("--fp8", action="store_true"))
+    """FP8 linear layers in the decoder blocks through torchao (CUDA GPUs of compute capability 8.9+)."""
+    device: str = field(default="auto", metadata=_flag("--device", choices=DEVICES))
+    """auto: cuda when available, else cpu. NCCL is used on CUDA, gloo on CPU."""
+
+
+@dataclass
+class OptimConfig:
+    lr: float = field(default=3e-4, metadata=_flag("--lr"))
+    """Peak learning rate of AdamW."""
+    lr_schedule: str = field(default="cosine", metadata=_flag("--lr-schedule", choices=LR_SCHEDULES))
+    """Decay after warmup, from --lr down to --min-lr at the last step."""
+    warmup_steps: int = field(default=0, metadata=_flag("--warmup-steps"))
+    """Steps of linear warmup from lr/warmup_steps up to --lr."""
+    min_lr: float | None = field(default=None, metadata=_flag("--min-lr"))
+    """Learning rate at the last step for cosine and linear schedules (default 0)."""
+    weight_decay: float = field(default=0.0, metadata=_flag("--weight-decay"))
+    """AdamW decoupled weight decay, applied to matrices only (not to norms)."""
+    grad_clip: float = field(default=1.0, metadata=_flag("--grad-clip"))
+    """Clip the global gradient norm to this value; 0 turns clipping off."""
+
+
+@dataclass
+class ScheduleConfig:
+    batch_size: int = field(default=2, metadata=_flag("--batch-size"))
+    """Sequences per rank per micro step."""
+    global_batch_size: int | None = field(default=None, metadata=_flag("--global-batch-size"))
+    """Sequences per optimizer step, for any world size: gradient accumulation = global / (batch x ranks).
+    Default: batch size x ranks. Set it explicitly when the world size may change between restarts."""
+    steps: int = field(default=100, metadata=_flag("--steps"))
+    """Optimizer steps to train in total (a resumed run continues up to this number)."""
+    seed: int = field(default=0, metadata=_flag("--seed"))
+    """Seeds the weight initialisation of presets and the order of the training samples."""
+
+
+@dataclass
+class CheckpointConfig:
+    directory: str | None = field(default=None, metadata=_flag("--checkpoint-dir"))
+    """Directory of step_<N> checkpoints (shared by all ranks). The run resumes from the newest complete one."""
+    every: int = field(default=0, metadata=_flag("--checkpoint-every"))
+    """Save every N steps (and after the last step); 0 saves after the last step only."""
+    keep: int = field(default=3, metadata=_flag("--keep-checkpoints"))
+    """Number of newest checkpoints to keep; older ones are deleted after a successful save."""
+    export_hf: str | None = field(default=None, metadata=_flag("--export-hf"))
+    """Write the final model to this directory in Hugging Face format (config.json, *.safetensors)."""
+    export_dtype: str = field(default="bf16", metadata=_flag("--export-dtype", choices=EXPORT_DTYPES))
+    """Dtype of the exported weights."""
+
+
+@dataclass
+class MetricsConfig:
+    file: str | None = field(default=None, metadata=_flag("--metrics-file"))
+    """Append one JSON object per logged step to this file (rank 0 only)."""
+    port: int = field(default=0, metadata=_flag("--metrics-port"))
+    """Serve Prometheus gauges on this port (rank 0 only); 0 turns the endpoint off."""
+    host: str = field(default="0.0.0.0", metadata=_flag("--metrics-host"))
+    """Address the Prometheus endpoint binds to."""
+    log_every: int = field(default=10, metadata=_flag("--log-every"))
+    """Log (and write metrics) every N steps, and at the last step."""
+    peak_tflops: float | None = field(default=None, metadata=_flag("--peak-tflops"))
+    """Peak dense TFLOP/s of one device, the denominator of MFU. Default: the CUDA device's datasheet figure
+    (trainer/hardware.py); on CPU, MFU is reported only when this is given."""
+
+
+@dataclass
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+
+
+def field_docstrings(cls: type) -> dict[str, str]:
+    """The docstring written under each field of a dataclass (Python keeps these only in the source)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for statement, following in itertools.pairwise(body):
+        is_doc = isinstance(following, ast.Expr) and isinstance(getattr(following, "value", None), ast.Constant)
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and is_doc:
+            docs[statement.target.id] = " ".join(str(following.value.value).split())  # type: ignore[attr-defined]
+    return docs
+
+
+def _sections() -> list[tuple[str, type]]:
+    return [
+        (f.name, f.type if isinstance(f.type, type) else globals()[f.type]) for f in dataclasses.fields(TrainConfig)
+    ]
+
+
+def _value_type(annotation: str) -> type:
+    for name, kind in (("int", int), ("float", float)):
+        if annotation.startswith(name):
+            return kind
+    return str
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer",
+        description="FSDP2 fine-tuning of Llama-shaped models; launch with torchrun for several processes.",
+    )
+    for section, cls in _sections():
+        group = parser.add_argument_group(section)
+        docs = field_docstrings(cls)
+        for f in dataclasses.fields(cls):
+            kwargs = {k: v for k, v in f.metadata.items() if k != "flag"}
+            if kwargs.get("action") != "store_true":
+                kwargs.setdefault("type", _value_type(str(f.type)))
+            if "choices" not in kwargs and kwargs.get("action") != "store_true":
+                kwargs["metavar"] = f.metadata["flag"].lstrip("-").replace("-", "_").upper()
+            default = f.default
+            help_text = docs[f.name] + ("" if default in (None, False) else f" (default: {default})")
+            group.add_argument(
+                f.metadata["flag"], dest=f"{section}.{f.name}", default=default, help=help_text, **kwargs
+            )
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    """Parse trainer arguments into a TrainConfig; argparse exits with status 2 on an unknown flag or choice."""
+    namespace = vars(build_parser().parse_args(argv))
+    sections = {}
+    for section, cls in _sections():
+        values = {f.name: namespace[f"{section}.{f.name}"] for f in dataclasses.fields(cls)}
+        sections[section] = cls(**values)
+    return TrainConfig(**sections)
+
+
+def to_argv(config: TrainConfig) -> list[str]:
+    """The command line that parses back into `config` (flags at their defaults are left out)."""
+    argv: list[str] = []
+    for section, cls in _sections():
+        for f in dataclasses.fields(cls):
+            value = getattr(getattr(config, section), f.name)
+            if value == f.default:
+                continue
+            if f.metadata.get("action") == "store_true":
+                argv.append(f.metadata["flag"])
+            else:
+                argv += [f.metadata["flag"], str(value)]
+    return argv

@@ -1,0 +1,57 @@
+"""The launch environment torchrun gives each worker, read without torch.
+
+torchrun (and the Kubeflow PyTorchJob, which runs torchrun) sets RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT. A plain `python -m trainer` has none of them and is rank 0 of
+a world of one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """Where this process sits in the job."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    restart_count: int = 0
+    """How many times the elastic agent restarted the workers (TORCHELASTIC_RESTART_COUNT)."""
+
+    @property
+    def is_leader(self) -> bool:
+        """Rank 0 logs, writes metrics and serves Prometheus; the other ranks stay quiet."""
+        return self.rank == 0
+
+    @property
+    def num_nodes(self) -> int | None:
+        """Number of nodes if every node runs the same number of workers, else None."""
+        if self.world_size % self.local_world_size:
+            return None
+        return self.world_size // self.local_world_size
+
+    @property
+    def launched(self) -> bool:
+        """True under torchrun (a process group needs MASTER_ADDR/MASTER_PORT from it)."""
+        return self.world_size > 1
+
+
+def read_env(environ: Mapping[str, str] | None = None) -> DistEnv:
+    environ = os.environ if environ is None else environ
+
+    def number(name: str, default: int) -> int:
+        return int(environ.get(name, default))
+
+    world_size = number("WORLD_SIZE", 1)
+    return DistEnv(
+        rank=number("RANK", 0),
+        world_size=world_size,
+        local_rank=number("LOCAL_RANK", 0),
+        local_world_size=number("LOCAL_WORLD_SIZE", world_size),
+        restart_count=number("TORCHELASTIC_RESTART_COUNT", 0),
+    )

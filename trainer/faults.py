@@ -1,0 +1,26 @@
+"""Test-only fault injection: kill this process at a named point, as a node failure or an OOM kill would.
+
+TRAINER_FAULT="<point>:<step>" with point one of
+- kill_after_step:  after step <step> (and its checkpoint, if one was due) is complete;
+- kill_during_save: in the save of step <step>, after the shards are written into step_<N>.tmp but before
+                    the checkpoint is committed (meta.json and the rename).
+Faults fire only in the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a torchrun with --max-restarts
+shows the recovery. SIGKILL gives the process no chance to clean up, like the kernel's OOM killer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+FAULT_ENV = "TRAINER_FAULT"
+FAULT_POINTS = ("kill_after_step", "kill_during_save")
+
+
+def maybe_fault(point: str, step: int) -> None:
+    if point not in FAULT_POINTS:
+        raise ValueError(f"unknown fault point {point}")
+    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
+        return
+    if os.environ.get(FAULT_ENV) == f"{point}:{step}":
+        os.kill(os.getpid(), signal.SIGKILL)

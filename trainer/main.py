@@ -1,0 +1,72 @@
+"""Entry point: parse, validate (before any work), then train.
+
+    python -m trainer --model tiny --device cpu --steps 20                         # one process
+    torchrun --standalone --nproc-per-node 2 -m trainer --model tiny --device cpu  # two processes, gloo
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend etcd-v2 --rdzv-endpoint HOST:2379 --rdzv-id JOB \\
+        -m trainer --model meta-llama/Llama-2-7b-hf --dataset knkarthick/dialogsum \\
+        --sharding-strategy HYBRID_SHARD --checkpoint-dir /fsx/ckpt                  # two nodes of 8 GPUs
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from trainer.config import parse_args
+from trainer.env import DistEnv, read_env
+from trainer.errors import InputError
+from trainer.model_source import resolve_model
+from trainer.validate import validate
+
+EXIT_BAD_INPUT = 2  # argparse's status for bad arguments; invalid combinations use the same
+
+log = logging.getLogger("trainer")
+
+
+def configure_logging(env: DistEnv) -> None:
+    """Rank 0 logs human-readable progress; the other ranks only warnings and errors."""
+    logging.basicConfig(
+        level=logging.INFO if env.is_leader else logging.WARNING,
+        format=f"%(asctime)s [rank {env.rank}] %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def refuse(errors: list[str], env: DistEnv) -> int:
+    if env.is_leader:
+        for error in errors:
+            print(f"python -m trainer: error: {error}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def resolve_device(requested: str) -> str:
+    """The device type for --device: cuda, cpu, or 'unavailable' when cuda is asked for but absent."""
+    import torch
+
+    if requested == "cpu":
+        return "cpu"
+    available = torch.cuda.is_available()
+    if requested == "cuda":
+        return "cuda" if available else "unavailable"  # validate() refuses it with a message
+    return "cuda" if available else "cpu"
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    env = read_env()
+    configure_logging(env)
+    try:
+        source = resolve_model(config.model.name)
+    except InputError as error:
+        return refuse([str(error)], env)
+    device_type = resolve_device(config.parallel.device)
+    errors = validate(config, env, device_type, source)
+    if errors:
+        return refuse(errors, env)
+    from trainer.train import run
+
+    try:
+        run(config, env, source, device_type)
+    except InputError as error:
+        return refuse([str(error)], env)
+    return 0

@@ -1,0 +1,105 @@
+"""Training metrics: the figures, their formulas, and where they go (JSON lines and Prometheus).
+
+Importable without torch: the Grafana dashboards and their test read PROMETHEUS_METRICS, the single list of
+metric names the trainer serves. Only rank 0 creates a MetricsSink; the other ranks stay quiet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from trainer.presets import ModelShape
+
+# JSON key in --metrics-file -> (Prometheus gauge name, help text). Both outputs carry the same figures.
+METRIC_FIELDS: dict[str, tuple[str, str]] = {
+    "step": ("trainer_step", "Last completed optimizer step"),
+    "loss": ("trainer_loss", "Mean cross-entropy per trained token over the global batch"),
+    "tokens_per_second": ("trainer_tokens_per_second", "Trained tokens per second, whole job"),
+    "tokens_per_second_per_gpu": ("trainer_tokens_per_second_per_gpu", "Trained tokens per second per rank"),
+    "mfu": ("trainer_mfu", "Model FLOPs utilisation, 0..1 (NaN when the device peak is unknown)"),
+    "step_time_s": ("trainer_step_time_seconds", "Mean wall time of one optimizer step since the last log"),
+    "peak_memory_bytes": ("trainer_peak_memory_bytes", "Peak memory of the busiest rank (GPU allocated or RSS)"),
+    "lr": ("trainer_learning_rate", "Learning rate of the last step"),
+    "grad_norm": ("trainer_grad_norm", "Global gradient norm before clipping"),
+    "world_size": ("trainer_world_size", "Number of ranks"),
+    "restarts": ("trainer_restarts", "Elastic restarts of the workers (TORCHELASTIC_RESTART_COUNT)"),
+}
+PROMETHEUS_METRICS: tuple[str, ...] = tuple(name for name, _ in METRIC_FIELDS.values())
+
+
+def training_flops_per_token(shape: ModelShape, seq_len: int) -> float:
+    """Forward + backward FLOPs per token: 6 N + 12 L H T.
+
+    6 N: two FLOPs per multiply-add, forward plus twice that in backward, over the N parameters that take part
+    in matrix multiplies (the input embedding is a lookup; a tied embedding still serves as the output layer).
+    12 L H T: the attention scores and weighted values per layer (PaLM, Chowdhery et al. 2022, appendix B;
+    H = hidden size, T = sequence length). Recomputation by activation checkpointing is not counted, as usual
+    for MFU.
+    """
+    matmul_params = shape.num_parameters - (0 if shape.tie_word_embeddings else shape.vocab_size * shape.hidden_size)
+    return 6.0 * matmul_params + 12.0 * shape.num_layers * shape.hidden_size * seq_len
+
+
+def model_flops_utilisation(tokens_per_second_per_device: float, flops_per_token: float, peak_flops: float) -> float:
+    return tokens_per_second_per_device * flops_per_token / peak_flops
+
+
+@dataclass
+class StepMetrics:
+    step: int
+    loss: float
+    tokens_per_second: float
+    tokens_per_second_per_gpu: float
+    mfu: float | None
+    step_time_s: float
+    peak_memory_bytes: int
+    lr: float
+    grad_norm: float
+    world_size: int
+    restarts: int
+    tokens: int
+    """Tokens trained on so far in this run, counting from the resumed step."""
+
+    def log_line(self, total_steps: int) -> str:
+        mfu = "n/a" if self.mfu is None else f"{100 * self.mfu:.1f}%"
+        return (
+            f"step {self.step}/{total_steps} | loss {self.loss:.4f} | lr {self.lr:.2e} | grad norm {self.grad_norm:.3f}"
+            f" | {self.tokens_per_second:,.0f} tok/s ({self.tokens_per_second_per_gpu:,.0f}/rank) | mfu {mfu}"
+            f" | step {self.step_time_s:.3f}s | peak mem {self.peak_memory_bytes / 2**30:.2f} GiB"
+        )
+
+
+class MetricsSink:
+    """Rank 0's outputs: an append-only JSON-lines file and a Prometheus endpoint, both optional."""
+
+    def __init__(self, file: str | None, port: int, host: str) -> None:
+        self.file = Path(file) if file else None
+        if self.file:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+        self.gauges: dict[str, Any] = {}
+        self.server: Any = None
+        if port:
+            from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+            registry = CollectorRegistry()
+            self.gauges = {key: Gauge(name, text, registry=registry) for key, (name, text) in METRIC_FIELDS.items()}
+            self.server, _ = start_http_server(port, addr=host, registry=registry)
+
+    def write(self, metrics: StepMetrics) -> None:
+        record = {"time": time.time(), **asdict(metrics)}
+        if self.file:
+            with open(self.file, "a") as handle:
+                handle.write(json.dumps(record) + "\n")
+        for key, gauge in self.gauges.items():
+            value = record[key]
+            gauge.set(math.nan if value is None else value)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()

@@ -1,0 +1,170 @@
+"""Model creation in three named steps: build on the meta device, (shard,) `to_empty`, then fill the weights.
+
+Weights are filled per parameter into each rank's own shard, so no rank ever holds the whole model:
+- presets: `init_weights` draws each full tensor from a generator seeded by (--seed, parameter name) and copies
+  this rank's rows, so the model is the same for any world size and sharding strategy;
+- pretrained: `load_pretrained_weights` reads only this rank's rows of each tensor from the safetensors files
+  (memory-mapped slices), so 8 ranks of a 70B model do not need 8 full copies in host memory.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor, Shard
+
+from trainer.model_source import ModelSource
+
+# Wrappers that activation checkpointing and torch.compile may add to a module's parameter names.
+WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.")
+
+
+def hf_config(source: ModelSource) -> Any:
+    """The transformers config of the model: built from a preset's shape, or read from config.json."""
+    from transformers import AutoConfig, LlamaConfig
+
+    if source.kind == "preset":
+        shape = source.shape
+        config = LlamaConfig(
+            vocab_size=shape.vocab_size,
+            hidden_size=shape.hidden_size,
+            intermediate_size=shape.intermediate_size,
+            num_hidden_layers=shape.num_layers,
+            num_attention_heads=shape.num_heads,
+            num_key_value_heads=shape.num_kv_heads,
+            max_position_embeddings=shape.max_position_embeddings,
+            tie_word_embeddings=shape.tie_word_embeddings,
+        )
+    else:
+        config = AutoConfig.from_pretrained(str(source.directory) if source.directory else source.name)
+    config.use_cache = False
+    return config
+
+
+def build_meta_model(config: Any) -> nn.Module:
+    """The model's structure on the meta device: no memory, no initialisation yet."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+    return model
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The repeated transformer blocks of a Llama-shaped causal LM (the unit of sharding and checkpointing)."""
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise TypeError(f"{type(model).__name__}: expected decoder layers at model.model.layers")
+    return layers
+
+
+def canonical_name(name: str) -> str:
+    """A parameter's name as in the model's state dict (without wrapper prefixes)."""
+    for prefix in WRAPPER_PREFIXES:
+        name = name.replace(prefix, "")
+    return name
+
+
+def local_rows(param: torch.Tensor) -> tuple[int, int]:
+    """[start, stop) rows of the full tensor that this rank holds (FSDP shards dim 0 like torch.chunk)."""
+    if not isinstance(param, DTensor):
+        return 0, param.shape[0]
+    start, rows = 0, param.shape[0]
+    for mesh_dim, placement in enumerate(param.placements):
+        if isinstance(placement, Shard):
+            if placement.dim != 0:
+                raise ValueError(f"unsupported placement {placement}: only dim-0 sharding")
+            size = param.device_mesh.size(mesh_dim)
+            chunk = -(-rows // size)  # ceil: torch.chunk's chunk size
+            start += chunk * param.device_mesh.get_local_rank(mesh_dim)
+            rows = max(0, min(chunk, rows - chunk * param.device_mesh.get_local_rank(mesh_dim)))
+    return start, start + rows
+
+
+def _local(param: torch.Tensor) -> torch.Tensor:
+    return param.to_local() if isinstance(param, DTensor) else param
+
+
+def is_norm_weight(name: str) -> bool:
+    return name.endswith("norm.weight")
+
+
+@torch.no_grad()
+def init_weights(model: nn.Module, seed: int, std: float) -> None:
+    """Random init of every parameter: N(0, std) for matrices and embeddings, ones for RMSNorm weights.
+
+    Each full tensor comes from its own generator, seeded from --seed and the parameter's name, on the
+    training device; the rank keeps only its rows. Same weights for any world size or sharding strategy.
+    """
+    for name, param in model.named_parameters():
+        name = canonical_name(name)
+        start, stop = local_rows(param)
+        local = _local(param)
+        if is_norm_weight(name):
+            local.fill_(1.0)
+            continue
+        generator = torch.Generator(device=local.device).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+        full = torch.empty(param.shape, device=local.device, dtype=local.dtype).normal_(0.0, std, generator=generator)
+        local.copy_(full[start:stop])
+
+
+@torch.no_grad()
+def init_buffers(model: nn.Module, device: torch.device) -> None:
+    """Recompute the non-persistent buffers (rotary frequencies) that `to_empty` left uninitialised.
+
+    Every buffer must be recomputed here: an unknown buffer is an error, never uninitialised memory.
+    """
+    done = set()
+    for module_name, module in model.named_modules():
+        if type(module).__name__.endswith("RotaryEmbedding"):
+            fresh = type(module)(config=module.config)
+            for buffer_name, value in fresh.named_buffers(recurse=False):
+                getattr(module, buffer_name).copy_(value.to(device))
+                done.add(f"{module_name}.{buffer_name}")
+    missing = [name for name, _ in model.named_buffers() if name not in done]
+    if missing:
+        raise RuntimeError(f"no initialisation for buffers {missing}")
+
+
+def safetensors_index(directory: Path) -> dict[str, Path]:
+    """Tensor name -> the safetensors file that holds it."""
+    from safetensors import safe_open
+
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"--model {directory}: no *.safetensors files")
+    index = {}
+    for file in files:
+        with safe_open(file, framework="pt") as handle:
+            names = handle.keys()  # safe_open handles are not dicts: `in handle` does not work
+            index.update(dict.fromkeys(names, file))
+    return index
+
+
+@torch.no_grad()
+def load_pretrained_weights(model: nn.Module, directory: Path) -> None:
+    """Copy this rank's rows of every parameter from the safetensors files (reads only those bytes)."""
+    from safetensors import safe_open
+
+    index = safetensors_index(directory)
+    missing = [canonical_name(n) for n, _ in model.named_parameters() if canonical_name(n) not in index]
+    if missing:
+        raise KeyError(f"--model {directory}: the checkpoint lacks {missing[:5]}{'...' if len(missing) > 5 else ''}")
+    handles: dict[Path, Any] = {}
+    try:
+        for name, param in model.named_parameters():
+            name = canonical_name(name)
+            file = index[name]
+            handles.setdefault(file, safe_open(file, framework="pt"))
+            view = handles[file].get_slice(name)
+            if tuple(view.get_shape()) != tuple(param.shape):
+                raise ValueError(f"{name}: checkpoint shape {view.get_shape()} != model shape {tuple(param.shape)}")
+            start, stop = local_rows(param)
+            local = _local(param)
+            local.copy_(view[start:stop].to(device=local.device, dtype=local.dtype))
+    finally:
+        handles.clear()

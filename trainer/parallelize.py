@@ -1,0 +1,113 @@
+"""Parallelism, kept apart from the model and the loop: a few ordered functions composed by `parallelize`.
+
+Strategy -> device mesh -> fully_shard settings:
+- FULL_SHARD:    1-D mesh (dp_shard=world);            reshard_after_forward=True
+- SHARD_GRAD_OP: 1-D mesh (dp_shard=world);            reshard_after_forward=False
+- HYBRID_SHARD:  2-D mesh (dp_replicate=groups, dp_shard=world/groups): HSDP, sharded within a group,
+                 gradients all-reduced across groups;   reshard_after_forward=True
+- NO_SHARD:      2-D mesh (dp_replicate=world, dp_shard=1): every rank holds everything, gradients
+                 all-reduced (pure replication through the same HSDP code path)
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from trainer.config import ParallelConfig
+from trainer.model import decoder_layers
+from trainer.plan import RunPlan
+
+COMPUTE_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def build_mesh(strategy: str, plan: RunPlan, device_type: str) -> DeviceMesh:
+    if strategy in ("FULL_SHARD", "SHARD_GRAD_OP"):
+        return init_device_mesh(device_type, (plan.shard,), mesh_dim_names=("dp_shard",))
+    return init_device_mesh(device_type, (plan.replicate, plan.shard), mesh_dim_names=("dp_replicate", "dp_shard"))
+
+
+def _selective_policy(ctx: object, op: object, *args: object, **kwargs: object) -> object:
+    """Keep what is expensive to recompute (matmuls, attention); recompute elementwise ops (norms, SiLU, RoPE)."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    aten = torch.ops.aten
+    keep = {
+        aten.mm.default,
+        aten.addmm.default,
+        aten.bmm.default,
+        aten._scaled_dot_product_flash_attention.default,
+        aten._scaled_dot_product_efficient_attention.default,
+        aten._scaled_dot_product_cudnn_attention.default,
+        aten._scaled_dot_product_flash_attention_for_cpu.default,
+    }
+    return CheckpointPolicy.MUST_SAVE if op in keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def apply_activation_checkpointing(model: nn.Module, mode: str) -> None:
+    """Wrap each decoder layer so its activations are recomputed in backward (all of them, or the cheap ones)."""
+    if mode == "none":
+        return
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    layers = decoder_layers(model)
+    for index, layer in enumerate(layers):
+        if mode == "full":
+            layers[index] = checkpoint_wrapper(layer, preserve_rng_state=False)
+        else:
+            context = partial(create_selective_checkpoint_contexts, _selective_policy)
+            layers[index] = checkpoint_wrapper(layer, context_fn=context, preserve_rng_state=False)
+
+
+def apply_fp8(model: nn.Module) -> None:
+    """Swap the decoder layers' linear layers for torchao's FP8 training linears (dims divisible by 16)."""
+    from torchao.float8 import convert_to_float8_training
+
+    def wanted(module: nn.Module, name: str) -> bool:
+        return isinstance(module, nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
+
+    for layer in decoder_layers(model):
+        convert_to_float8_training(layer, module_filter_fn=wanted)
+
+
+def apply_compile(model: nn.Module) -> None:
+    """torch.compile each decoder layer in place (parameter names stay unchanged, so checkpoints do too)."""
+    for layer in decoder_layers(model):
+        layer.compile(fullgraph=False)
+
+
+def apply_fsdp(
+    model: nn.Module, mesh: DeviceMesh, mp_policy: MixedPrecisionPolicy, reshard_after_forward: bool
+) -> None:
+    """Shard each decoder layer as its own unit (one all-gather per layer), then the root for the rest.
+
+    The root (embeddings, final norm, output layer) is never resharded after forward: backward starts with
+    the output layer, so it would be gathered again at once.
+    """
+    for layer in decoder_layers(model):
+        fully_shard(layer, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
+
+
+def mixed_precision_policy(name: str) -> MixedPrecisionPolicy:
+    """Compute in the chosen dtype; gradients are reduced (and parameters kept) in fp32."""
+    return MixedPrecisionPolicy(param_dtype=COMPUTE_DTYPES[name], reduce_dtype=torch.float32)
+
+
+def parallelize(model: nn.Module, config: ParallelConfig, mesh: DeviceMesh) -> nn.Module:
+    """Order matters: activation checkpointing and FP8 change the layers, compile traces those layers, and
+    sharding comes last, per layer before the root, so each layer's parameters form their own group."""
+    apply_activation_checkpointing(model, config.activation_checkpointing)
+    if config.fp8:
+        apply_fp8(model)
+    if config.compile:
+        apply_compile(model)
+    # NO_SHARD has nothing to reshard (shard dim 1); SHARD_GRAD_OP keeps parameters gathered until backward.
+    reshard = config.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")
+    apply_fsdp(model, mesh, mixed_precision_policy(config.mixed_precision), reshard_after_forward=reshard)
+    return model

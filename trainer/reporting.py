@@ -1,0 +1,95 @@
+"""Per logged step: gather the job-wide figures (collectives on every rank); rank 0 logs and exports them."""
+
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from trainer.config import TrainConfig
+from trainer.env import DistEnv
+from trainer.hardware import PEAK_BF16_FLOPS, chip_for_device_name
+from trainer.metrics import MetricsSink, StepMetrics, model_flops_utilisation, training_flops_per_token
+from trainer.presets import ModelShape
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepResult:
+    loss: torch.Tensor
+    """This rank's share of the global mean loss (the sum over ranks is the step's loss)."""
+    grad_norm: torch.Tensor
+    lr: float
+    """The learning rate this step used."""
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Peak of this process: GPU memory allocated by torch; on CPU the resident set (ru_maxrss, in KiB on Linux)."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def peak_flops(config: TrainConfig, device: torch.device) -> float | None:
+    """Per-device peak for MFU: --peak-tflops, else the CUDA device's datasheet figure, else unknown."""
+    if config.metrics.peak_tflops:
+        return config.metrics.peak_tflops * 1e12
+    if device.type == "cuda":
+        chip = chip_for_device_name(torch.cuda.get_device_name(device))
+        return PEAK_BF16_FLOPS.get(chip) if chip else None
+    return None
+
+
+class StepReporter:
+    def __init__(
+        self, config: TrainConfig, env: DistEnv, shape: ModelShape, global_batch: int, device: torch.device
+    ) -> None:
+        self.env, self.device, self.total_steps = env, device, config.schedule.steps
+        self.tokens_per_step = global_batch * config.data.seq_len
+        self.flops_per_token = training_flops_per_token(shape, config.data.seq_len)
+        self.peak = peak_flops(config, device)
+        metrics = config.metrics
+        self.sink = MetricsSink(metrics.file, metrics.port, metrics.host) if env.is_leader else None
+        self.last_time, self.last_step, self.tokens = time.perf_counter(), 0, 0
+
+    def restart_clock(self, step: int) -> None:
+        """Time from here: the next report covers the steps after `step` (setup and saves are not training)."""
+        self.last_time, self.last_step = time.perf_counter(), step
+
+    def report(self, step: int, result: StepResult) -> None:
+        loss = result.loss.clone()
+        dist.all_reduce(loss)
+        memory = torch.tensor([peak_memory_bytes(self.device)], dtype=torch.int64, device=self.device)
+        dist.all_reduce(memory, op=dist.ReduceOp.MAX)  # the busiest rank is the one that limits the job
+        steps = step - self.last_step
+        step_time = (time.perf_counter() - self.last_time) / steps
+        self.tokens += steps * self.tokens_per_step
+        tokens_per_second = self.tokens_per_step / step_time
+        per_gpu = tokens_per_second / self.env.world_size
+        metrics = StepMetrics(
+            step=step,
+            loss=float(loss),
+            tokens_per_second=tokens_per_second,
+            tokens_per_second_per_gpu=per_gpu,
+            mfu=model_flops_utilisation(per_gpu, self.flops_per_token, self.peak) if self.peak else None,
+            step_time_s=step_time,
+            peak_memory_bytes=int(memory[0]),
+            lr=result.lr,
+            grad_norm=float(result.grad_norm),
+            world_size=self.env.world_size,
+            restarts=self.env.restart_count,
+            tokens=self.tokens,
+        )
+        if self.sink:
+            log.info(metrics.log_line(self.total_steps))
+            self.sink.write(metrics)
+        self.restart_clock(step)
+
+    def close(self) -> None:
+        if self.sink:
+            self.sink.close()

@@ -1,0 +1,24 @@
+"""A byte-level tokenizer that needs no download: token id = UTF-8 byte value, plus a few special ids.
+
+The `tiny` preset's vocabulary (260) is sized for it.
+"""
+
+from __future__ import annotations
+
+PAD_ID = 256
+BOS_ID = 257
+EOS_ID = 258
+BYTE_VOCAB_SIZE = 260  # 256 byte values, pad, bos, eos, one reserved id
+
+
+class ByteTokenizer:
+    name = "byte"
+    vocab_size = BYTE_VOCAB_SIZE
+    bos_id: int | None = BOS_ID
+    eos_id: int | None = EOS_ID
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")

@@ -1,0 +1,206 @@
+"""The training run: set up the components, resume, loop over the steps, save, export.
+
+One code path for every device and world size: NCCL on CUDA, gloo on CPU; a single plain process is a world of
+one with the same device mesh and FSDP wrapping.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.functional import cross_entropy
+
+from trainer.checkpoint import Checkpointer, Progress
+from trainer.checkpoint_layout import model_fingerprint
+from trainer.config import TrainConfig
+from trainer.data import IGNORE_INDEX, PackedData, SampleOrder, StepBatch, build_packed_data, step_batch
+from trainer.distributed import init_distributed, leave_distributed, pick_device
+from trainer.env import DistEnv
+from trainer.errors import InputError
+from trainer.export import export_hf
+from trainer.faults import maybe_fault
+from trainer.model import build_meta_model, hf_config, init_buffers, init_weights, load_pretrained_weights
+from trainer.model_source import ModelSource
+from trainer.optim import build_optimizer, build_scheduler
+from trainer.parallelize import build_mesh, parallelize
+from trainer.plan import RunPlan, make_plan
+from trainer.reporting import StepReporter, StepResult
+from trainer.tokenizer import Tokenizer, load_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+def pretrained_directory(source: ModelSource, env: DistEnv) -> Path:
+    """The local directory of the weights; a hub model is downloaded by each node's first rank only."""
+    if source.directory is not None:
+        return source.directory
+    from huggingface_hub import snapshot_download
+
+    patterns = ["*.json", "*.safetensors"]
+    if env.local_rank == 0:
+        snapshot_download(source.name, allow_patterns=patterns)
+    dist.barrier()
+    return Path(snapshot_download(source.name, allow_patterns=patterns))
+
+
+def build_model(
+    source: ModelSource, config: TrainConfig, plan: RunPlan, device: torch.device, env: DistEnv
+) -> tuple[nn.Module, Any]:
+    """Meta device -> parallelize (shard) -> to_empty -> weights (seeded init, or this rank's pretrained rows)."""
+    model_config = hf_config(source)
+    model = build_meta_model(model_config)
+    parallelize(model, config.parallel, build_mesh(config.parallel.sharding_strategy, plan, device.type))
+    model.to_empty(device=device)
+    init_buffers(model, device)
+    if source.pretrained:
+        load_pretrained_weights(model, pretrained_directory(source, env))
+    else:
+        init_weights(model, config.schedule.seed, std=model_config.initializer_range)
+    return model, model_config
+
+
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    batch: StepBatch,
+    device: torch.device,
+    dp_size: int,
+    grad_clip: float,
+) -> StepResult:
+    """One optimizer step over this rank's micro batches of the global batch.
+
+    Each micro batch's summed token loss is divided by the token count of the whole global batch, so the sum
+    over micro batches and ranks is the mean over the global batch for any world size. FSDP averages gradients
+    over the dp ranks; multiplying by dp_size turns that average back into the sum.
+    """
+    optimizer.zero_grad(set_to_none=True)
+    loss_total = torch.zeros((), device=device)
+    for inputs, labels in batch.micro_batches:
+        logits = model(input_ids=torch.from_numpy(inputs).to(device)).logits
+        targets = torch.from_numpy(labels).to(device)
+        summed = cross_entropy(
+            logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+        )
+        loss = summed / max(1, batch.global_target_tokens)
+        (loss * dp_size).backward()
+        loss_total += loss.detach()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
+    lr = optimizer.param_groups[0]["lr"]
+    optimizer.step()
+    scheduler.step()
+    if hasattr(grad_norm, "full_tensor"):
+        grad_norm = grad_norm.full_tensor()
+    return StepResult(loss_total, grad_norm, lr)
+
+
+def load_data(config: TrainConfig, source: ModelSource) -> tuple[Tokenizer, PackedData]:
+    tokenizer = load_tokenizer(config.model.tokenizer or source.default_tokenizer())
+    if tokenizer.vocab_size > source.shape.vocab_size:
+        raise InputError(
+            f"--tokenizer {tokenizer.name}: its {tokenizer.vocab_size} ids do not fit the vocabulary of "
+            f"{source.name} ({source.shape.vocab_size})"
+        )
+    return tokenizer, build_packed_data(config.data, tokenizer)
+
+
+@dataclass
+class Session:
+    """Everything a run trains with, set up and (if a checkpoint exists) restored."""
+
+    model: nn.Module
+    model_config: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    checkpointer: Checkpointer | None
+    progress: Progress
+
+
+def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.device, plan: RunPlan) -> Session:
+    torch.manual_seed(config.schedule.seed)
+    model, model_config = build_model(source, config, plan, device, env)
+    optimizer = build_optimizer(model, config.optim)
+    scheduler = build_scheduler(optimizer, config.optim, config.schedule.steps)
+    checkpointer = None
+    if config.checkpoint.directory:
+        meta = {
+            "model": model_fingerprint(source.shape),
+            "model_name": source.name,
+            "seq_len": config.data.seq_len,
+            "dataset": config.data.dataset,
+            "seed": config.schedule.seed,
+        }
+        checkpointer = Checkpointer(config.checkpoint.directory, config.checkpoint.keep, env, device.type, meta)
+    progress = checkpointer.restore(model, optimizer, scheduler) if checkpointer else Progress()
+    return Session(model, model_config, optimizer, scheduler, checkpointer, progress)
+
+
+def log_start(
+    config: TrainConfig, env: DistEnv, source: ModelSource, plan: RunPlan, data: PackedData, step: int
+) -> None:
+    log.info(
+        "%s: %.1fM parameters | %d ranks, %s, mesh replicate %d x shard %d | global batch %d = %d x %d ranks x %d "
+        "accumulation | %d packed sequences of %d tokens | starting after step %d of %d",
+        source.name,
+        source.shape.num_parameters / 1e6,
+        env.world_size,
+        config.parallel.sharding_strategy,
+        plan.replicate,
+        plan.shard,
+        plan.global_batch_size,
+        plan.batch_size,
+        env.world_size,
+        plan.grad_accum,
+        data.num_samples,
+        config.data.seq_len,
+        step,
+        config.schedule.steps,
+    )
+
+
+def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.device, data: PackedData) -> Session:
+    plan = make_plan(config, env)
+    session = set_up(config, env, source, device, plan)
+    order = SampleOrder(data.num_samples, config.schedule.seed)
+    reporter = StepReporter(config, env, source.shape, plan.global_batch_size, device)
+    log_start(config, env, source, plan, data, session.progress.step)
+    total, every = config.schedule.steps, config.checkpoint.every
+    reporter.restart_clock(session.progress.step)
+    try:
+        for step in range(session.progress.step + 1, total + 1):
+            consumed = session.progress.consumed_samples
+            batch = step_batch(data, order, consumed, plan.global_batch_size, plan.batch_size, env.rank, plan.dp_size)
+            result = train_step(
+                session.model, session.optimizer, session.scheduler, batch, device, plan.dp_size, config.optim.grad_clip
+            )
+            session.progress = Progress(step, consumed + plan.global_batch_size)
+            if step % config.metrics.log_every == 0 or step == total:
+                reporter.report(step, result)
+            if session.checkpointer and ((every and step % every == 0) or step == total):
+                session.checkpointer.save(session.model, session.optimizer, session.scheduler, session.progress)
+                reporter.restart_clock(step)
+            maybe_fault("kill_after_step", step)
+    finally:
+        reporter.close()
+    return session
+
+
+def run(config: TrainConfig, env: DistEnv, source: ModelSource, device_type: str) -> None:
+    """Tokenise (bad data fails here, before any process group or checkpoint), train, then export."""
+    device = pick_device(device_type, env)
+    tokenizer, data = load_data(config, source)
+    init_distributed(env, device)
+    try:
+        session = train(config, env, source, device, data)
+        if config.checkpoint.export_hf:
+            export = config.checkpoint
+            export_hf(session.model, session.model_config, export.export_hf, export.export_dtype, env, tokenizer)
+        dist.barrier()  # leave together: gloo aborts a process whose peer tears down its connections mid-exit
+    finally:
+        leave_distributed()
