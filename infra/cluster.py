@@ -43,6 +43,7 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("fsdp-eks:infra:Cluster", name, None, opts)
         cfg, child = args.config, pulumi.ResourceOptions(parent=self)
         self.name = args.cluster_name
+        self._prefix = name
         self.partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
         secrets_key = aws.kms.Key(
             f"{name}-secrets",
@@ -153,7 +154,7 @@ class Cluster(pulumi.ComponentResource):
             ).version
         )
         return aws.eks.Addon(
-            f"{self.name}-{addon}",
+            f"{self._prefix}-{addon}",
             cluster_name=self.name,
             addon_name=addon,
             addon_version=version,

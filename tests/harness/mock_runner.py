@@ -16,6 +16,7 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.sync_await import _sync_await
 
@@ -89,6 +90,19 @@ class RecordingMonitor(mocks.MockMonitor):
         super().__init__(fake)
         self.fake = fake
         self.records: list[dict[str, Any]] = []
+
+    def GetDeploymentInfo(self, request):  # noqa: N802 - the gRPC method name
+        # Without resource-reference support, a resource passed as an input (a Cluster to a ManagedNodeGroup)
+        # travels as its URN or id, as it would to an engine without references. With it, the mock rebuilds a
+        # Resource object on its worker thread's event loop, which races the program's loop and fails at random.
+        info = super().GetDeploymentInfo(request)
+        kept = [f for f in info.supportedFeatures if f != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
+        return resource_pb2.DeploymentInfo(supportedFeatures=kept)
+
+    def SupportsFeature(self, request):  # noqa: N802 - the gRPC method name
+        if request.id == "resourceReferences":
+            return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
+        return super().SupportsFeature(request)
 
     def RegisterResource(self, request):  # noqa: N802 - the gRPC method name
         response = super().RegisterResource(request)
