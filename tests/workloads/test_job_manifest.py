@@ -1,0 +1,226 @@
+"""The PyTorchJob of every stack file: valid for the training operator's API and for Kubernetes, and asking each
+node for exactly what the catalog says it has."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from kubeflow.training import ApiClient
+
+from infra.catalog import CATALOG
+from infra.config import KUBERNETES_VERSIONS
+from infra.gpu_nodes import EFA_HUGEPAGES_2MI, GPU_NODE_GROUP_LABEL, GPU_TAINT
+from workloads.job import hf_token_secret, namespace_manifest, pytorchjob_manifest, torchrun_command
+from workloads.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
+
+from .job_stacks import STACKS, config_of, spec_of
+
+pytestmark = pytest.mark.parametrize("stack", STACKS)
+
+KUBERNETES_VERSION = KUBERNETES_VERSIONS[-1]
+
+
+def sdk_round_trip(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest read into the kubeflow-training SDK's models and written back out: a field the models do not
+    know (a misspelling, a field of another API version) is dropped on the way."""
+
+    class Response:
+        data = json.dumps(manifest)
+
+    client = ApiClient()
+    return client.sanitize_for_serialization(client.deserialize(Response, "KubeflowOrgV1PyTorchJob"))
+
+
+def worker(manifest: dict[str, Any]) -> dict[str, Any]:
+    return manifest["spec"]["pytorchReplicaSpecs"]["Worker"]
+
+
+def trainer_container(manifest: dict[str, Any]) -> dict[str, Any]:
+    (container,) = worker(manifest)["template"]["spec"]["containers"]
+    return container
+
+
+def env_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in trainer_container(manifest)["env"]}
+
+
+def test_manifest_round_trips_through_the_kubeflow_sdk_models(stack: str) -> None:
+    spec = spec_of(stack)
+    manifest = pytorchjob_manifest(spec)
+    assert sdk_round_trip(manifest) == manifest
+
+
+def test_the_round_trip_catches_a_misspelt_field(stack: str) -> None:
+    spec = spec_of(stack)
+    manifest = copy.deepcopy(pytorchjob_manifest(spec))
+    manifest["spec"]["elasticPolicy"]["rdzvHots"] = manifest["spec"]["elasticPolicy"].pop("rdzvHost")
+    assert sdk_round_trip(manifest) != manifest
+
+
+def test_pod_template_passes_the_strict_kubernetes_schema(stack: str) -> None:
+    spec = spec_of(stack)
+    pod_template = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": spec.name, "namespace": spec.namespace},
+        "template": worker(pytorchjob_manifest(spec))["template"],
+    }
+    kubernetes_validate.validate(pod_template, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_strict_schema_rejects_an_unknown_pod_field(stack: str) -> None:
+    spec = spec_of(stack)
+    template = copy.deepcopy(worker(pytorchjob_manifest(spec))["template"])
+    template["spec"]["nodeSelectors"] = template["spec"].pop("nodeSelector")
+    pod_template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"}, "template": template}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(pod_template, KUBERNETES_VERSION, strict=True)
+
+
+def test_secret_and_namespace_pass_the_strict_kubernetes_schema(stack: str) -> None:
+    spec = spec_of(stack)
+    for manifest in (hf_token_secret(spec), hf_token_secret(spec, token="t"), namespace_manifest(spec)):
+        kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
+
+
+def test_gpu_and_efa_requests_match_the_catalog(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    instance = CATALOG[config.gpu_nodes.instance_type]
+    manifest = pytorchjob_manifest(spec)
+    resources = trainer_container(manifest)["resources"]
+    assert resources["limits"]["nvidia.com/gpu"] == str(instance.gpus)
+    assert manifest["spec"]["nprocPerNode"] == str(instance.gpus)
+    assert worker(manifest)["replicas"] == config.gpu_nodes.count
+    if config.gpu_nodes.efa_enabled:
+        assert resources["limits"]["vpc.amazonaws.com/efa"] == str(instance.efa_interfaces)
+    else:
+        assert "vpc.amazonaws.com/efa" not in resources["limits"]
+    assert resources["requests"] == resources["limits"]  # Guaranteed QoS
+
+
+def test_efa_pods_request_huge_pages_within_the_nodes_pool(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    limits = trainer_container(pytorchjob_manifest(spec))["resources"]["limits"]
+    if not config.gpu_nodes.efa_enabled:
+        assert "hugepages-2Mi" not in limits
+        return
+    requested_mib = int(limits["hugepages-2Mi"].removesuffix("Mi"))
+    assert 0 < requested_mib <= EFA_HUGEPAGES_2MI * 2
+
+
+def test_cpu_and_memory_leave_room_for_the_node_daemons(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    instance = config.gpu_nodes.instance
+    limits = trainer_container(pytorchjob_manifest(spec))["resources"]["limits"]
+    hugepage_pool_gib = EFA_HUGEPAGES_2MI * 2 / 1024 if config.gpu_nodes.efa_enabled else 0
+    assert int(limits["cpu"]) <= instance.vcpus - 2
+    assert int(limits["memory"].removesuffix("Gi")) + hugepage_pool_gib <= instance.memory_gib - 2
+
+
+def test_pods_land_on_the_gpu_node_group_and_tolerate_its_taint(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    pod = worker(pytorchjob_manifest(spec))["template"]["spec"]
+    label, value = GPU_NODE_GROUP_LABEL
+    assert pod["nodeSelector"] == {label: value, "node.kubernetes.io/instance-type": config.gpu_nodes.instance_type}
+    effect = {"NO_SCHEDULE": "NoSchedule"}[GPU_TAINT["effect"]]  # EKS API spelling -> Kubernetes spelling
+    expected = {"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"], "effect": effect}
+    assert expected in pod["tolerations"]
+
+
+def test_shared_memory_is_a_memory_backed_volume(stack: str) -> None:
+    spec = spec_of(stack)
+    pod = worker(pytorchjob_manifest(spec))["template"]["spec"]
+    dshm = next(v for v in pod["volumes"] if v["name"] == "dshm")
+    assert dshm["emptyDir"]["medium"] == "Memory"
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in pod["containers"][0]["volumeMounts"]
+
+
+def test_checkpoints_are_shared_storage_on_more_than_one_node(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    pod = worker(pytorchjob_manifest(spec))["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "checkpoints")
+    if config.gpu_nodes.count > 1:
+        assert volume["persistentVolumeClaim"]["claimName"] == spec.checkpoint.claim
+        assert pod["initContainers"][0]["name"] == "prepare-checkpoints"
+    else:
+        assert volume == {"name": "checkpoints", "emptyDir": {}}
+
+
+def test_hf_token_comes_only_from_the_secret(stack: str) -> None:
+    spec = spec_of(stack)
+    env = env_of(pytorchjob_manifest(spec))
+    assert env["HF_TOKEN"] == {"secretKeyRef": {"name": spec.hf_token_secret, "key": "token", "optional": True}}
+
+
+def test_efa_settings_fit_the_instance_type(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    env = env_of(pytorchjob_manifest(spec))
+    if not config.gpu_nodes.efa_enabled:
+        assert not [name for name in env if name.startswith("FI_")]
+        return
+    assert env["FI_PROVIDER"] == "efa"
+    rdma = config.gpu_nodes.instance_type.split(".")[0] in {"p4d", "p4de", "p5", "p5e", "p5en"}
+    assert env.get("FI_EFA_USE_DEVICE_RDMA") == ("1" if rdma else None)
+
+
+def test_diagnostic_switches_reach_the_environment(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    env = env_of(pytorchjob_manifest(spec))
+    assert env["NCCL_DEBUG"] == config.job.nccl_debug
+    assert env["TORCH_DISTRIBUTED_DEBUG"] == config.job.distributed_debug
+
+
+def test_elastic_policy_and_torchrun_command_agree(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    manifest = pytorchjob_manifest(spec)
+    policy = manifest["spec"]["elasticPolicy"]
+    command = trainer_container(manifest)["command"]
+    assert command == torchrun_command(spec)
+    assert policy["minReplicas"] == (config.job.min_nodes or config.gpu_nodes.count)
+    assert policy["maxReplicas"] == config.gpu_nodes.count
+    assert policy["maxRestarts"] == config.job.max_restarts
+    assert f"--nnodes={policy['minReplicas']}:{policy['maxReplicas']}" in command
+    assert f"--rdzv-backend={policy['rdzvBackend']}" in command
+    assert f"--rdzv-endpoint={policy['rdzvHost']}:{policy['rdzvPort']}" in command
+    assert f"--rdzv-id={policy['rdzvId']}" in command
+    assert f"--max-restarts={policy['maxRestarts']}" in command
+    assert command[command.index("-m") + 1] == "trainer"
+
+
+def test_etcd_rendezvous_points_at_the_platforms_etcd(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    policy = pytorchjob_manifest(spec)["spec"]["elasticPolicy"]
+    assert config.job.rdzv_backend == "etcd"  # every stack file uses the default
+    assert (policy["rdzvBackend"], policy["rdzvHost"], policy["rdzvPort"]) == (
+        "etcd-v2",
+        ETCD_SERVICE_HOST,
+        ETCD_CLIENT_PORT,
+    )
+
+
+def test_peak_flops_for_mfu_come_from_the_catalog(stack: str) -> None:
+    spec = spec_of(stack)
+    config = config_of(stack)
+    command = trainer_container(pytorchjob_manifest(spec))["command"]
+    peak_tflops = float(command[command.index("--peak-tflops") + 1])
+    assert peak_tflops * 1e12 == config.gpu_nodes.instance.peak_bf16_flops_per_gpu
+
+
+def test_pods_run_as_the_images_non_root_user(stack: str) -> None:
+    spec = spec_of(stack)
+    pod = worker(pytorchjob_manifest(spec))["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False

@@ -1,0 +1,61 @@
+"""What goes into the trainer image, and the tag that names it: a digest of exactly those inputs.
+
+Torch-free and Pulumi-free, so the render CLI can name the image the stack would build. The tag changes when
+and only when the image would: a trainer source file, requirements-trainer.txt, the Dockerfile or a pinned
+version in its build arguments. That is what lets the ECR repository keep immutable tags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from infra.versions import EFA_INSTALLER_VERSION, TRAINER_BASE_IMAGE
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = Path("docker/Dockerfile")
+# The build context is the project root; docker/Dockerfile.dockerignore lets in only these (BuildKit reads a
+# Dockerfile-specific ignore file before the context's own).
+IMAGE_INPUTS = (Path("requirements-trainer.txt"), Path("trainer"), DOCKERFILE)
+TAG_LENGTH = 16
+
+
+def build_args() -> dict[str, str]:
+    """The Dockerfile's ARGs: the pinned versions, kept in infra/versions.py alone."""
+    return {"BASE_IMAGE": TRAINER_BASE_IMAGE, "EFA_INSTALLER_VERSION": EFA_INSTALLER_VERSION}
+
+
+def image_files(root: Path = PROJECT_ROOT) -> list[Path]:
+    """Every file the image is built from, relative to `root`, sorted; caches and bytecode left out."""
+    files: list[Path] = []
+    for entry in IMAGE_INPUTS:
+        path = root / entry
+        candidates = sorted(path.rglob("*")) if path.is_dir() else [path]
+        files += [p.relative_to(root) for p in candidates if p.is_file() and _belongs_in_image(p)]
+    return files
+
+
+def _belongs_in_image(path: Path) -> bool:
+    return "__pycache__" not in path.parts and path.suffix != ".pyc"
+
+
+def content_tag(root: Path = PROJECT_ROOT) -> str:
+    """A tag for the image built from `root`: sha256 over the inputs' paths and bytes and the build args."""
+    digest = hashlib.sha256()
+    for name, value in sorted(build_args().items()):
+        digest.update(f"arg {name}={value}\n".encode())
+    for relative in image_files(root):
+        digest.update(f"file {relative.as_posix()}\n".encode())
+        digest.update((root / relative).read_bytes())
+    return digest.hexdigest()[:TAG_LENGTH]
+
+
+def repository_name(stack: str) -> str:
+    """The stack's ECR repository for the trainer image."""
+    return f"fsdp-eks/{stack}/trainer"
+
+
+def unpushed_image_reference(stack: str, root: Path = PROJECT_ROOT) -> str:
+    """The image as the render CLI names it: repository and tag, without the account's registry host, which only
+    the deployed stack knows (it then uses the pushed image's digest)."""
+    return f"{repository_name(stack)}:{content_tag(root)}"
