@@ -9,6 +9,7 @@ render CLI prints them, the local runner executes the same container command, an
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "pytorchjob_manifest",
     "torchrun_command",
     "trainer_args",
+    "with_image",
 ]
 
 # The training operator injects its PET_* rendezvous variables into the container of this name only.
@@ -280,6 +282,17 @@ def pytorchjob_manifest(spec: JobSpec) -> dict[str, Any]:
             },
         },
     }
+
+
+def with_image(manifest: dict[str, Any], image: Any) -> dict[str, Any]:
+    """A copy of the PyTorchJob with every container (init containers too) running `image`: the pushed image, which
+    the stack learns only after the build (a pulumi Output there)."""
+    result = copy.deepcopy(manifest)
+    for replica in result["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            container["image"] = image
+    return result
 
 
 def hf_token_secret(spec: JobSpec, token: str | None = None) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from workloads.job import (
     hf_token_secret,
     namespace_manifest,
     pytorchjob_manifest,
+    with_image,
 )
 from workloads.job_spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
 
@@ -37,7 +38,8 @@ class CheckpointFileSystem:
 class TrainingJobArgs:
     config: StackConfig
     provider: k8s.Provider
-    # The pushed trainer image (TrainerImage.image_ref); None: job.image, or the unpushed reference.
+    # The image the pods run: TrainerImage.image_ref (the pushed repository:tag@digest, or job.image as given).
+    # None: the reference job_spec names (job.image, or the unpushed repository:tag; for tests).
     image: pulumi.Input[str] | None = None
     # pulumi.Config("fsdp-eks").get_secret("hfToken"); None: no Secret (public models need none).
     hf_token: pulumi.Input[str] | None = None
@@ -51,11 +53,13 @@ class TrainingJob(pulumi.ComponentResource):
 
     job_name: str
     namespace: str
-    rendezvous_id: pulumi.Output[str]
+    rendezvous_id: str
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fsdp-eks:workloads:TrainingJob", name, None, opts)
-        static = job_spec(args.config, _static_image(args))  # names and labels; the image may still be unknown
+        # The job as far as it is known before anything is built: job.image, or the repository and content tag
+        # of the image TrainerImage builds (the same tag, so the same rendezvous id).
+        static = job_spec(args.config)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata=namespace_manifest(static)["metadata"], opts=child
@@ -65,14 +69,17 @@ class TrainingJob(pulumi.ComponentResource):
             prerequisites.append(self._secret(name, static, args.hf_token, child))
         prerequisites += self._checkpoint_claim(name, static, args, child)
 
-        spec = pulumi.Output.from_input(args.image).apply(lambda ref: job_spec(args.config, ref or _static_image(args)))
-        manifest = spec.apply(pytorchjob_manifest)
+        manifest = pytorchjob_manifest(static)
+        if args.image is not None:
+            # Only the image field waits for the push; the rest of the job (rendezvous id included, derived from
+            # the image's content tag) is known at preview time and matches what the render CLI prints.
+            manifest = with_image(manifest, args.image)
         self.job = k8s.apiextensions.CustomResource(
             f"{name}-pytorchjob",
             api_version="kubeflow.org/v1",
             kind="PyTorchJob",
-            metadata=pytorchjob_manifest(static)["metadata"],
-            spec=manifest.apply(lambda m: m["spec"]),
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
@@ -86,7 +93,7 @@ class TrainingJob(pulumi.ComponentResource):
         )
         self.job_name = static.name
         self.namespace = static.namespace
-        self.rendezvous_id = spec.apply(lambda s: s.rendezvous_id)
+        self.rendezvous_id = static.rendezvous_id
         self.register_outputs(
             {"jobName": self.job_name, "namespace": self.namespace, "rendezvousId": self.rendezvous_id}
         )
@@ -135,8 +142,3 @@ class TrainingJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[volume])),
         )
         return [claim]
-
-
-def _static_image(args: TrainingJobArgs) -> str | None:
-    """What is known of the image before deployment: job.image, or None (then job_spec names the unpushed build)."""
-    return args.config.job.image

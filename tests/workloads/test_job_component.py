@@ -7,6 +7,9 @@ import json
 from functools import cache
 from typing import Any
 
+from infra.stack_files import load_stack_config
+from workloads.job_spec import job_spec
+
 from .job_component_program import PUSHED_DIGEST, run_components
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
@@ -111,3 +114,8 @@ def test_multi_node_checkpoints_go_to_a_claim_on_the_fsx_file_system() -> None:
     pod = one(resources, PYTORCHJOB)["inputs"]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     checkpoints = next(v for v in pod["volumes"] if v["name"] == "checkpoints")
     assert checkpoints["persistentVolumeClaim"]["claimName"] == claim["inputs"]["metadata"]["name"]
+
+
+def test_the_deployed_job_has_the_rendezvous_id_the_render_shows() -> None:
+    policy = one(built(), PYTORCHJOB)["inputs"]["spec"]["elasticPolicy"]
+    assert policy["rdzvId"] == job_spec(load_stack_config("dev")).rendezvous_id
