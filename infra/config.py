@@ -323,7 +323,8 @@ def _network_problems(config: StackConfig) -> list[str]:
             )
     if net.availability_zones and len(set(net.availability_zones)) < 2:
         problems.append(
-            f"{where}.availabilityZones: {net.availability_zones!r} is not allowed; EKS needs subnets in at least 2 AZs"
+            f"{where}.availabilityZones: {net.availability_zones!r} is not allowed; expected at least 2 AZs, "
+            "as EKS requires subnets in two"
         )
     if net.uses_existing_vpc:
         problems += _existing_vpc_problems(net)

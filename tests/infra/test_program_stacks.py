@@ -50,8 +50,10 @@ def test_every_efa_interface_is_in_the_efa_security_group(stack_run: ProgramRun)
 def test_efa_security_group_allows_all_traffic_to_and_from_itself(stack_run: ProgramRun) -> None:
     group = stack_run.one("aws:ec2/securityGroup:SecurityGroup")
     group_id = f"{group.name}-id"
-    for rule_type in ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
-                      "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"):
+    for rule_type in (
+        "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+        "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+    ):
         rule = stack_run.one(rule_type)
         assert rule.inputs["securityGroupId"] == group_id
         assert rule.inputs["referencedSecurityGroupId"] == group_id
