@@ -1,0 +1,135 @@
+"""etcd for torchrun's rendezvous, as plain Kubernetes objects (a Deployment and a ClusterIP Service).
+
+How it is used: every torchrun agent of the PyTorchJob joins the rendezvous at `etcd.fsdp-system:2379` through
+torch's etcd-v2 backend, which speaks etcd's v2 HTTP API (hence etcd 3.5 with `--enable-v2`; 3.6 removed it).
+The agents agree there on the set of nodes and their ranks, and re-form the group after a node is lost.
+
+Why restarting it is safe: the rendezvous keys are ephemeral. They matter only while agents are forming or
+re-forming a group, expire with their TTLs, and each run uses a rendezvous id of its own (the job bumps it per
+run), so nothing of lasting value is ever stored: the data lives in an emptyDir and one member is enough. If etcd
+restarts while a job is running, the agents' next keep-alive fails, torchrun restarts the worker group (up to
+--max-restarts) and the group forms again against the fresh etcd, resuming from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.versions import ETCD_IMAGE
+from workloads.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, ETCD_SERVICE_NAME, NODE_GROUP_LABEL, PLATFORM_NAMESPACE
+
+SYSTEM_NODE_GROUP = "system"
+# etcd serves /health and Prometheus metrics on a separate, plain-HTTP listener; probes go there so that they keep
+# working if client TLS is ever turned on.
+ETCD_METRICS_PORT = 2381
+ETCD_PEER_PORT = 2380
+LABELS = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/part-of": "fsdp-eks"}
+VOLUME_PATH = "/var/lib/etcd"
+# A directory etcd creates itself inside the volume, so it gets the 0700 mode etcd insists on (the emptyDir's own
+# mode, group-writable for fsGroup, would not do).
+DATA_DIR = f"{VOLUME_PATH}/data"
+
+
+def etcd_command() -> list[str]:
+    """A single-member cluster: peers listen on loopback only, clients on the pod IP behind the Service."""
+    peer = f"http://127.0.0.1:{ETCD_PEER_PORT}"
+    return [
+        "/usr/local/bin/etcd",
+        f"--name={ETCD_SERVICE_NAME}",
+        f"--data-dir={DATA_DIR}",
+        f"--listen-client-urls=http://0.0.0.0:{ETCD_CLIENT_PORT}",
+        f"--advertise-client-urls=http://{ETCD_SERVICE_HOST}:{ETCD_CLIENT_PORT}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster={ETCD_SERVICE_NAME}={peer}",
+        "--initial-cluster-state=new",
+        f"--listen-metrics-urls=http://0.0.0.0:{ETCD_METRICS_PORT}",
+        # torch.distributed.elastic's etcd and etcd-v2 rendezvous backends use the v2 keys API.
+        "--enable-v2=true",
+        # Rendezvous keys are few and short-lived; compacting hourly keeps the v3 store small.
+        "--auto-compaction-mode=periodic",
+        "--auto-compaction-retention=1h",
+    ]
+
+
+def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": ETCD_METRICS_PORT},
+        "periodSeconds": period,
+        "timeoutSeconds": 5,
+        "failureThreshold": failures,
+    }
+
+
+def etcd_deployment(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
+    container = {
+        "name": "etcd",
+        "image": ETCD_IMAGE,
+        "command": etcd_command(),
+        # ETCDCTL_API=3 for `kubectl exec ... etcdctl` (the v3 API); the torch clients use v2 over HTTP.
+        "env": [{"name": "ETCDCTL_API", "value": "3"}],
+        "ports": [
+            {"name": "client", "containerPort": ETCD_CLIENT_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": ETCD_METRICS_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": _probe("/health", period=5, failures=3),
+        # serializable=true answers from the local member without a quorum read: liveness only asks "is the
+        # process serving", and a slow disk must not get it killed in a loop.
+        "livenessProbe": _probe("/health?serializable=true", period=10, failures=6),
+        "startupProbe": _probe("/health", period=2, failures=30),
+        # A few hundred keys at most; these are generous for rendezvous and small beside an m6i node.
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "volumeMounts": [{"name": "data", "mountPath": VOLUME_PATH}],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+            "runAsGroup": 65534,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": ETCD_SERVICE_NAME, "namespace": namespace, "labels": dict(LABELS)},
+        "spec": {
+            "replicas": 1,
+            # Never two members on one (empty) data set: stop the old pod before starting the new one.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": dict(LABELS)},
+            "template": {
+                "metadata": {"labels": dict(LABELS)},
+                "spec": {
+                    "nodeSelector": {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
+                    "enableServiceLinks": False,
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"fsGroup": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [container],
+                    # Ephemeral by design (see the module docstring): the rendezvous state is not worth a volume.
+                    "volumes": [{"name": "data", "emptyDir": {"sizeLimit": "1Gi"}}],
+                },
+            },
+        },
+    }
+
+
+def etcd_service(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
+    """ClusterIP only: reachable from pods in the cluster, never from outside it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": ETCD_SERVICE_NAME, "namespace": namespace, "labels": dict(LABELS)},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": dict(LABELS),
+            "ports": [
+                {"name": "client", "port": ETCD_CLIENT_PORT, "targetPort": "client", "protocol": "TCP"},
+                {"name": "metrics", "port": ETCD_METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def etcd_objects(namespace: str = PLATFORM_NAMESPACE) -> list[dict[str, Any]]:
+    return [etcd_deployment(namespace), etcd_service(namespace)]
