@@ -53,7 +53,8 @@ def label_variable(name: str, metric: str, label: str) -> dict[str, Any]:
         "label": name,
         "type": "query",
         "datasource": DATASOURCE,
-        "query": {"query": f"label_values({metric}, {label})", "refId": f"{name}-values"},
+        # The plain-string form of a Prometheus variable query: every Grafana version since 7 reads it.
+        "query": f"label_values({metric}, {label})",
         "definition": f"label_values({metric}, {label})",
         "refresh": 2,  # on time range change, so new nodes appear without a reload
         "includeAll": True,
