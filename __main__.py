@@ -1,4 +1,4 @@
-"""The fsdp-eks stack: config in; VPC, EKS, EFA GPU nodes, platform and training job out.
+"""The fsdp-eks stack: config in; VPC, EKS, EFA GPU nodes, checkpoint storage, platform and training job out.
 
 Composition only: every resource lives in a component. `pulumi up` / `pulumi destroy`; see README.md.
 """
@@ -9,13 +9,19 @@ from infra.cluster import Cluster, ClusterArgs, ExistingCluster
 from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.network import Network, NetworkArgs
 from infra.pulumi_config import read_stack_config
+from infra.storage import CheckpointStorage, CheckpointStorageArgs
+from workloads.image import TrainerImage, TrainerImageArgs
+from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
+from workloads.platform import Platform, PlatformArgs
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
 secrets = pulumi.Config("fsdp-eks")
+checkpoint_fs = None
+node_groups: list[pulumi.Resource] = []
 
 if config.cluster.existing:
     cluster = ExistingCluster("cluster", config.cluster_name, secrets.require_secret("kubeconfig"))
-    gpu_node_group_name = None
+    pulumi.export("gpuNodeGroupName", None)
 else:
     network = Network(
         "network",
@@ -43,11 +49,46 @@ else:
             depends_on=cluster.early_addons,
         ),
     )
-    gpu_node_group_name = gpu_nodes.node_group_name
+    node_groups.append(gpu_nodes)
+    pulumi.export("gpuNodeGroupName", gpu_nodes.node_group_name)
+    if config.storage.fsx:
+        storage = CheckpointStorage(
+            "checkpoints",
+            CheckpointStorageArgs(
+                config.storage,
+                config.cluster_name,
+                network.vpc_id,
+                network.gpu_subnet_id,
+                cluster.cluster_security_group_id,
+            ),
+        )
+        checkpoint_fs = CheckpointFileSystem(
+            storage.file_system_id, storage.dns_name, storage.mount_name, storage.capacity_gib
+        )
+
+platform = Platform("platform", PlatformArgs(provider=cluster.provider, config=config, depends_on=node_groups))
+
+if config.job.enabled:
+    trainer_image = TrainerImage("trainer-image", TrainerImageArgs(stack=config.stack, image=config.job.image))
+    job = TrainingJob(
+        "job",
+        TrainingJobArgs(
+            config=config,
+            provider=cluster.provider,
+            image=trainer_image.image_ref,
+            hf_token=secrets.get_secret("hfToken"),
+            depends_on=[platform],
+            checkpoint_file_system=checkpoint_fs,
+        ),
+    )
+    pulumi.export("trainerImage", trainer_image.image_ref)
+    pulumi.export("jobName", job.job_name)
+    pulumi.export("rendezvousId", job.rendezvous_id)
 
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("region", config.region)
 pulumi.export("kubeconfig", cluster.kubeconfig)
-pulumi.export("gpuNodeGroupName", gpu_node_group_name)
 pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", config.cost_per_hour)
+pulumi.export("grafanaPassword", platform.grafana_password)
+pulumi.export("nextCommands", platform.next_commands)

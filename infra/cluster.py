@@ -114,6 +114,7 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=early_addons),
         )
         self._addon("coredns", cfg, depends_on=[self.system_nodes])
+        self._addon("aws-fsx-csi-driver", cfg, depends_on=[self.system_nodes, *early_addons])
         ebs_role = role_with_policies(
             f"{name}-ebs-csi",
             "pods.eks.amazonaws.com",

@@ -21,6 +21,7 @@ from infra.config_fields import (
     between,
     decode_object,
     one_of,
+    one_of_ints,
     parse_section,
     setting,
 )
@@ -161,6 +162,20 @@ class GpuNodesConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    fsx: bool = setting(
+        "fsx", True, "An FSx for Lustre file system in the GPU nodes' AZ for checkpoints, shared by every node."
+    )
+    fsx_capacity_gib: int = setting(
+        "fsxCapacityGiB", 1200, "FSx for Lustre capacity: 1200, or a multiple of 2400 (PERSISTENT_2 sizes).",
+        lambda v: None if v == 1200 or (v > 0 and v % 2400 == 0) else "1200 or a multiple of 2400",
+    )
+    fsx_throughput_per_tib: int = setting(
+        "fsxThroughputPerTiB", 250, "FSx for Lustre MB/s per TiB of capacity.", one_of_ints(125, 250, 500, 1000)
+    )
+
+
+@dataclass(frozen=True)
 class MonitoringConfig:
     enabled: bool = setting("enabled", True, "Prometheus, Grafana and the DCGM exporter.")
     grafana: bool = setting("grafana", True, "Grafana with the project's dashboards.")
@@ -242,6 +257,7 @@ class StackConfig:
     network: NetworkConfig = field(default_factory=NetworkConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     gpu_nodes: GpuNodesConfig = field(default_factory=GpuNodesConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
     monitoring: MonitoringConfig = field(default_factory=MonitoringConfig)
     job: JobConfig = field(default_factory=JobConfig)
 
@@ -271,6 +287,7 @@ SECTIONS: dict[str, type] = {
     "network": NetworkConfig,
     "cluster": ClusterConfig,
     "gpuNodes": GpuNodesConfig,
+    "storage": StorageConfig,
     "monitoring": MonitoringConfig,
     "job": JobConfig,
 }
@@ -301,6 +318,7 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
         network=sections["network"],
         cluster=sections["cluster"],
         gpu_nodes=sections["gpuNodes"],
+        storage=sections["storage"],
         monitoring=sections["monitoring"],
         job=sections["job"],
     )
@@ -455,6 +473,11 @@ def _job_problems(config: StackConfig) -> list[str]:
         problems.append(
             f"{where}.enabled: True is not allowed with gpuNodes.count {nodes}; expected at least one GPU "
             "node, or job.enabled false"
+        )
+    if nodes > 1 and not config.storage.fsx and job.checkpoint_claim is None:
+        problems.append(
+            f"{NAMESPACE}:storage.fsx: False is not allowed for a {nodes}-node job without job.checkpointClaim; "
+            "expected true, or the name of a ReadWriteMany claim every node can mount in job.checkpointClaim"
         )
     if job.sharding_strategy == "HYBRID_SHARD" and nodes < 2:
         problems.append(

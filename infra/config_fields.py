@@ -39,6 +39,10 @@ def one_of(*allowed: str) -> Check:
     return lambda value: None if value in allowed else f"one of {', '.join(allowed)}"
 
 
+def one_of_ints(*allowed: int) -> Check:
+    return lambda value: None if value in allowed else f"one of {', '.join(map(str, allowed))}"
+
+
 def at_least(low: float) -> Check:
     return lambda value: None if value >= low else f"a number >= {low}"
 

@@ -18,6 +18,8 @@ EKS_ADDONS: dict[str, str | None] = {
     "kube-proxy": None,
     "aws-ebs-csi-driver": None,
     "eks-pod-identity-agent": None,
+    # Mounts the checkpoint file system (a static PersistentVolume: no IAM role needed to mount).
+    "aws-fsx-csi-driver": None,
 }
 
 # The trainer's container image (docker/Dockerfile, built by workloads/image.py; see docs/job.md).

@@ -149,7 +149,9 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
             checkpoint_every=job.checkpoint_every,
         ),
         checkpoint=CheckpointStorage(
-            claim=job.checkpoint_claim or (DEFAULT_CHECKPOINT_CLAIM if gpu.count > 1 else None),
+            # The stack's FSx file system when it has one (also on one node: checkpoints then outlive the node);
+            # a pod-local emptyDir only without it, which the config allows on a single node alone.
+            claim=job.checkpoint_claim or (DEFAULT_CHECKPOINT_CLAIM if config.storage.fsx else None),
             run_directory=f"{CHECKPOINT_MOUNT}/{name}/run-{job.run}",
         ),
         nccl_debug=job.nccl_debug,

@@ -10,6 +10,11 @@ LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 
 
+def _efa_group(run: ProgramRun):
+    (group,) = [g for g in run.of_type("aws:ec2/securityGroup:SecurityGroup") if g.name == "gpu-efa"]
+    return group
+
+
 def _gpu_node_group(run: ProgramRun):
     return next(r for r in run.of_type(NODE_GROUP) if r.name == "gpu-nodes")
 
@@ -42,19 +47,18 @@ def test_p5_gets_32_efa_interfaces_and_p4de_gets_4() -> None:
 
 
 def test_every_efa_interface_is_in_the_efa_security_group(stack_run: ProgramRun) -> None:
-    efa_sg_id = f"{stack_run.one('aws:ec2/securityGroup:SecurityGroup').name}-id"
+    efa_sg_id = f"{_efa_group(stack_run).name}-id"
     for interface in stack_run.one(LAUNCH_TEMPLATE).inputs.get("networkInterfaces") or []:
         assert efa_sg_id in interface["securityGroups"]
 
 
 def test_efa_security_group_allows_all_traffic_to_and_from_itself(stack_run: ProgramRun) -> None:
-    group = stack_run.one("aws:ec2/securityGroup:SecurityGroup")
-    group_id = f"{group.name}-id"
+    group_id = f"{_efa_group(stack_run).name}-id"
     for rule_type in (
         "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
         "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
     ):
-        rule = stack_run.one(rule_type)
+        (rule,) = [r for r in stack_run.of_type(rule_type) if r.inputs["securityGroupId"] == group_id]
         assert rule.inputs["securityGroupId"] == group_id
         assert rule.inputs["referencedSecurityGroupId"] == group_id
         assert rule.inputs["ipProtocol"] == "-1"
@@ -137,7 +141,14 @@ def test_cluster_uses_api_authentication_oidc_kms_and_control_plane_logs(stack_r
 
 def test_gpu_cluster_add_ons_are_installed(stack_run: ProgramRun) -> None:
     addons = {r.inputs["addonName"]: r for r in stack_run.of_type("aws:eks/addon:Addon")}
-    assert set(addons) == {"vpc-cni", "coredns", "kube-proxy", "aws-ebs-csi-driver", "eks-pod-identity-agent"}
+    assert set(addons) == {
+        "vpc-cni",
+        "coredns",
+        "kube-proxy",
+        "aws-ebs-csi-driver",
+        "eks-pod-identity-agent",
+        "aws-fsx-csi-driver",
+    }
     ebs = addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"][0]
     assert ebs["serviceAccount"] == "ebs-csi-controller-sa"
 
@@ -183,10 +194,12 @@ def test_every_child_resource_is_parented_to_a_component(stack_run: ProgramRun) 
         assert not resource.parent.endswith("pulumi:pulumi:Stack::" + f"fsdp-eks-{stack_run.stack}"), resource.name
 
 
-def test_existing_cluster_mode_registers_no_aws_resources() -> None:
+def test_existing_cluster_mode_registers_no_network_cluster_or_nodes() -> None:
     run = run_program(
         "p5-2", {"fsdp-eks:cluster": {"existing": True}}, secrets={"fsdp-eks:kubeconfig": '{"kind": "Config"}'}
     )
     assert run.error is None, run.error
-    assert not [r for r in run.resources if r.type.startswith(("aws:", "eks:"))]
+    created = [r.type for r in run.resources if r.type.startswith(("aws:ec2", "aws:eks", "aws:fsx", "aws:iam", "eks:"))]
+    assert created == []
+    assert run.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")  # the platform and job still go onto the cluster
     assert run.outputs["kubeconfig"] == "[secret]"

@@ -143,12 +143,14 @@ def test_shared_memory_is_a_memory_backed_volume(stack: str) -> None:
     assert {"name": "dshm", "mountPath": "/dev/shm"} in pod["containers"][0]["volumeMounts"]
 
 
-def test_checkpoints_are_shared_storage_on_more_than_one_node(stack: str) -> None:
+def test_checkpoints_are_on_shared_storage_wherever_the_stack_has_it(stack: str) -> None:
     spec = spec_of(stack)
     config = config_of(stack)
     pod = worker(pytorchjob_manifest(spec))["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == "checkpoints")
     if config.gpu_nodes.count > 1:
+        assert config.storage.fsx or config.job.checkpoint_claim  # the config refuses anything else
+    if config.storage.fsx or config.job.checkpoint_claim:
         assert volume["persistentVolumeClaim"]["claimName"] == spec.checkpoint.claim
         assert pod["initContainers"][0]["name"] == "prepare-checkpoints"
     else:

@@ -1,0 +1,85 @@
+"""Shared checkpoint storage: FSx for Lustre in the GPU nodes' AZ, and the CSI driver that mounts it.
+
+Every rank writes its shard of a checkpoint at once, and a save commits by renaming a directory: Lustre takes both
+(S3 mounts cannot rename; EFS is far slower for many parallel writers). See docs/job.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.config import StorageConfig
+
+# Lustre's ports (FSx for Lustre user guide, "File system access control with Amazon VPC"): 988 for LNet, and
+# 1018-1023 for the servers' own traffic.
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+
+
+@dataclass
+class CheckpointStorageArgs:
+    config: StorageConfig
+    cluster_name: str
+    vpc_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]  # the GPU nodes' subnet: Lustre lives in one AZ, next to its clients
+    client_security_group_id: pulumi.Input[str]  # the cluster security group, which every node's primary ENI has
+
+
+class CheckpointStorage(pulumi.ComponentResource):
+    """An FSx for Lustre file system reachable from the cluster's nodes."""
+
+    file_system_id: pulumi.Output[str]
+    dns_name: pulumi.Output[str]
+    mount_name: pulumi.Output[str]
+    capacity_gib: int
+
+    def __init__(self, name: str, args: CheckpointStorageArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fsdp-eks:infra:CheckpointStorage", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        group = aws.ec2.SecurityGroup(
+            f"{name}-lustre",
+            vpc_id=args.vpc_id,
+            description="FSx for Lustre: clients and servers",
+            tags={"Name": f"{args.cluster_name}-lustre"},
+            opts=child,
+        )
+        for low, high in LUSTRE_PORTS:
+            for source, label in ((args.client_security_group_id, "nodes"), (group.id, "self")):
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-lustre-{label}-{low}",
+                    security_group_id=group.id,
+                    referenced_security_group_id=source,
+                    ip_protocol="tcp",
+                    from_port=low,
+                    to_port=high,
+                    description=f"Lustre from {label}",
+                    opts=child,
+                )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-lustre-out",
+            security_group_id=group.id,
+            cidr_ipv4="0.0.0.0/0",
+            ip_protocol="-1",
+            description="Lustre replies and server traffic",
+            opts=child,
+        )
+        cfg = args.config
+        file_system = aws.fsx.LustreFileSystem(
+            f"{name}-fsx",
+            storage_capacity=cfg.fsx_capacity_gib,
+            deployment_type="PERSISTENT_2",  # replicated within the AZ: a server fault loses no checkpoint
+            per_unit_storage_throughput=cfg.fsx_throughput_per_tib,
+            data_compression_type="LZ4",
+            file_system_type_version="2.15",
+            subnet_ids=args.subnet_id,
+            security_group_ids=[group.id],
+            tags={"Name": f"{args.cluster_name}-checkpoints"},
+            opts=child,
+        )
+        self.file_system_id = file_system.id
+        self.dns_name = file_system.dns_name
+        self.mount_name = file_system.mount_name
+        self.capacity_gib = cfg.fsx_capacity_gib
+        self.register_outputs({"fileSystemId": self.file_system_id, "dnsName": self.dns_name})
