@@ -25,7 +25,14 @@ def init_distributed(env: DistEnv, device: torch.device) -> None:
     backend = "nccl" if device.type == "cuda" else "gloo"
     device_id = device if device.type == "cuda" else None
     if env.launched:
-        dist.init_process_group(backend, device_id=device_id, timeout=COLLECTIVE_TIMEOUT)
+        # torchrun's c10d rendezvous keeps one TCP store for all restarts of the workers, so the addresses the
+        # previous attempt's ranks published would still be there: peers would connect to dead processes. Each
+        # attempt therefore works under its own key prefix.
+        store, rank, world_size = next(dist.rendezvous("env://", timeout=COLLECTIVE_TIMEOUT))
+        store = dist.PrefixStore(f"trainer/attempt_{env.restart_count}", store)
+        dist.init_process_group(
+            backend, store=store, rank=rank, world_size=world_size, device_id=device_id, timeout=COLLECTIVE_TIMEOUT
+        )
     else:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, device_id=device_id)
 

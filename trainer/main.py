@@ -41,10 +41,10 @@ def refuse(errors: list[str], env: DistEnv) -> int:
 
 def resolve_device(requested: str) -> str:
     """The device type for --device: cuda, cpu, or 'unavailable' when cuda is asked for but absent."""
+    if requested == "cpu":
+        return "cpu"  # without importing torch: a refused CPU run stays quick
     import torch
 
-    if requested == "cpu":
-        return "cpu"
     available = torch.cuda.is_available()
     if requested == "cuda":
         return "cuda" if available else "unavailable"  # validate() refuses it with a message

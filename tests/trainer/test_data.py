@@ -1,0 +1,118 @@
+"""Data: formats, packing with prompt masking, and a sample order that is the same for any world size."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainer.config import DataConfig
+from trainer.data import (
+    IGNORE_INDEX,
+    SampleOrder,
+    build_packed_data,
+    detect_format,
+    pack,
+    read_local_records,
+    render,
+    step_batch,
+)
+from trainer.errors import InputError
+from trainer.tokenizer_bytes import BOS_ID, EOS_ID, ByteTokenizer
+
+ALPACA = {"instruction": "Add.", "input": "2 and 3", "output": "5"}
+DIALOGSUM = {"dialogue": "#Person1#: Hi.\n#Person2#: Hello.", "summary": "They greet."}
+
+
+def synthetic(seq_len: int = 16):
+    return build_packed_data(DataConfig(dataset="synthetic", seq_len=seq_len), ByteTokenizer())
+
+
+def test_formats_are_detected_from_the_fields() -> None:
+    assert detect_format(ALPACA) == "instruction"
+    assert detect_format(DIALOGSUM) == "dialogsum"
+    assert detect_format({"text": "x"}) == "text"
+    with pytest.raises(InputError, match="auto"):
+        detect_format({"question": "?"})
+
+
+def test_instruction_prompts_are_masked_and_responses_trained() -> None:
+    packed = pack([ALPACA], ByteTokenizer(), "instruction", seq_len=4)
+    prompt, response = render(ALPACA, "instruction")
+    assert "### Input:\n2 and 3" in prompt and response == "5"
+    assert packed.tokens[0] == BOS_ID and packed.tokens[-1] == EOS_ID
+    trained = packed.tokens[packed.trainable]
+    assert trained.tolist() == [ord("5"), EOS_ID]
+
+
+def test_dialogue_records_train_on_the_summary_only() -> None:
+    packed = pack([DIALOGSUM], ByteTokenizer(), "dialogsum", seq_len=4)
+    assert ByteTokenizer().decode(packed.tokens[packed.trainable].tolist()) == "They greet."
+
+
+def test_a_sample_predicts_the_next_token() -> None:
+    data = synthetic(seq_len=16)
+    inputs, labels = data.sample(3)
+    assert inputs.shape == labels.shape == (16,)
+    stream = data.tokens[3 * 16 : 4 * 16 + 1]
+    assert inputs.tolist() == stream[:-1].tolist()
+    trained = labels != IGNORE_INDEX
+    assert labels[trained].tolist() == stream[1:][trained].tolist()
+
+
+def test_local_files_are_read_in_each_format(tmp_path: Path) -> None:
+    jsonl = tmp_path / "data.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in (ALPACA, ALPACA)) + "\n")
+    text = tmp_path / "data.txt"
+    text.write_text("first document\n\nsecond\ndocument\n")
+    assert read_local_records(jsonl) == [ALPACA, ALPACA]
+    assert read_local_records(text) == [{"text": "first document"}, {"text": "second\ndocument"}]
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON"):
+        read_local_records(broken)
+
+
+def test_too_little_data_for_one_sequence_is_refused(tmp_path: Path) -> None:
+    small = tmp_path / "small.txt"
+    small.write_text("tiny")
+    with pytest.raises(InputError, match="--seq-len 64"):
+        build_packed_data(DataConfig(dataset=str(small), seq_len=64), ByteTokenizer())
+
+
+def test_sample_order_is_seeded_and_covers_each_epoch_once() -> None:
+    order = SampleOrder(num_samples=10, seed=1)
+    first_epoch = order.indices(0, 10)
+    assert sorted(first_epoch.tolist()) == list(range(10))
+    assert not np.array_equal(first_epoch, order.indices(10, 10))  # a new permutation each epoch
+    assert np.array_equal(first_epoch, SampleOrder(10, seed=1).indices(0, 10))
+    assert not np.array_equal(first_epoch, SampleOrder(10, seed=2).indices(0, 10))
+
+
+def test_resuming_at_a_position_continues_the_same_order() -> None:
+    whole = SampleOrder(50, seed=3).indices(0, 120)
+    assert np.array_equal(SampleOrder(50, seed=3).indices(72, 48), whole[72:])
+
+
+@pytest.mark.parametrize("dp_size, batch_size", [(1, 2), (2, 2), (4, 1), (8, 1)])
+def test_the_global_batch_is_the_same_set_of_sequences_for_any_world_size(dp_size: int, batch_size: int) -> None:
+    data, global_batch, consumed = synthetic(), 8, 24
+    order = SampleOrder(data.num_samples, seed=0)
+    expected = step_batch(data, order, consumed, global_batch, batch_size=8, dp_rank=0, dp_size=1)
+    rows, token_counts = [], set()
+    for rank in range(dp_size):
+        batch = step_batch(data, order, consumed, global_batch, batch_size, rank, dp_size)
+        assert len(batch.micro_batches) == global_batch // (batch_size * dp_size)
+        rows += [tuple(row) for inputs, _ in batch.micro_batches for row in inputs.tolist()]
+        token_counts.add(batch.global_target_tokens)
+    assert sorted(rows) == sorted(tuple(row) for row in expected.micro_batches[0][0].tolist())
+    assert token_counts == {expected.global_target_tokens}
+
+
+def test_ranks_train_on_different_rows() -> None:
+    data = synthetic()
+    order = SampleOrder(data.num_samples, seed=0)
+    first, second = (step_batch(data, order, 0, 8, 2, rank, 2).micro_batches[0][0] for rank in (0, 1))
+    assert not np.array_equal(first, second)
