@@ -33,6 +33,9 @@ class InstanceType:
     network_cards: int
     efa_interfaces: int  # maximum EFA interfaces; 0 where EFA is not supported
     efa_only_supported: bool  # whether the type accepts `efa-only` interfaces (no IP address, EFA traffic only)
+    # EFA reads and writes GPU memory directly (GPUDirect RDMA, FI_EFA_USE_DEVICE_RDMA=1): the P4 and P5 families
+    # (EC2 EFA guide, "Supported instance types" with RDMA read/write); L40S nodes stage through host memory.
+    gpudirect_rdma: bool
     network_gbps: int
     nvlink_gb_per_s: int  # per GPU, one direction summed over links; 0 where GPUs talk over PCIe only
     price_per_hour_usd: float
@@ -66,6 +69,7 @@ CATALOG: dict[str, InstanceType] = {
             network_cards=4,
             efa_interfaces=4,
             efa_only_supported=False,
+            gpudirect_rdma=True,
             network_gbps=400,
             nvlink_gb_per_s=600,
             price_per_hour_usd=32.77,
@@ -82,6 +86,7 @@ CATALOG: dict[str, InstanceType] = {
             network_cards=4,
             efa_interfaces=4,
             efa_only_supported=False,
+            gpudirect_rdma=True,
             network_gbps=400,
             nvlink_gb_per_s=600,
             price_per_hour_usd=40.97,
@@ -98,6 +103,7 @@ CATALOG: dict[str, InstanceType] = {
             network_cards=32,
             efa_interfaces=32,
             efa_only_supported=True,
+            gpudirect_rdma=True,
             network_gbps=3200,
             nvlink_gb_per_s=900,
             price_per_hour_usd=98.32,
@@ -114,6 +120,7 @@ CATALOG: dict[str, InstanceType] = {
             network_cards=32,
             efa_interfaces=32,
             efa_only_supported=True,
+            gpudirect_rdma=True,
             network_gbps=3200,
             nvlink_gb_per_s=900,
             price_per_hour_usd=108.50,
@@ -130,6 +137,7 @@ CATALOG: dict[str, InstanceType] = {
             network_cards=16,
             efa_interfaces=16,
             efa_only_supported=True,
+            gpudirect_rdma=True,
             network_gbps=3200,
             nvlink_gb_per_s=900,
             price_per_hour_usd=84.80,
@@ -146,6 +154,7 @@ CATALOG: dict[str, InstanceType] = {
             network_cards=4,
             efa_interfaces=4,
             efa_only_supported=True,
+            gpudirect_rdma=False,
             network_gbps=400,
             nvlink_gb_per_s=0,
             price_per_hour_usd=30.13,
@@ -162,6 +171,7 @@ CATALOG: dict[str, InstanceType] = {
             network_cards=1,
             efa_interfaces=0,
             efa_only_supported=False,
+            gpudirect_rdma=False,
             network_gbps=20,
             nvlink_gb_per_s=0,
             price_per_hour_usd=1.86,

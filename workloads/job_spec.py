@@ -177,10 +177,8 @@ def job_name(stack: str) -> str:
 
 
 def supports_gpudirect_rdma(instance: InstanceType) -> bool:
-    """EFA reads and writes GPU memory directly (FI_EFA_USE_DEVICE_RDMA) on p4d/p4de and the p5 family, the
-    NVSwitch types; on g6e (L40S over PCIe) EFA stages through host memory. The catalog has no column for this
-    yet, so NVLink plus EFA stands in for it: true of exactly those types."""
-    return instance.supports_efa and instance.nvlink_gb_per_s > 0
+    """EFA reads and writes GPU memory directly (FI_EFA_USE_DEVICE_RDMA) where the catalog says so."""
+    return instance.supports_efa and instance.gpudirect_rdma
 
 
 def node_shape(instance: InstanceType, efa: bool) -> NodeShape:
