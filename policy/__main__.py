@@ -1,0 +1,18 @@
+"""Entry point of the policy pack: `pulumi preview --policy-pack policy` runs this file in the pack's own virtual
+environment (policy/venv, from policy/requirements.txt) with the pack directory as the working directory.
+
+The checks read the instance catalog, the trainer's flag parser and the sizing model from the project itself, so
+the project root goes on the import path: the facts live in one place and the pack can never disagree with them.
+"""
+
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_ROOT))
+
+from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
+
+from policy.pack import POLICIES  # noqa: E402
+
+PolicyPack(name="fsdp-eks", policies=POLICIES, enforcement_level=EnforcementLevel.MANDATORY)

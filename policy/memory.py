@@ -1,0 +1,120 @@
+"""The job's memory per GPU, from the sizing model, fits the GPU of its node type.
+
+Why mandatory: a job that cannot fit fails with CUDA out-of-memory only after the nodes are up, the image pulled
+and the model downloaded: tens of minutes of a 16-node fleet. The model (workloads/sizing.py) is the one the
+config validation and `python -m workloads.sizing` use, so the pack, the CLI and the PR summary agree.
+
+The job is read from the PyTorchJob itself (trainer flags, replicas, node selector), not from the stack config:
+the policy checks what would be deployed. An elastic job is checked at its smallest size (minReplicas), where
+each GPU holds the largest shard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from infra.catalog import CATALOG, InstanceType
+from policy.props import as_int, get, is_unknown
+from policy.pytorchjob import PYTORCHJOB, replicas
+from trainer.config import TrainConfig, parse_args
+
+TRAINER_MODULE = "trainer"
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """What the sizing needs to know about a PyTorchJob."""
+
+    train: TrainConfig
+    instance: InstanceType
+    nodes: int  # the fewest nodes the job may run on
+    gpus_per_node: int
+
+
+def trainer_argv(container: Mapping[str, Any]) -> list[str] | None:
+    """The arguments after `-m trainer` in the container's command and args (torchrun or python launching it);
+    None when the container does not run the trainer or a part of its command is unknown."""
+    words = [*(get(container, "command") or []), *(get(container, "args") or [])]
+    if any(not isinstance(w, str) for w in words):
+        return None
+    for index in range(len(words) - 1):
+        if words[index] == "-m" and words[index + 1] == TRAINER_MODULE:
+            return words[index + 2 :]
+    return None
+
+
+def parse_trainer_argv(argv: Sequence[str]) -> TrainConfig | None:
+    """The trainer's own parser (trainer/config.py, torch-free); None where the trainer itself would refuse the
+    flags (argparse exits; its usage text is not the policy's message)."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            return parse_args(list(argv))
+        except SystemExit:
+            return None
+
+
+def job_shape(props: Mapping[str, Any]) -> JobShape | None:
+    """The shape of a PyTorchJob whose replicas run the trainer on one catalog instance type; None otherwise."""
+    found = [r for r in replicas(props) if any(trainer_argv(c) is not None for c in r.containers)]
+    if not found or any(is_unknown(r.instance_type) or r.instance_type not in CATALOG for r in found):
+        return None
+    instance = CATALOG[found[0].instance_type]
+    argv = next(a for c in found[0].containers if (a := trainer_argv(c)) is not None)
+    train = parse_trainer_argv(argv)
+    total = sum(r.replicas or 0 for r in found)
+    minimum = as_int(get(props, "spec", "elasticPolicy", "minReplicas"))
+    nodes = min(total, minimum) if minimum else total
+    gpus = as_int(get(props, "spec", "nprocPerNode")) or instance.gpus
+    if train is None or nodes < 1:
+        return None
+    return JobShape(train, instance, nodes, gpus)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    needed_gib: float  # per GPU, at the job's smallest size
+    capacity_gib: float  # what the model lets a job use of the GPU's memory
+    fits: bool
+
+
+def estimate(shape: JobShape) -> MemoryEstimate | None:
+    """The sizing model's peak memory per GPU for the job; None where it cannot size it (a model the project does
+    not know by name: its shape is only in the checkpoint's config.json)."""
+    from trainer.presets import find_shape
+    from workloads.sizing_memory import Job, Ranks, peak_memory
+
+    t = shape.train
+    model = find_shape(t.model.name)
+    if model is None:
+        return None
+    world = shape.nodes * shape.gpus_per_node
+    per_step = t.schedule.batch_size * world
+    # Fewer nodes keep the global batch by accumulating gradients, which keeps their shards alive all step.
+    accumulation = max(1, (t.schedule.global_batch_size or per_step) // per_step)
+    job = Job(model, t.data.seq_len, t.schedule.batch_size, t.parallel.sharding_strategy, t.parallel.mixed_precision,
+              t.parallel.activation_checkpointing, accumulation)
+    needed = peak_memory(job, Ranks(world, shape.gpus_per_node)).total / GIB
+    capacity = float(shape.instance.gpu_memory_gib)
+    return MemoryEstimate(needed, capacity, needed <= capacity)
+
+
+def memory_fit_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    if resource_type != PYTORCHJOB:
+        return []
+    shape = job_shape(props)
+    result = estimate(shape) if shape is not None else None
+    if result is None or result.fits:
+        return []
+    t = shape.train
+    return [
+        f"{t.model.name} with {t.parallel.sharding_strategy}, activation checkpointing "
+        f"{t.parallel.activation_checkpointing}, seq len {t.data.seq_len} x batch {t.schedule.batch_size} on "
+        f"{shape.nodes} x {shape.instance.name} needs about {result.needed_gib:.1f} GiB per GPU; "
+        f"{shape.instance.gpu_memory_gib} GiB GPUs leave {result.capacity_gib:.1f} GiB for it "
+        "(`python -m workloads.sizing` shows what would fit)"
+    ]

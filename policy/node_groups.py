@@ -1,0 +1,154 @@
+"""GPU node groups and their launch templates: EFA on every network card, one AZ, IMDSv2.
+
+Why these are mandatory: a p5 node without an EFA on each of its 32 network cards still boots and trains, at a
+fraction of the inter-node bandwidth NCCL needs, so a mistake would show only as a slow, expensive job. EFA traffic
+does not cross AZs, so a node group spread over subnets in two AZs splits the job. IMDSv1 lets any process that
+can make an HTTP request (a pod one hop away included) read the node role's credentials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from infra.catalog import CATALOG, InstanceType
+from policy.props import StackResource, as_int, get, is_unknown
+
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+# pulumi_eks' ManagedNodeGroup (a component) and the aws:eks NodeGroup it creates, which the engine also shows
+# the pack; both carry instanceTypes, subnetIds and launchTemplate.
+NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
+EFA_INTERFACE_TYPES = ("efa", "efa-only")
+
+
+def node_group_instance(props: Mapping[str, Any]) -> InstanceType | None:
+    """The catalog entry of the group's instance type; None for types outside the catalog (the CPU system nodes)."""
+    types = get(props, "instanceTypes")
+    if not isinstance(types, Sequence) or isinstance(types, str):
+        return None
+    known = [CATALOG[t] for t in types if isinstance(t, str) and t in CATALOG]
+    return known[0] if known else None
+
+
+def imdsv2_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Every launch template asks for session tokens (IMDSv2) on the instance metadata service."""
+    if resource_type != LAUNCH_TEMPLATE:
+        return []
+    tokens = get(props, "metadataOptions", "httpTokens")
+    if is_unknown(tokens) or tokens == "required":
+        return []
+    return [
+        f"metadataOptions.httpTokens is {tokens!r}; set it to 'required' so the metadata service answers only "
+        "IMDSv2 session requests (EC2 defaults to 'optional', which also serves IMDSv1)"
+    ]
+
+
+def single_az_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """A node group of an EFA instance type lists exactly one subnet, so all its nodes share one AZ."""
+    if resource_type not in NODE_GROUP_TYPES:
+        return []
+    instance = node_group_instance(props)
+    subnets = get(props, "subnetIds")
+    if instance is None or not instance.supports_efa or is_unknown(subnets):
+        return []
+    count = len(subnets) if isinstance(subnets, Sequence) and not isinstance(subnets, str) else 0
+    if count == 1:
+        return []
+    return [
+        f"{instance.name} node group has {count} subnets; give it exactly one (in the AZ of its capacity): EFA "
+        "traffic does not cross availability zones"
+    ]
+
+
+def efa_layout_violations(instance: InstanceType, template: Mapping[str, Any]) -> list[str]:
+    """The template gives every network card 0..n-1 exactly one EFA (n from the catalog), with the primary
+    interface (card 0, device 0) an `efa` that also carries IP traffic, and `efa-only` only where the type has it."""
+    interfaces = get(template, "networkInterfaces")
+    if is_unknown(interfaces):
+        return []
+    if not isinstance(interfaces, Sequence) or isinstance(interfaces, str) or not interfaces:
+        return [
+            f"launch template for {instance.name} declares no network interfaces, so each node gets one ENA and no "
+            f"EFA; declare one EFA interface on each of its {instance.efa_interfaces} network cards"
+        ]
+    problems: list[str] = []
+    per_card: dict[int, int] = {}
+    for interface in interfaces:
+        kind, card = get(interface, "interfaceType"), _position(interface)[0]
+        if kind not in EFA_INTERFACE_TYPES:
+            continue
+        per_card[card] = per_card.get(card, 0) + 1
+        if kind == "efa-only" and not instance.efa_only_supported:
+            problems.append(f"network card {card}: {instance.name} does not support 'efa-only' interfaces; use 'efa'")
+    expected = set(range(instance.efa_interfaces))
+    missing = sorted(expected - set(per_card))
+    if missing:
+        problems.append(
+            f"{instance.name} has {instance.efa_interfaces} network cards (catalog) but the launch template puts no "
+            f"EFA interface on card(s) {_ranges(missing)}"
+        )
+    doubled = sorted(card for card, n in per_card.items() if n > 1)
+    if doubled:
+        problems.append(f"network card(s) {_ranges(doubled)} carry more than one EFA interface; one per card")
+    beyond = sorted(set(per_card) - expected)
+    if beyond:
+        problems.append(f"network card(s) {_ranges(beyond)} do not exist on {instance.name}")
+    primary = next((i for i in interfaces if _position(i) == (0, 0)), None)
+    if get(primary, "interfaceType") == "efa-only":
+        problems.append("the primary interface (card 0, device 0) must be 'efa': an 'efa-only' one has no IP address")
+    return problems
+
+
+def efa_node_group_violations(node_group: Mapping[str, Any], template: Mapping[str, Any] | None) -> list[str]:
+    """A node group of an EFA instance type launches from a template with one EFA per network card."""
+    instance = node_group_instance(node_group)
+    if instance is None or not instance.supports_efa:
+        return []
+    if template is None:
+        if get(node_group, "launchTemplate") is None:
+            return [
+                f"{instance.name} node group has no launch template, so its nodes get EKS' default single ENA and "
+                f"no EFA; launch it from a template with one EFA on each of its {instance.efa_interfaces} cards"
+            ]
+        return []  # a template this pack cannot see (not in the stack, or unresolved): nothing to check against
+    return efa_layout_violations(instance, template)
+
+
+def launch_template_of(node_group: StackResource, by_urn: Mapping[str, StackResource]) -> StackResource | None:
+    """The launch template a node group references: through the dependencies of its launchTemplate input where the
+    engine gives them, otherwise any launch template among its dependencies."""
+    candidates = [*node_group.property_dependencies.get("launchTemplate", ()), *node_group.dependencies]
+    for urn in candidates:
+        resource = by_urn.get(urn)
+        if resource is not None and resource.type == LAUNCH_TEMPLATE:
+            return resource
+    return None
+
+
+def efa_stack_violations(resources: Sequence[StackResource]) -> list[tuple[str, str]]:
+    """(urn, message) for every node group of an EFA type whose launch template misses EFA on some card."""
+    by_urn = {r.urn: r for r in resources}
+    found: list[tuple[str, str]] = []
+    for group in resources:
+        if group.type not in NODE_GROUP_TYPES:
+            continue
+        template = launch_template_of(group, by_urn)
+        for message in efa_node_group_violations(group.props, template.props if template else None):
+            found.append((group.urn, message))
+    return found
+
+
+def _position(interface: Any) -> tuple[int, int]:
+    """(network card, device index) of an interface; EC2 takes a missing index as 0."""
+    return as_int(get(interface, "networkCardIndex")) or 0, as_int(get(interface, "deviceIndex")) or 0
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[1, 2, 3, 7] -> '1-3, 7': 31 missing cards read better as one range."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

@@ -1,0 +1,145 @@
+"""The policies as pulumi_policy objects: the only module of the pack that knows the policy SDK.
+
+Each policy wraps a pure check from its own module. Properties arrive from the engine wrapped in proxies that raise
+when a value is unknown during preview; `plain` turns them into dicts and lists with UNKNOWN in those places, so one
+unknown field (the trainer image's digest) does not stop a check from reading the rest of a resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    PolicyResource,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import UnknownValueError
+
+from policy import cost, exposure, hf_token, memory, node_groups, pytorchjob
+from policy.props import UNKNOWN, StackResource
+
+ResourceCheck = Callable[[str, Mapping[str, Any]], list[str]]
+StackCheck = Callable[[Sequence[StackResource], Mapping[str, Any]], list[tuple[str | None, str]]]
+
+
+def plain(value: Any) -> Any:
+    """A deep plain copy of engine properties, UNKNOWN where the proxy says a value is not known yet."""
+    if isinstance(value, Mapping):
+        result = {}
+        for key in value:
+            try:
+                result[key] = plain(value[key])
+            except UnknownValueError:
+                result[key] = UNKNOWN
+        return result
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        items = []
+        for index in range(len(value)):
+            try:
+                items.append(plain(value[index]))
+            except UnknownValueError:
+                items.append(UNKNOWN)
+        return items
+    return value
+
+
+def stack_resource(resource: PolicyResource) -> StackResource:
+    return StackResource(
+        type=resource.resource_type,
+        urn=resource.urn,
+        props=plain(resource.props),
+        parent=resource.parent.urn if resource.parent is not None else None,
+        dependencies=tuple(d.urn for d in resource.dependencies),
+        property_dependencies={k: tuple(d.urn for d in v) for k, v in resource.property_dependencies.items()},
+    )
+
+
+def resource_policy(name: str, description: str, check: ResourceCheck) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        for message in check(args.resource_type, plain(args.props)):
+            report_violation(message, None)
+
+    return ResourceValidationPolicy(
+        name=name, description=description, validate=validate, enforcement_level=EnforcementLevel.MANDATORY
+    )
+
+
+def stack_policy(
+    name: str,
+    description: str,
+    check: StackCheck,
+    level: EnforcementLevel = EnforcementLevel.MANDATORY,
+    config_schema: dict[str, Any] | None = None,
+) -> StackValidationPolicy:
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        resources = [stack_resource(r) for r in args.resources]
+        config = _with_defaults(args.get_config(), config_schema or {})
+        for urn, message in check(resources, config):
+            report_violation(message, urn)
+
+    schema = PolicyConfigSchema(properties=config_schema) if config_schema else None
+    return StackValidationPolicy(
+        name=name, description=description, validate=validate, enforcement_level=level, config_schema=schema
+    )
+
+
+def _with_defaults(config: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine fills in schema defaults; a config given as a partial dict (tests, older CLIs) gets them here."""
+    return {**{k: v["default"] for k, v in schema.items() if "default" in v}, **dict(config or {})}
+
+
+def _ignore_config(check: Callable[[Sequence[StackResource]], list[tuple[str, str]]]) -> StackCheck:
+    return lambda resources, _config: list(check(resources))
+
+
+POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
+    stack_policy(
+        "efa-on-every-network-card",
+        "GPU node groups of EFA instance types launch from a template with one EFA interface per network card.",
+        _ignore_config(node_groups.efa_stack_violations),
+    ),
+    resource_policy(
+        "gpu-node-group-one-az",
+        "GPU node groups of EFA instance types sit in exactly one subnet, so in one availability zone.",
+        node_groups.single_az_violations,
+    ),
+    resource_policy(
+        "launch-template-imdsv2",
+        "Every launch template requires IMDSv2 (metadataOptions.httpTokens: required).",
+        node_groups.imdsv2_violations,
+    ),
+    resource_policy(
+        "no-public-monitoring-or-etcd",
+        "Grafana, Prometheus and etcd get no internet-facing load balancer or Ingress.",
+        exposure.public_endpoint_violations,
+    ),
+    resource_policy(
+        "hf-token-only-from-secret",
+        "The Hugging Face token reaches pods only through a Kubernetes Secret, never as a literal value.",
+        hf_token.hf_token_violations,
+    ),
+    resource_policy(
+        "pytorchjob-matches-node-type",
+        "PyTorchJob pods are pinned to a catalog instance type and request all of its GPUs and EFA devices.",
+        pytorchjob.node_type_violations,
+    ),
+    resource_policy(
+        "job-memory-fits-gpu",
+        "The training job's estimated memory per GPU (workloads.sizing) fits the GPU of its node type.",
+        memory.memory_fit_violations,
+    ),
+    stack_policy(
+        "gpu-cost-per-hour-budget",
+        "The stack's GPU nodes cost no more per hour than the configured budget.",
+        cost.budget_violations,
+        level=EnforcementLevel.ADVISORY,
+        config_schema=cost.CONFIG_SCHEMA,
+    ),
+]

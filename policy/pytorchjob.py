@@ -1,0 +1,130 @@
+"""The PyTorchJob as the checks read it, and the check that its pods ask for what their node type has.
+
+Why: a pod asking for more GPUs or EFA devices than its node type has stays Pending forever (on nodes billed by the
+hour); one asking for fewer leaves GPUs idle or, without every EFA device, sends NCCL's traffic over fewer links.
+The job spans whole nodes, one torchrun agent per node over all of its GPUs, so requests equal the catalog's counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from infra.catalog import CATALOG, InstanceType
+from policy.props import as_int, get, is_unknown
+
+PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# The well-known node label with the EC2 instance type, and its deprecated beta spelling.
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica type of the job (Master, Worker): its pod template and how many pods."""
+
+    role: str
+    replicas: int | None
+    pod_spec: Mapping[str, Any]
+
+    @property
+    def instance_type(self) -> Any:
+        selector = get(self.pod_spec, "nodeSelector")
+        if is_unknown(selector):
+            return selector
+        for label in INSTANCE_TYPE_LABELS:
+            value = get(selector, label)
+            if value is not None:
+                return value
+        return None
+
+    @property
+    def containers(self) -> list[Mapping[str, Any]]:
+        containers = get(self.pod_spec, "containers")
+        if not isinstance(containers, Sequence) or isinstance(containers, str):
+            return []
+        return [c for c in containers if isinstance(c, Mapping)]
+
+
+def replicas(props: Mapping[str, Any]) -> list[Replica]:
+    specs = get(props, "spec", "pytorchReplicaSpecs")
+    if not isinstance(specs, Mapping):
+        return []
+    return [
+        Replica(role, as_int(get(spec, "replicas")), get(spec, "template", "spec") or {})
+        for role, spec in specs.items()
+        if isinstance(spec, Mapping)
+    ]
+
+
+def container_count(container: Mapping[str, Any], resource: str) -> tuple[int | None, int | None]:
+    """(request, limit) of an extended resource; a limit alone also sets the request (Kubernetes defaulting)."""
+    request = as_int(get(container, "resources", "requests", resource))
+    limit = as_int(get(container, "resources", "limits", resource))
+    return (request if request is not None else limit), limit
+
+
+def pod_count(replica: Replica, resource: str) -> tuple[int, list[str]]:
+    """The pod's total of `resource` over its containers (init containers run before and hold it only then), and
+    problems with how it is asked for."""
+    total, problems = 0, []
+    for container in replica.containers:
+        request, limit = container_count(container, resource)
+        if request is not None and limit is not None and request != limit:
+            problems.append(
+                f"{replica.role} container {container.get('name')!r}: {resource} request {request} != limit {limit} "
+                "(extended resources cannot be overcommitted)"
+            )
+        total += request or 0
+    return total, problems
+
+
+def node_type_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Each replica is pinned to a catalog instance type and asks for all of its GPUs and EFA devices."""
+    if resource_type != PYTORCHJOB:
+        return []
+    problems: list[str] = []
+    for replica in replicas(props):
+        name = replica.instance_type
+        if is_unknown(name):
+            continue
+        if name is None:
+            problems.append(
+                f"{replica.role} pods have no nodeSelector {INSTANCE_TYPE_LABELS[0]}; pin them to the GPU nodes' "
+                "instance type so their GPU and EFA requests can be checked against it"
+            )
+            continue
+        instance = CATALOG.get(name)
+        if instance is None:
+            problems.append(f"{replica.role} pods select instance type {name!r}, which the catalog does not know")
+            continue
+        problems += _request_problems(replica, instance)
+        problems += _nproc_problems(props, replica, instance)
+    return list(dict.fromkeys(problems))  # replicas on one type would repeat the nprocPerNode finding
+
+
+def _request_problems(replica: Replica, instance: InstanceType) -> list[str]:
+    problems: list[str] = []
+    gpus, gpu_problems = pod_count(replica, GPU_RESOURCE)
+    efas, efa_problems = pod_count(replica, EFA_RESOURCE)
+    problems += gpu_problems + efa_problems
+    if gpus != instance.gpus:
+        problems.append(
+            f"{replica.role} pods request {gpus} {GPU_RESOURCE} but {instance.name} has {instance.gpus}; "
+            "request all of the node's GPUs"
+        )
+    if efas != instance.efa_interfaces:
+        want = f"all {instance.efa_interfaces}" if instance.supports_efa else "none (no EFA on this type)"
+        problems.append(f"{replica.role} pods request {efas} {EFA_RESOURCE} on {instance.name}; expected {want}")
+    return problems
+
+
+def _nproc_problems(props: Mapping[str, Any], replica: Replica, instance: InstanceType) -> list[str]:
+    """nprocPerNode (the operator's PET_NPROC_PER_NODE) is one process per GPU; 'auto'/'gpu' let torchrun count."""
+    nproc = get(props, "spec", "nprocPerNode")
+    count = as_int(nproc)
+    if count is None or count == instance.gpus:
+        return []
+    return [f"spec.nprocPerNode is {count} but {instance.name} has {instance.gpus} GPUs per node"]

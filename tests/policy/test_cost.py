@@ -1,0 +1,57 @@
+"""Advisory: the stack's GPU nodes per hour against a configurable budget."""
+
+from __future__ import annotations
+
+from infra.catalog import CATALOG
+from policy.cost import DEFAULT_MAX_COST_PER_HOUR, budget_violations, stack_cost
+from policy.props import UNKNOWN, StackResource
+from tests.policy.examples import node_group
+
+STACK = "urn:pulumi:s::fsdp-eks::"
+
+
+def _group(instance_type: str, nodes: int, name: str = "gpu-nodes",
+           type_chain: str = "fsdp-eks:infra:GpuNodeGroup$eks:index:ManagedNodeGroup") -> StackResource:
+    type_token = type_chain.rsplit("$", 1)[-1]
+    return StackResource(type_token, f"{STACK}{type_chain}::{name}", node_group(instance_type, nodes))
+
+
+def _system(nodes: int = 2) -> StackResource:
+    props = {"instanceTypes": ["m6i.2xlarge"], "scalingConfig": {"desiredSize": float(nodes)}}
+    return StackResource("eks:index:ManagedNodeGroup", f"{STACK}eks:index:ManagedNodeGroup::system", props)
+
+
+def test_a_stack_within_budget_passes() -> None:
+    assert budget_violations([_group("p5.48xlarge", 2), _system()], {"maxCostPerHour": 1000}) == []
+
+
+def test_a_stack_over_budget_says_what_it_costs() -> None:
+    [(urn, message)] = budget_violations([_group("p5.48xlarge", 16)], {"maxCostPerHour": 1000})
+    total = 16 * CATALOG["p5.48xlarge"].price_per_hour_usd
+    assert urn is None and f"${total:,.2f}/hour" in message and "16 x p5.48xlarge" in message
+
+
+def test_the_default_budget_applies_without_config() -> None:
+    nodes = int(DEFAULT_MAX_COST_PER_HOUR // CATALOG["p5.48xlarge"].price_per_hour_usd) + 1
+    assert budget_violations([_group("p5.48xlarge", nodes)], {})
+
+
+def test_the_teams_own_prices_replace_list_prices() -> None:
+    config = {"maxCostPerHour": 1000, "pricePerHour": {"p5.48xlarge": 50.0}}
+    assert budget_violations([_group("p5.48xlarge", 16)], config) == []
+
+
+def test_cpu_system_nodes_are_outside_the_estimate() -> None:
+    assert stack_cost([_system(20)], {}) == []
+
+
+def test_the_node_group_inside_a_managed_node_group_is_counted_once() -> None:
+    child = _group("p5.48xlarge", 4, type_chain="fsdp-eks:infra:GpuNodeGroup$eks:index:ManagedNodeGroup"
+                   "$aws:eks/nodeGroup:NodeGroup")
+    assert [c.nodes for c in stack_cost([_group("p5.48xlarge", 4), child], {})] == [4]
+
+
+def test_a_size_unknown_during_preview_is_left_out() -> None:
+    group = _group("p5.48xlarge", 4)
+    unknown = StackResource(group.type, group.urn, {**group.props, "scalingConfig": UNKNOWN})
+    assert stack_cost([unknown], {}) == []

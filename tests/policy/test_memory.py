@@ -1,0 +1,65 @@
+"""The job's memory per GPU, from the sizing model, fits the GPU of its node type."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.stack_files import stack_names
+from policy.memory import estimate, job_shape, memory_fit_violations, trainer_argv
+from tests.policy.examples import pytorchjob, set_trainer_flag, worker_container
+
+PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_stacks_job_fits(stack: str) -> None:
+    assert memory_fit_violations(PYTORCHJOB, pytorchjob(stack)) == []
+
+
+def test_a_70b_model_unsharded_on_one_node_does_not_fit() -> None:
+    job = set_trainer_flag(set_trainer_flag(pytorchjob("p5-1"), "--model", "llama2-70b"),
+                           "--sharding-strategy", "NO_SHARD")
+    (problem,) = memory_fit_violations(PYTORCHJOB, job)
+    assert "llama2-70b" in problem and "NO_SHARD" in problem and "GiB per GPU" in problem and "80 GiB" in problem
+
+
+def test_the_job_is_read_from_its_trainer_flags_and_replicas() -> None:
+    shape = job_shape(pytorchjob("p4de-16"))
+    assert (shape.instance.name, shape.nodes, shape.gpus_per_node) == ("p4de.24xlarge", 16, 8)
+    assert (shape.train.model.name, shape.train.parallel.sharding_strategy) == ("meta-llama/Llama-2-7b-hf",
+                                                                              "HYBRID_SHARD")
+
+
+def test_an_elastic_job_is_sized_at_its_fewest_nodes() -> None:
+    job = pytorchjob("p5-16")
+    job["spec"]["elasticPolicy"]["minReplicas"] = 2.0
+    assert job_shape(job).nodes == 2
+
+
+def test_fewer_ranks_need_more_memory_per_gpu_when_sharding() -> None:
+    job = set_trainer_flag(pytorchjob("p5-16"), "--sharding-strategy", "FULL_SHARD")
+    full = estimate(job_shape(job)).needed_gib
+    job["spec"]["elasticPolicy"]["minReplicas"] = 1.0
+    assert estimate(job_shape(job)).needed_gib > full
+
+
+def test_a_model_the_project_cannot_size_is_not_judged() -> None:
+    job = set_trainer_flag(pytorchjob("p5-16"), "--model", "/models/my-finetune")
+    assert estimate(job_shape(job)) is None
+    assert memory_fit_violations(PYTORCHJOB, job) == []
+
+
+def test_flags_the_trainer_would_refuse_are_left_to_the_trainer() -> None:
+    job = set_trainer_flag(pytorchjob("p5-16"), "--sharding-strategy", "ZERO3")
+    assert job_shape(job) is None
+
+
+def test_the_trainer_may_be_launched_by_python_too() -> None:
+    container = {"command": ["python"], "args": ["-m", "trainer", "--model", "tiny"]}
+    assert trainer_argv(container) == ["--model", "tiny"]
+
+
+def test_containers_not_running_the_trainer_are_ignored() -> None:
+    job = pytorchjob("p5-16")
+    worker_container(job)["command"] = ["sleep", "infinity"]
+    assert job_shape(job) is None and memory_fit_violations(PYTORCHJOB, job) == []

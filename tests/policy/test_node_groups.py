@@ -1,0 +1,127 @@
+"""GPU node groups and launch templates: EFA on every network card, one AZ, IMDSv2."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.catalog import CATALOG
+from policy.node_groups import (
+    efa_layout_violations,
+    efa_node_group_violations,
+    efa_stack_violations,
+    imdsv2_violations,
+    single_az_violations,
+)
+from policy.props import UNKNOWN
+from tests.policy.examples import GROUP_URN, efa_interfaces, launch_template, node_group, node_group_resources
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+MNG = "eks:index:ManagedNodeGroup"
+EFA_TYPES = sorted(name for name, t in CATALOG.items() if t.supports_efa)
+
+
+@pytest.mark.parametrize("instance_type", EFA_TYPES)
+def test_the_programs_efa_layout_passes_for_every_efa_type(instance_type: str) -> None:
+    assert efa_layout_violations(CATALOG[instance_type], launch_template(instance_type)) == []
+
+
+def test_a_missing_network_card_is_named() -> None:
+    template = launch_template("p5.48xlarge")
+    template["networkInterfaces"] = [i for i in template["networkInterfaces"] if i["networkCardIndex"] != 7.0]
+    (problem,) = efa_layout_violations(CATALOG["p5.48xlarge"], template)
+    assert "card(s) 7" in problem and "32 network cards" in problem
+
+
+def test_a_template_with_a_quarter_of_the_cards_reports_the_missing_range() -> None:
+    template = {"networkInterfaces": efa_interfaces("p5.48xlarge")[:8]}
+    (problem,) = efa_layout_violations(CATALOG["p5.48xlarge"], template)
+    assert "card(s) 8-31" in problem
+
+
+def test_two_efa_interfaces_on_one_card_fail() -> None:
+    template = launch_template("p4d.24xlarge")
+    template["networkInterfaces"][1]["networkCardIndex"] = 2.0
+    problems = efa_layout_violations(CATALOG["p4d.24xlarge"], template)
+    assert any("more than one EFA" in p for p in problems) and any("card(s) 1" in p for p in problems)
+
+
+def test_efa_only_fails_on_a_type_without_it() -> None:
+    template = launch_template("p4d.24xlarge")
+    template["networkInterfaces"][1].update(interfaceType="efa-only", deviceIndex=0.0)
+    assert any("does not support 'efa-only'" in p for p in efa_layout_violations(CATALOG["p4d.24xlarge"], template))
+
+
+def test_an_efa_only_primary_interface_fails() -> None:
+    template = launch_template("p5.48xlarge")
+    template["networkInterfaces"][0]["interfaceType"] = "efa-only"
+    assert any("primary interface" in p for p in efa_layout_violations(CATALOG["p5.48xlarge"], template))
+
+
+def test_plain_ena_interfaces_do_not_count_as_efa() -> None:
+    template = launch_template("g6e.48xlarge")
+    for interface in template["networkInterfaces"]:
+        interface["interfaceType"] = "interface"
+    assert "card(s) 0-3" in efa_layout_violations(CATALOG["g6e.48xlarge"], template)[0]
+
+
+def test_a_template_without_interfaces_fails_for_an_efa_type() -> None:
+    (problem,) = efa_layout_violations(CATALOG["p5.48xlarge"], {"metadataOptions": {"httpTokens": "required"}})
+    assert "no network interfaces" in problem
+
+
+def test_an_efa_node_group_without_a_launch_template_fails() -> None:
+    group = node_group("p5.48xlarge")
+    del group["launchTemplate"]
+    assert "no launch template" in efa_node_group_violations(group, None)[0]
+
+
+def test_node_groups_of_types_without_efa_need_no_efa() -> None:
+    assert efa_node_group_violations(node_group("g6e.xlarge"), {}) == []
+    assert efa_node_group_violations({"instanceTypes": ["m6i.2xlarge"]}, None) == []
+
+
+def test_interfaces_unknown_during_preview_are_not_judged() -> None:
+    assert efa_layout_violations(CATALOG["p5.48xlarge"], {"networkInterfaces": UNKNOWN}) == []
+
+
+def test_the_stack_check_finds_the_template_through_the_launch_template_input() -> None:
+    assert efa_stack_violations(node_group_resources("p5.48xlarge")) == []
+    broken = node_group_resources("p5.48xlarge", template={"networkInterfaces": efa_interfaces("p5.48xlarge")[:1]})
+    [(urn, problem)] = efa_stack_violations(broken)
+    assert urn == GROUP_URN and "card(s) 1-31" in problem
+
+
+def test_the_stack_check_falls_back_to_plain_dependencies() -> None:
+    broken = node_group_resources("p5.48xlarge", template={"networkInterfaces": []}, via_property_dependencies=False)
+    assert len(efa_stack_violations(broken)) == 1
+
+
+def test_imdsv2_required_passes() -> None:
+    assert imdsv2_violations(LT, launch_template()) == []
+
+
+@pytest.mark.parametrize("metadata", [{"httpTokens": "optional"}, {"httpEndpoint": "enabled"}, None])
+def test_imdsv1_allowed_or_unset_fails(metadata: dict | None) -> None:
+    (problem,) = imdsv2_violations(LT, {"metadataOptions": metadata})
+    assert "httpTokens" in problem
+
+
+def test_imdsv2_only_concerns_launch_templates() -> None:
+    assert imdsv2_violations(MNG, {}) == []
+
+
+def test_an_efa_node_group_in_one_subnet_passes() -> None:
+    assert single_az_violations(MNG, node_group("p5.48xlarge", subnets=1)) == []
+
+
+def test_an_efa_node_group_over_two_subnets_fails() -> None:
+    (problem,) = single_az_violations(MNG, node_group("p4de.24xlarge", subnets=2))
+    assert "2 subnets" in problem
+
+
+def test_cpu_node_groups_may_span_azs() -> None:
+    assert single_az_violations(MNG, {"instanceTypes": ["m6i.2xlarge"], "subnetIds": ["a", "b"]}) == []
+
+
+def test_the_aws_node_group_type_is_checked_too() -> None:
+    assert single_az_violations("aws:eks/nodeGroup:NodeGroup", node_group("p5.48xlarge", subnets=3))

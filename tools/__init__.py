@@ -1,0 +1,1 @@
+"""Scripts the CI workflows run (.github/workflows/, docs/ci.md)."""
