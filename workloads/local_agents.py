@@ -1,0 +1,167 @@
+"""The worker "pods" of the local run: one torchrun agent each, supervised the way the cluster would.
+
+- restartPolicy OnFailure: an agent that exits non-zero (its torchrun gave up, or it lost etcd) is started again
+  with the same command and environment, as the kubelet restarts the container; the job fails once the restarts
+  of all its pods pass the PyTorchJob's backoffLimit, as the Training Operator counts them.
+- A pod that a drill kills is lost with its node: it is not started again, and the job carries on with the
+  agents left, within the elastic range.
+- Stopping a pod stops every process in it: the agent gets SIGTERM (torchrun forwards it to its workers) and,
+  after a grace period, the agent and every process it ever started get SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.stack_files import PROJECT_ROOT
+from workloads.local_launch import AgentLaunch
+from workloads.local_procs import Proc, die_with_parent, kill_tree, process_tree
+
+STOP_GRACE_S = 15.0
+
+
+class PodPhase(enum.Enum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # exited non-zero and the job's restart budget is spent
+    LOST = "lost"  # killed by a drill; its node is gone
+
+
+@dataclass
+class Pod:
+    """One worker replica: its agent process, its log (like `kubectl logs`) and every process seen in it."""
+
+    launch: AgentLaunch
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    phase: PodPhase = PodPhase.RUNNING
+    restarts: int = 0
+    seen: set[Proc] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.launch.name
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- {time.strftime('%H:%M:%S')} start {self.name} (restart {self.restarts})\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                self.launch.argv,
+                cwd=PROJECT_ROOT,
+                env=self.launch.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches the runner only, which then stops each pod in order
+                preexec_fn=die_with_parent,
+            )
+        self.phase = PodPhase.RUNNING
+
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def remember_processes(self) -> list[Proc]:
+        """The agent's current tree, added to the processes seen in this pod; workers reparented after their agent
+        died are no longer in the tree, so the pod's cleanup also signals what it saw before."""
+        tree = process_tree(self.process.pid) if self.process is not None else []
+        self.seen.update(tree)
+        return tree
+
+    def kill(self) -> list[Proc]:
+        """SIGKILL the agent and every worker it started, all at once, as a lost node would; returns the killed."""
+        assert self.process is not None
+        self.remember_processes()
+        killed = kill_tree(self.process.pid, sorted(self.seen, key=lambda p: p.pid))
+        self.process.wait()
+        self.phase = PodPhase.LOST
+        return killed
+
+    def terminate(self) -> None:
+        """SIGTERM the agent; torchrun forwards it to its workers and exits (the kubelet's pod deletion)."""
+        if self.process is not None and self.process.poll() is None:
+            self.remember_processes()
+            self.process.send_signal(signal.SIGTERM)
+
+    def wait(self, deadline: float) -> None:
+        """Wait for the agent until `deadline` (time.monotonic), then SIGKILL whatever is left of the pod."""
+        if self.process is None:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        kill_tree(self.process.pid, list(self.seen))
+        self.process.wait()
+
+
+@dataclass
+class PodEvent:
+    pod: str
+    what: str
+
+
+class WorkerPods:
+    """All worker pods of the job, and the job's state as the operator would report it."""
+
+    def __init__(self, launches: list[AgentLaunch], log_dir: Path, backoff_limit: int) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.pods = [Pod(launch, log_dir / f"{launch.name}.log") for launch in launches]
+        self.backoff_limit = backoff_limit
+        self.restarts = 0
+
+    def start(self) -> None:
+        for pod in self.pods:
+            pod.start()
+
+    def poll(self) -> list[PodEvent]:
+        """Note exits and restart failed agents within the backoff limit; returns what happened."""
+        events = []
+        for pod in self.pods:
+            if pod.phase is not PodPhase.RUNNING:
+                continue
+            pod.remember_processes()
+            code = pod.exit_code()
+            if code is None:
+                continue
+            if code == 0:
+                pod.phase = PodPhase.SUCCEEDED
+                events.append(PodEvent(pod.name, "agent exited 0"))
+                continue
+            kill_tree(pod.process.pid if pod.process else 0, list(pod.seen))  # the container's leftovers go too
+            if self.restarts >= self.backoff_limit:
+                pod.phase = PodPhase.FAILED
+                events.append(PodEvent(pod.name, f"agent exited {code}; backoffLimit {self.backoff_limit} reached"))
+                continue
+            self.restarts += 1
+            pod.restarts += 1
+            events.append(
+                PodEvent(pod.name, f"agent exited {code}; restarting it ({self.restarts}/{self.backoff_limit})")
+            )
+            pod.start()
+        return events
+
+    @property
+    def finished(self) -> bool:
+        return all(pod.phase is not PodPhase.RUNNING for pod in self.pods)
+
+    @property
+    def succeeded(self) -> bool:
+        """Every pod that still has a node finished its agent with status 0."""
+        remaining = [pod for pod in self.pods if pod.phase is not PodPhase.LOST]
+        return bool(remaining) and all(pod.phase is PodPhase.SUCCEEDED for pod in remaining)
+
+    def running(self) -> list[Pod]:
+        return [pod for pod in self.pods if pod.phase is PodPhase.RUNNING]
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop every pod: all get SIGTERM at once, then share one grace period before SIGKILL."""
+        for pod in self.pods:
+            pod.terminate()
+        deadline = time.monotonic() + grace_s
+        for pod in self.pods:
+            pod.wait(deadline)
