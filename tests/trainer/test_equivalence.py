@@ -3,6 +3,7 @@ strategies, activation checkpointing modes and meshes (fp32, gloo)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,13 @@ def test_a_different_seed_gives_a_different_run(reference_run: TrainerRun, tmp_p
     run = run_trainer(with_flags(TINY, seed="8", steps="1", warmup_steps="0"), tmp_path)
     assert run.returncode == 0, run.output
     assert abs(run.losses()[1] - reference_run.losses()[1]) > 1e-4
+
+
+@pytest.mark.skipif(
+    os.environ.get("TRAINER_TEST_COMPILE") != "1",
+    reason="torch.compile on CPU takes about a minute on 2 cores; set TRAINER_TEST_COMPILE=1 to run it",
+)
+def test_compiled_layers_match_eager(reference_run: TrainerRun, tmp_path: Path) -> None:
+    run = run_trainer([*TINY, "--compile"], tmp_path, timeout=280)
+    assert run.returncode == 0, run.output
+    assert_same_losses(run.losses(), reference_run.losses(), rel=1e-4)  # fused kernels round differently

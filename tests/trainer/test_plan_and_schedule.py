@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from trainer.config import OptimConfig, parse_args
@@ -40,7 +42,7 @@ def test_lr_schedule_warms_up_then_decays_to_min_lr() -> None:
     assert factors[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
     assert factors[4] == pytest.approx(1.0)
     assert factors[-1] == pytest.approx(0.1)
-    assert all(a >= b for a, b in zip(factors[4:], factors[5:], strict=False))
+    assert all(a >= b for a, b in itertools.pairwise(factors[4:]))
     linear = OptimConfig(lr=1.0, warmup_steps=0, lr_schedule="linear")
     assert [lr_factor(i, linear, total_steps=3) for i in range(3)] == pytest.approx([1.0, 0.5, 0.0])
     constant = OptimConfig(lr=1.0, lr_schedule="constant")

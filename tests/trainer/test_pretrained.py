@@ -1,0 +1,88 @@
+"""Pretrained weights: a model saved in Hugging Face format loads through the sharded path exactly as a plain
+`from_pretrained` would, and the exported model is the trained one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.trainer.runs import TINY, TrainerRun, run_trainer, with_flags
+from trainer.config import DataConfig
+from trainer.data import IGNORE_INDEX, SampleOrder, build_packed_data, step_batch
+from trainer.tokenizer_bytes import ByteTokenizer
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+SEQ_LEN, GLOBAL_BATCH, SEED = 32, 8, 7
+
+
+@pytest.fixture(scope="module")
+def hf_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small Llama in HF format, shaped unlike the tiny preset (vocab 300, 3 layers, odd sizes to shard)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(123)
+    config = LlamaConfig(
+        vocab_size=300, hidden_size=48, intermediate_size=136, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128,
+    )  # fmt: skip
+    directory = tmp_path_factory.mktemp("hf") / "model"
+    LlamaForCausalLM(config).save_pretrained(directory)
+    return directory
+
+
+def pretrained_args(model_dir: Path, steps: int) -> list[str]:
+    return with_flags(
+        TINY, model=str(model_dir), tokenizer="byte", steps=str(steps), lr_schedule="constant", warmup_steps="0"
+    )
+
+
+@pytest.fixture(scope="module")
+def exporting_run(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[TrainerRun, Path]:
+    """Two ranks load the HF model sharded, train 2 steps and export it."""
+    workdir = tmp_path_factory.mktemp("export")
+    args = [*pretrained_args(hf_model_dir, steps=2), "--export-hf", str(workdir / "out"), "--export-dtype", "fp32"]
+    run = run_trainer(args, workdir, nproc=2)
+    assert run.returncode == 0, run.output
+    return run, workdir / "out"
+
+
+def loss_of_step(model: torch.nn.Module, step: int) -> float:
+    """The global batch loss of `step` (1-based) computed in one process, outside the trainer's loop."""
+    data = build_packed_data(DataConfig(dataset="synthetic", seq_len=SEQ_LEN), ByteTokenizer())
+    order = SampleOrder(data.num_samples, SEED)
+    batch = step_batch(data, order, (step - 1) * GLOBAL_BATCH, GLOBAL_BATCH, GLOBAL_BATCH, dp_rank=0, dp_size=1)
+    ((inputs, labels),) = batch.micro_batches
+    with torch.no_grad():
+        logits = model(input_ids=torch.from_numpy(inputs)).logits
+    summed = torch.nn.functional.cross_entropy(
+        logits.flatten(0, 1), torch.from_numpy(labels).flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
+    return float(summed / batch.global_target_tokens)
+
+
+def from_pretrained(directory: Path) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+
+
+def test_sharded_loading_matches_from_pretrained(
+    exporting_run: tuple[TrainerRun, Path], hf_model_dir: Path, reference_run: TrainerRun
+) -> None:
+    run, _ = exporting_run
+    expected = loss_of_step(from_pretrained(hf_model_dir), step=1)
+    assert run.losses()[1] == pytest.approx(expected, rel=1e-5)
+    assert abs(run.losses()[1] - reference_run.losses()[1]) > 1e-3  # not the tiny preset's random init
+
+
+def test_the_export_is_the_trained_model(
+    exporting_run: tuple[TrainerRun, Path], hf_model_dir: Path, tmp_path: Path
+) -> None:
+    """Export after 2 steps; its loss on step 3's batch equals step 3's loss in a run that keeps training."""
+    _, exported = exporting_run
+    continued = run_trainer(pretrained_args(hf_model_dir, steps=3), tmp_path)
+    assert continued.returncode == 0, continued.output
+    assert sorted(p.name for p in exported.iterdir()) >= ["config.json", "model.safetensors"]
+    assert loss_of_step(from_pretrained(exported), step=3) == pytest.approx(continued.losses()[3], rel=1e-5)
