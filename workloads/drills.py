@@ -61,15 +61,20 @@ def newest_checkpoint_step(checkpoint_dir: Path | None) -> int | None:
 class Drill:
     """One fault, injected once its trigger is met; `poll` is called from the runner's loop."""
 
-    def __init__(self, name: str, trigger: Trigger, replicas: int, local_etcd: bool, pod_index: int = -1) -> None:
-        """Check that the drill can run here before anything starts; pod_index -1 is the last worker pod."""
+    def __init__(self, name: str, trigger: Trigger, nodes: range, local_etcd: bool, pod_index: int = -1) -> None:
+        """Check that the drill can run here before anything starts. `nodes` is the job's elastic range (min to
+        max agents); pod_index -1 is the last worker pod."""
+        replicas = nodes.stop - 1
         if name not in DRILLS:
             raise DrillError(f"unknown drill {name!r}; drills: {', '.join(DRILLS)}")
         if name == "restart-etcd" and not local_etcd:
             raise DrillError("restart-etcd restarts the etcd this run started; leave out --etcd-endpoint")
         if name == "kill-agent":
-            if replicas < 2:
-                raise DrillError("kill-agent needs a second agent to survive: run with --nodes 2 --min-nodes 1")
+            if replicas < 2 or nodes.start >= replicas:
+                raise DrillError(
+                    f"kill-agent needs the job to go on with fewer agents, but it runs {nodes.start}:{replicas}; "
+                    "run with --nodes 2 --min-nodes 1"
+                )
             if not -replicas <= pod_index < replicas:
                 raise DrillError(f"--drill-pod {pod_index}: the job has worker pods 0 to {replicas - 1}")
         self.name, self.trigger, self.pod_index = name, trigger, pod_index % max(replicas, 1)

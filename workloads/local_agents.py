@@ -23,7 +23,12 @@ from infra.stack_files import PROJECT_ROOT
 from workloads.local_launch import AgentLaunch
 from workloads.local_procs import Proc, die_with_parent, kill_tree, process_tree
 
+# The pod's terminationGracePeriodSeconds is 120 s, time for a large model's checkpoint; the local models save in
+# well under a second, and a user who pressed Ctrl-C should not wait two minutes.
 STOP_GRACE_S = 15.0
+# Reading every process's parent takes a few ms; workers start and stop rarely, and a kill or a stop reads the
+# tree afresh anyway, so the pods' trees are recorded once a second rather than at every poll.
+SCAN_EVERY_S = 1.0
 
 
 class PodPhase(enum.Enum):
@@ -113,6 +118,7 @@ class WorkerPods:
         self.pods = [Pod(launch, log_dir / f"{launch.name}.log") for launch in launches]
         self.backoff_limit = backoff_limit
         self.restarts = 0
+        self.last_scan = 0.0
 
     def start(self) -> None:
         for pod in self.pods:
@@ -121,10 +127,14 @@ class WorkerPods:
     def poll(self) -> list[PodEvent]:
         """Note exits and restart failed agents within the backoff limit; returns what happened."""
         events = []
+        scan = time.monotonic() - self.last_scan > SCAN_EVERY_S
+        if scan:
+            self.last_scan = time.monotonic()
         for pod in self.pods:
             if pod.phase is not PodPhase.RUNNING:
                 continue
-            pod.remember_processes()
+            if scan:
+                pod.remember_processes()
             code = pod.exit_code()
             if code is None:
                 continue
@@ -132,7 +142,8 @@ class WorkerPods:
                 pod.phase = PodPhase.SUCCEEDED
                 events.append(PodEvent(pod.name, "agent exited 0"))
                 continue
-            kill_tree(pod.process.pid if pod.process else 0, list(pod.seen))  # the container's leftovers go too
+            assert pod.process is not None
+            kill_tree(pod.process.pid, list(pod.seen))  # what is left of the container goes with it
             if self.restarts >= self.backoff_limit:
                 pod.phase = PodPhase.FAILED
                 events.append(PodEvent(pod.name, f"agent exited {code}; backoffLimit {self.backoff_limit} reached"))
@@ -154,9 +165,6 @@ class WorkerPods:
         """Every pod that still has a node finished its agent with status 0."""
         remaining = [pod for pod in self.pods if pod.phase is not PodPhase.LOST]
         return bool(remaining) and all(pod.phase is PodPhase.SUCCEEDED for pod in remaining)
-
-    def running(self) -> list[Pod]:
-        return [pod for pod in self.pods if pod.phase is PodPhase.RUNNING]
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop every pod: all get SIGTERM at once, then share one grace period before SIGKILL."""

@@ -78,8 +78,8 @@ class LocalResult:
 def with_drill_defaults(options: LocalOptions) -> LocalOptions:
     """kill-agent needs a survivor: unless told otherwise, run two agents, elastic down to one."""
     job = options.job
-    if options.drill == "kill-agent" and job.nodes is None:
-        job = replace(job, nodes=2, min_nodes=job.min_nodes or 1)
+    if options.drill == "kill-agent":
+        job = replace(job, nodes=job.nodes or 2, min_nodes=job.min_nodes or 1)
     return replace(options, job=job)
 
 
@@ -159,11 +159,12 @@ def run_local(options: LocalOptions) -> LocalResult:
     """Run the job to the end; raises LocalRunError for bad input before anything is started."""
     options = with_drill_defaults(options)
     manifest, overrides = render_manifest(options)
-    replicas = int(manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"])
+    policy = manifest["spec"]["elasticPolicy"]
     drill = None
     if options.drill:
         try:
-            drill = Drill(options.drill, options.trigger, replicas, not options.etcd_endpoint, options.drill_pod)
+            nodes = range(policy["minReplicas"], policy["maxReplicas"] + 1)
+            drill = Drill(options.drill, options.trigger, nodes, not options.etcd_endpoint, options.drill_pod)
         except DrillError as error:
             raise LocalRunError(str(error)) from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
