@@ -53,12 +53,12 @@ def _action_steps():
     return [(p.name, job_id, step) for p in FILES for job_id, _, step in steps(load(p)) if "uses" in step]
 
 
-@pytest.mark.parametrize("workflow,job,step", _action_steps(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("workflow,job,step", _action_steps(), ids=lambda v: v if isinstance(v, str) else v["uses"])
 def test_every_action_is_pinned_to_a_version_whose_inputs_were_checked(workflow: str, job: str, step: dict) -> None:
     assert step["uses"] in ACTIONS, f"{workflow}/{job}: {step['uses']} is not in action_inputs.json"
 
 
-@pytest.mark.parametrize("workflow,job,step", _action_steps(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("workflow,job,step", _action_steps(), ids=lambda v: v if isinstance(v, str) else v["uses"])
 def test_every_with_input_is_one_the_action_declares(workflow: str, job: str, step: dict) -> None:
     action, given = ACTIONS[step["uses"]], step.get("with", {})
     assert set(given) <= set(action["inputs"]), set(given) - set(action["inputs"])
