@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.stack_files import PROJECT_ROOT
-from trainer.config import TrainConfig, parse_args, to_argv
+from trainer.config import TrainConfig, parse_args
 
 TORCHRUN = "torchrun"
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
@@ -206,17 +206,48 @@ def local_trainer_config(
     return config
 
 
-def trainer_changes(manifest: TrainConfig, local: TrainConfig) -> list[str]:
-    """Each trainer flag whose local value differs from the manifest's, for the run's header."""
-    changes = []
+def changed_flags(manifest: TrainConfig, local: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """flag -> (manifest's value, local value) for each trainer option the local run changes."""
+    changed = {}
     for section in dataclasses.fields(manifest):
         before, after = getattr(manifest, section.name), getattr(local, section.name)
         for option in dataclasses.fields(before):
             old, new = getattr(before, option.name), getattr(after, option.name)
             if old != new:
-                shown_new, shown_old = ("unset" if value is None else value for value in (new, old))
-                changes.append(f"trainer {option.metadata['flag']} {shown_new} (manifest: {shown_old})")
-    return changes
+                changed[option.metadata["flag"]] = (old, new)
+    return changed
+
+
+def with_flags(args: list[str], values: dict[str, Any]) -> list[str]:
+    """`args` with each flag in `values` set to its value, in place or appended, or left out when it is None.
+    The manifest's other arguments stay exactly as they are, so the local command reads like the pod's."""
+    result: list[str] = []
+    pending, index = dict(values), 0
+    while index < len(args):
+        token = args[index]
+        flag = token.split("=", 1)[0]
+        index += 1
+        if flag not in values:
+            result.append(token)
+            continue
+        if "=" not in token:
+            index += 1  # skip the old value
+        if pending.pop(flag, None) is not None:
+            result += [flag, str(values[flag])]
+    for flag, value in pending.items():
+        if value is not None:
+            result += [flag, str(value)]
+    return result
+
+
+def local_trainer_args(trainer_args: list[str], local: TrainConfig) -> tuple[list[str], list[str]]:
+    """The manifest's trainer arguments with the local changes, and a line per change for the run's header."""
+    changed = changed_flags(parse_args(trainer_args), local)
+    args = with_flags(trainer_args, {flag: new for flag, (_, new) in changed.items()})
+    if parse_args(args) != local:  # the trainer's own parser must read back exactly the local config
+        raise ManifestError(f"the trainer arguments do not round-trip: {args}")
+    shown = {flag: tuple("unset" if value is None else value for value in pair) for flag, pair in changed.items()}
+    return args, [f"trainer {flag} {new} (manifest: {old})" for flag, (old, new) in shown.items()]
 
 
 def agent_environment(container: dict[str, Any], mounts: dict[str, Path], variables: dict[str, str]) -> dict[str, str]:
@@ -265,10 +296,11 @@ def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, met
     mounts = volume_directories(container, work_dir)
     low, high = (int(n) for n in variables["PET_NNODES"].split(":"))
     trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1))
-    changes += trainer_changes(parse_args(trainer_args), trainer)
+    args, trainer_lines = local_trainer_args(trainer_args, trainer)
+    changes += trainer_lines
     # torchrun is torch.distributed.run; started through this interpreter, it is the venv's, whatever is on PATH.
     argv = [sys.executable, "-m", "torch.distributed.run", *(f"--{name}={value}" for name, value in flags.items())]
-    argv += ["-m", "trainer", *to_argv(trainer)]
+    argv += ["-m", "trainer", *args]
     env = agent_environment(container, mounts, variables)
     agents = [
         AgentLaunch(name=f"{job}-worker-{index}", argv=list(argv), env=dict(env), trainer=trainer)

@@ -113,3 +113,23 @@ def test_local_changes_pass_the_stacks_own_rules_for_a_multi_node_elastic_job() 
     assert (config.gpu_nodes.count, config.job.min_nodes) == (2, 1)
     assert config.job.global_batch_size is not None and config.job.checkpoint_claim is not None
     assert {override.setting for override in overrides} >= {"gpuNodes.count", "job.minNodes"}
+
+
+def test_trainer_arguments_are_the_manifests_apart_from_the_printed_changes(
+    plan: LocalPlan, manifest: dict[str, Any]
+) -> None:
+    container = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    changed = {line.split()[1] for line in plan.changes if line.startswith("trainer ")}
+
+    def unchanged(args: list[str]) -> list[str]:
+        kept, skip = [], False
+        for token in args:
+            if skip or token in changed:
+                skip = token in changed
+                continue
+            kept.append(token)
+        return kept
+
+    manifest_args = container["command"][container["command"].index("trainer") + 1 :]
+    local_args = plan.agents[0].argv[plan.agents[0].argv.index("trainer") + 1 :]
+    assert unchanged(local_args) == unchanged(manifest_args)
