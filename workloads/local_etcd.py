@@ -113,13 +113,19 @@ class LocalEtcd:
         self.data_root = Path(tempfile.mkdtemp(prefix="etcd-data-", dir=parent))
         self.generation = 0
 
-    @classmethod
-    def start(cls, port: int | None = None, binary: str | None = None, log_path: Path | None = None) -> LocalEtcd:
-        """Find etcd, check it has the v2 API, and start it on `port` (a free one when None)."""
+    @staticmethod
+    def preflight(port: int | None = None, binary: str | None = None) -> Path:
+        """Everything `start` needs, checked without starting anything: the binary, its v2 API, the port."""
         found = find_etcd_binary(binary)
         check_v2_support(found)
         if port is not None and not port_is_free(port):
             raise EtcdError(f"--etcd-port {port}: 127.0.0.1:{port} is already in use; pick another or leave it out")
+        return found
+
+    @classmethod
+    def start(cls, port: int | None = None, binary: str | None = None, log_path: Path | None = None) -> LocalEtcd:
+        """Find etcd, check it has the v2 API, and start it on `port` (a free one when None)."""
+        found = cls.preflight(port, binary)
         etcd = cls(found, port if port is not None else free_port(), log_path)
         try:
             etcd._launch()

@@ -99,11 +99,22 @@ def render_manifest(options: LocalOptions) -> tuple[dict[str, Any], list[Overrid
     return pytorchjob_manifest(job_spec(config)), overrides
 
 
-def start_etcd(options: LocalOptions, log_path: Path) -> LocalEtcd | None:
-    """Start the local etcd, or check the one given by --etcd-endpoint (then None: it is not ours to stop)."""
+def check_etcd(options: LocalOptions) -> None:
+    """Refuse a missing etcd, one without the v2 API, a busy --etcd-port or a silent --etcd-endpoint before the
+    run creates anything."""
     if options.etcd_endpoint:
         if not is_healthy(f"http://{options.etcd_endpoint}"):
             raise LocalRunError(f"--etcd-endpoint {options.etcd_endpoint}: no etcd with the v2 API answers there")
+        return
+    try:
+        LocalEtcd.preflight(options.etcd_port, options.etcd_binary)
+    except EtcdError as error:
+        raise LocalRunError(str(error)) from None
+
+
+def start_etcd(options: LocalOptions, log_path: Path) -> LocalEtcd | None:
+    """Start the local etcd; None with --etcd-endpoint (that etcd is not ours to start or stop)."""
+    if options.etcd_endpoint:
         return None
     try:
         return LocalEtcd.start(options.etcd_port, options.etcd_binary, log_path)
@@ -167,6 +178,7 @@ def run_local(options: LocalOptions) -> LocalResult:
             drill = Drill(options.drill, options.trigger, nodes, not options.etcd_endpoint, options.drill_pod)
         except DrillError as error:
             raise LocalRunError(str(error)) from None
+    check_etcd(options)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     default_dir = PROJECT_ROOT / "runs" / "local" / f"{manifest['metadata']['name']}-{stamp}"
     work_dir = (options.work_dir or default_dir).resolve()  # the agents run in the project root, not here

@@ -81,3 +81,10 @@ def test_invalid_local_config_names_the_key() -> None:
     result = local_cli("--nodes", "2", "--min-nodes", "3")
     assert result.returncode == EXIT_BAD_INPUT
     assert "minNodes" in result.stderr
+
+
+def test_bad_input_creates_no_run_directory(tmp_path: Path, busy_port: int) -> None:
+    run_dir = tmp_path / "run"
+    result = local_cli("--etcd-port", str(busy_port), "--work-dir", str(run_dir))
+    assert result.returncode == EXIT_BAD_INPUT
+    assert not run_dir.exists()
