@@ -21,9 +21,9 @@ from infra.catalog import CATALOG, InstanceType
 from policy.props import as_int, get, is_unknown
 from policy.pytorchjob import PYTORCHJOB, replicas
 from trainer.config import TrainConfig, parse_args
+from trainer.presets import find_shape
 
 TRAINER_MODULE = "trainer"
-GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -77,30 +77,35 @@ def job_shape(props: Mapping[str, Any]) -> JobShape | None:
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    needed_gib: float  # per GPU, at the job's smallest size
-    capacity_gib: float  # what the model lets a job use of the GPU's memory
+    needed_gib: float  # per GPU at the job's smallest size: the allocator's peak, its headroom and the CUDA runtime
+    gpu_memory_gib: float
     fits: bool
 
 
 def estimate(shape: JobShape) -> MemoryEstimate | None:
-    """The sizing model's peak memory per GPU for the job; None where it cannot size it (a model the project does
-    not know by name: its shape is only in the checkpoint's config.json)."""
-    from trainer.presets import find_shape
-    from workloads.sizing_memory import Job, Ranks, peak_memory
+    """workloads.sizing's figure for the job, the one `pulumi preview`'s config check and `python -m workloads.sizing`
+    give; None where it cannot size the job (a model known only by the config.json in its checkpoint)."""
+    from workloads import sizing  # imported here: the rest of the pack needs none of the sizing model
 
     t = shape.train
     model = find_shape(t.model.name)
     if model is None:
         return None
-    world = shape.nodes * shape.gpus_per_node
-    per_step = t.schedule.batch_size * world
-    # Fewer nodes keep the global batch by accumulating gradients, which keeps their shards alive all step.
-    accumulation = max(1, (t.schedule.global_batch_size or per_step) // per_step)
-    job = Job(model, t.data.seq_len, t.schedule.batch_size, t.parallel.sharding_strategy, t.parallel.mixed_precision,
-              t.parallel.activation_checkpointing, accumulation)
-    needed = peak_memory(job, Ranks(world, shape.gpus_per_node)).total / GIB
-    capacity = float(shape.instance.gpu_memory_gib)
-    return MemoryEstimate(needed, capacity, needed <= capacity)
+    try:
+        job = sizing.make_job(
+            model,
+            gpus=shape.nodes * shape.gpus_per_node,
+            seq_len=t.data.seq_len,
+            batch_size=t.schedule.batch_size,
+            global_batch_size=t.schedule.global_batch_size,
+            sharding_strategy=t.parallel.sharding_strategy,
+            mixed_precision=t.parallel.mixed_precision,
+            activation_checkpointing=t.parallel.activation_checkpointing,
+        )
+    except sizing.SizingError:
+        return None  # a value the trainer's own checks refuse with a better message (seq len, global batch)
+    result = sizing.size_job(job, shape.instance, shape.nodes)
+    return MemoryEstimate(result.needed_bytes / sizing.GIB, float(shape.instance.gpu_memory_gib), result.fits)
 
 
 def memory_fit_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
@@ -108,13 +113,14 @@ def memory_fit_violations(resource_type: str, props: Mapping[str, Any]) -> list[
         return []
     shape = job_shape(props)
     result = estimate(shape) if shape is not None else None
-    if result is None or result.fits:
+    if shape is None or result is None or result.fits:
         return []
     t = shape.train
     return [
         f"{t.model.name} with {t.parallel.sharding_strategy}, activation checkpointing "
         f"{t.parallel.activation_checkpointing}, seq len {t.data.seq_len} x batch {t.schedule.batch_size} on "
-        f"{shape.nodes} x {shape.instance.name} needs about {result.needed_gib:.1f} GiB per GPU; "
-        f"{shape.instance.gpu_memory_gib} GiB GPUs leave {result.capacity_gib:.1f} GiB for it "
-        "(`python -m workloads.sizing` shows what would fit)"
+        f"{shape.nodes} x {shape.instance.name} needs about {result.needed_gib:.1f} GiB per GPU (peak, allocator "
+        f"headroom and CUDA runtime), more than the {shape.instance.gpu_memory_gib} GiB of its GPUs; "
+        f"`python -m workloads.sizing --model {t.model.name} --instance {shape.instance.name} --nodes {shape.nodes}` "
+        "shows what would fit"
     ]

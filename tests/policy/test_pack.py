@@ -24,7 +24,8 @@ from tests.workflows.workflows import ROOT
 
 # Installed for the program (requirements.txt) or the tests, not for the pack (policy/requirements.txt).
 NOT_IN_THE_PACKS_ENVIRONMENT = ("pulumi_aws", "pulumi_eks", "pulumi_kubernetes", "pulumi_random",
-                                "pulumi_docker_build", "torch", "transformers", "jsonschema", "kubernetes_validate")
+                                "pulumi_docker_build", "torch", "transformers", "jsonschema", "kubernetes_validate",
+                                "prometheus_client", "matplotlib")
 
 
 def _policy(name: str) -> ResourceValidationPolicy | StackValidationPolicy:
