@@ -1,10 +1,13 @@
 # make demo: the dev stack's job on this machine (tiny model, CPU, real etcd + torchrun).  make test: every test.
 PYTHON ?= python3
+# Extra pip arguments for torch: empty here (the CPU build is on disk); a CI runner on the internet passes
+# TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu" to get the CPU build instead of the CUDA one.
+TORCH_PIP_ARGS ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint venv clean
+.PHONY: demo demo-drill test test-fast lint venv clean policy-venv preview pr-summary
 
 venv: $(STAMP)
 
@@ -12,12 +15,16 @@ venv: $(STAMP)
 $(STAMP): requirements.txt requirements-trainer.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet torch==2.13.0 $(TORCH_PIP_ARGS)
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m workloads.local --stack dev
+
+# The same job with two agents, one of them killed (agent and workers) after the first checkpoint.
+demo-drill: $(STAMP)
+	$(PY) -m workloads.local --stack dev --drill kill-agent --after-checkpoint
 
 test: $(STAMP)
 	$(PY) -m ruff check .
@@ -29,6 +36,20 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+
+policy-venv: policy/venv/.installed
+
+policy/venv/.installed: policy/requirements.txt
+	test -x policy/venv/bin/python || $(PYTHON) -m venv policy/venv
+	policy/venv/bin/pip install --quiet -r policy/requirements.txt
+	touch $@
+
+# make preview STACK=p5-16   (needs the Pulumi CLI, a backend login and AWS credentials)
+preview: $(STAMP) policy/venv/.installed
+	pulumi preview --stack $(STACK) --policy-pack policy
+
+pr-summary: $(STAMP)
+	$(PY) -m tools.pr_summary
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
