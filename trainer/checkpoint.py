@@ -1,7 +1,8 @@
 """Distributed checkpoints (torch.distributed.checkpoint): saved atomically, restored at any world size.
 
 A checkpoint holds the model and optimizer (as sharded DTensors, so DCP reshards them for a different world
-size or strategy on load), the LR scheduler, the data position (samples consumed), the RNG state and the step.
+size or strategy on load), the LR scheduler, the fp16 loss scale, the data position (samples consumed), the RNG
+state and the step.
 Layout and the commit protocol are in trainer/checkpoint_layout.py: every rank writes into step_<N>.tmp; after
 a barrier rank 0 writes meta.json and renames the directory, so a crash at any moment leaves only complete
 checkpoints under their final names.
@@ -26,6 +27,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from trainer.checkpoint_layout import TMP_SUFFIX, checkpoint_name, complete_checkpoints, read_meta, write_meta
 from trainer.env import DistEnv
 from trainer.faults import maybe_fault
+from trainer.loss_scale import LossScaler
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,17 @@ class Progress:
     """Optimizer steps completed."""
     consumed_samples: int = 0
     """Position in the sample order (trainer/data.py): the next step's global batch starts here."""
+
+
+@dataclass
+class TrainState:
+    """Everything that changes as training proceeds: exactly what a checkpoint saves and restores."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    loss_scaler: LossScaler
+    progress: Progress
 
 
 def _rng_state(device_type: str) -> dict[str, torch.Tensor]:
@@ -61,29 +74,30 @@ class Checkpointer:
         self.meta = meta
         """Facts about the run written into each meta.json (model fingerprint, data settings)."""
 
-    def _state(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, progress: Progress) -> dict:
+    def _state(self, state: TrainState) -> dict[str, Any]:
         # get_state_dict initialises empty optimizer state, so a fresh optimizer is a complete load template.
-        model_state, optim_state = get_state_dict(model, optimizer)
+        model_state, optim_state = get_state_dict(state.model, state.optimizer)
         return {
             "model": model_state,
             "optim": optim_state,
-            "scheduler": scheduler.state_dict(),
+            "scheduler": state.scheduler.state_dict(),
+            "loss_scale": state.loss_scaler.state_dict(),
             "progress": {
-                "step": torch.tensor(progress.step, dtype=torch.int64),
-                "consumed_samples": torch.tensor(progress.consumed_samples, dtype=torch.int64),
+                "step": torch.tensor(state.progress.step, dtype=torch.int64),
+                "consumed_samples": torch.tensor(state.progress.consumed_samples, dtype=torch.int64),
             },
             "rng": _rng_state(self.device_type),
         }
 
-    def save(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any, progress: Progress) -> Path:
-        started = time.perf_counter()
+    def save(self, state: TrainState) -> Path:
+        started, progress = time.perf_counter(), state.progress
         final = self.directory / checkpoint_name(progress.step)
         tmp = final.with_name(final.name + TMP_SUFFIX)
         if self.env.is_leader:
             shutil.rmtree(tmp, ignore_errors=True)  # left by a crashed save of the same step
             tmp.mkdir(parents=True)
         dist.barrier()
-        dcp.save(self._state(model, optimizer, scheduler, progress), checkpoint_id=str(tmp))
+        dcp.save(self._state(state), checkpoint_id=str(tmp))
         maybe_fault("kill_during_save", progress.step)
         dist.barrier()  # every rank's shards are on disk before the commit
         if self.env.is_leader:
@@ -104,24 +118,25 @@ class Checkpointer:
         for stale in self.directory.glob(f"step_*{TMP_SUFFIX}"):
             shutil.rmtree(stale, ignore_errors=True)
 
-    def restore(self, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> Progress:
-        """Load the newest complete checkpoint, if any, into the model, optimizer and scheduler (in place)."""
+    def restore(self, state: TrainState) -> None:
+        """Load the newest complete checkpoint, if any, into `state` (in place)."""
         checkpoints = complete_checkpoints(self.directory)
         if not checkpoints:
-            return Progress()
+            return
         step, path = checkpoints[-1]
         meta = read_meta(path)
-        state = self._state(model, optimizer, scheduler, Progress())
+        saved = self._state(state)
         if meta.get("device_type") != self.device_type:
-            del state["rng"]  # a CUDA generator state means nothing on CPU and vice versa
-        dcp.load(state, checkpoint_id=str(path))
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
-        scheduler.load_state_dict(state["scheduler"])
-        if "rng" in state:
-            _set_rng_state(state["rng"])
-        progress = Progress(int(state["progress"]["step"]), int(state["progress"]["consumed_samples"]))
-        if progress.step != step:
-            raise RuntimeError(f"{path}: holds step {progress.step}, expected {step}")
+            del saved["rng"]  # a CUDA generator state means nothing on CPU and vice versa
+        dcp.load(saved, checkpoint_id=str(path))
+        set_state_dict(state.model, state.optimizer, model_state_dict=saved["model"], optim_state_dict=saved["optim"])
+        state.scheduler.load_state_dict(saved["scheduler"])
+        state.loss_scaler.load_state_dict(saved["loss_scale"])
+        if "rng" in saved:
+            _set_rng_state(saved["rng"])
+        state.progress = Progress(int(saved["progress"]["step"]), int(saved["progress"]["consumed_samples"]))
+        if state.progress.step != step:
+            raise RuntimeError(f"{path}: holds step {state.progress.step}, expected {step}")
         for key in ("seq_len", "dataset", "seed"):
             if meta.get(key) != self.meta.get(key):
                 log.warning(
@@ -131,7 +146,6 @@ class Checkpointer:
                     meta.get(key),
                 )
         log.info("resumed from %s (saved by %d ranks, now %d)", path, meta.get("world_size"), self.env.world_size)
-        return progress
 
 
 def _fsync_directory(directory: Path) -> None:

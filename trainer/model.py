@@ -50,7 +50,7 @@ def build_meta_model(config: Any) -> nn.Module:
     from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")  # fp32: the default dtype
     return model
 
 

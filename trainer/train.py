@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.functional import cross_entropy
 
-from trainer.checkpoint import Checkpointer, Progress
+from trainer.checkpoint import Checkpointer, Progress, TrainState
 from trainer.checkpoint_layout import model_fingerprint
 from trainer.config import TrainConfig
 from trainer.data import IGNORE_INDEX, PackedData, SampleOrder, StepBatch, build_packed_data, step_batch
@@ -25,6 +25,7 @@ from trainer.env import DistEnv
 from trainer.errors import InputError
 from trainer.export import export_hf
 from trainer.faults import maybe_fault
+from trainer.loss_scale import LossScaler
 from trainer.model import build_meta_model, hf_config, init_buffers, init_weights, load_pretrained_weights
 from trainer.model_source import ModelSource
 from trainer.optim import build_optimizer, build_scheduler
@@ -65,21 +66,14 @@ def build_model(
     return model, model_config
 
 
-def train_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    batch: StepBatch,
-    device: torch.device,
-    dp_size: int,
-    grad_clip: float,
-) -> StepResult:
+def train_step(state: TrainState, batch: StepBatch, device: torch.device, dp_size: int, grad_clip: float) -> StepResult:
     """One optimizer step over this rank's micro batches of the global batch.
 
     Each micro batch's summed token loss is divided by the token count of the whole global batch, so the sum
     over micro batches and ranks is the mean over the global batch for any world size. FSDP averages gradients
     over the dp ranks; multiplying by dp_size turns that average back into the sum.
     """
+    model, optimizer, scaler = state.model, state.optimizer, state.loss_scaler
     optimizer.zero_grad(set_to_none=True)
     loss_total = torch.zeros((), device=device)
     for inputs, labels in batch.micro_batches:
@@ -89,14 +83,17 @@ def train_step(
             logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
         )
         loss = summed / max(1, batch.global_target_tokens)
-        (loss * dp_size).backward()
+        scaler.scaled(loss * dp_size).backward()
         loss_total += loss.detach()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
-    lr = optimizer.param_groups[0]["lr"]
-    optimizer.step()
-    scheduler.step()
+    parameters = list(model.parameters())
+    scaler.unscale(parameters)
+    grad_norm = torch.nn.utils.clip_grad_norm_(parameters, grad_clip or float("inf"))
     if hasattr(grad_norm, "full_tensor"):
         grad_norm = grad_norm.full_tensor()
+    lr = optimizer.param_groups[0]["lr"]
+    if scaler.update(float(grad_norm)):  # False only on an fp16 overflow, and then on every rank alike
+        optimizer.step()
+    state.scheduler.step()
     return StepResult(loss_total, grad_norm, lr)
 
 
@@ -114,12 +111,9 @@ def load_data(config: TrainConfig, source: ModelSource) -> tuple[Tokenizer, Pack
 class Session:
     """Everything a run trains with, set up and (if a checkpoint exists) restored."""
 
-    model: nn.Module
+    state: TrainState
     model_config: Any
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
     checkpointer: Checkpointer | None
-    progress: Progress
 
 
 def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.device, plan: RunPlan) -> Session:
@@ -127,6 +121,8 @@ def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch
     model, model_config = build_model(source, config, plan, device, env)
     optimizer = build_optimizer(model, config.optim)
     scheduler = build_scheduler(optimizer, config.optim, config.schedule.steps)
+    scaler = LossScaler(enabled=config.parallel.mixed_precision == "fp16")
+    state = TrainState(model, optimizer, scheduler, scaler, Progress())
     checkpointer = None
     if config.checkpoint.directory:
         meta = {
@@ -137,8 +133,9 @@ def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch
             "seed": config.schedule.seed,
         }
         checkpointer = Checkpointer(config.checkpoint.directory, config.checkpoint.keep, env, device.type, meta)
-    progress = checkpointer.restore(model, optimizer, scheduler) if checkpointer else Progress()
-    return Session(model, model_config, optimizer, scheduler, checkpointer, progress)
+    if checkpointer:
+        checkpointer.restore(state)
+    return Session(state, model_config, checkpointer)
 
 
 def log_start(
@@ -169,21 +166,20 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
     session = set_up(config, env, source, device, plan)
     order = SampleOrder(data.num_samples, config.schedule.seed)
     reporter = StepReporter(config, env, source.shape, plan.global_batch_size, device)
-    log_start(config, env, source, plan, data, session.progress.step)
+    state = session.state
+    log_start(config, env, source, plan, data, state.progress.step)
     total, every = config.schedule.steps, config.checkpoint.every
-    reporter.restart_clock(session.progress.step)
+    reporter.restart_clock(state.progress.step)
     try:
-        for step in range(session.progress.step + 1, total + 1):
-            consumed = session.progress.consumed_samples
+        for step in range(state.progress.step + 1, total + 1):
+            consumed = state.progress.consumed_samples
             batch = step_batch(data, order, consumed, plan.global_batch_size, plan.batch_size, env.rank, plan.dp_size)
-            result = train_step(
-                session.model, session.optimizer, session.scheduler, batch, device, plan.dp_size, config.optim.grad_clip
-            )
-            session.progress = Progress(step, consumed + plan.global_batch_size)
+            result = train_step(state, batch, device, plan.dp_size, config.optim.grad_clip)
+            state.progress = Progress(step, consumed + plan.global_batch_size)
             if step % config.metrics.log_every == 0 or step == total:
                 reporter.report(step, result)
             if session.checkpointer and ((every and step % every == 0) or step == total):
-                session.checkpointer.save(session.model, session.optimizer, session.scheduler, session.progress)
+                session.checkpointer.save(state)
                 reporter.restart_clock(step)
             maybe_fault("kill_after_step", step)
     finally:
@@ -200,7 +196,7 @@ def run(config: TrainConfig, env: DistEnv, source: ModelSource, device_type: str
         session = train(config, env, source, device, data)
         if config.checkpoint.export_hf:
             export = config.checkpoint
-            export_hf(session.model, session.model_config, export.export_hf, export.export_dtype, env, tokenizer)
+            export_hf(session.state.model, session.model_config, export.export_hf, export.export_dtype, env, tokenizer)
         dist.barrier()  # leave together: gloo aborts a process whose peer tears down its connections mid-exit
     finally:
         leave_distributed()

@@ -58,3 +58,11 @@ def test_compiled_layers_match_eager(reference_run: TrainerRun, tmp_path: Path) 
     run = run_trainer([*TINY, "--compile"], tmp_path, timeout=280)
     assert run.returncode == 0, run.output
     assert_same_losses(run.losses(), reference_run.losses(), rel=1e-4)  # fused kernels round differently
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_reduced_precision_tracks_fp32(precision: str, reference_run: TrainerRun, tmp_path: Path) -> None:
+    """bf16 / fp16 compute (fp16 with loss scaling) stays within 1% of the fp32 losses over the run."""
+    run = run_trainer(with_flags(TINY, mixed_precision=precision), tmp_path)
+    assert run.returncode == 0, run.output
+    assert_same_losses(run.losses(), reference_run.losses(), rel=1e-2)

@@ -1,0 +1,49 @@
+"""fp16 loss scaling: overflowing steps are skipped and the scale adapts; other precisions are untouched."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trainer.loss_scale import GROWTH_INTERVAL, INITIAL_SCALE, LossScaler
+
+
+def test_disabled_scaler_changes_nothing() -> None:
+    scaler = LossScaler(enabled=False)
+    loss = torch.tensor(2.0)
+    assert scaler.scaled(loss) is loss
+    assert scaler.update(math.inf) is True and scaler.scale == 1.0
+
+
+def test_gradients_are_unscaled_exactly() -> None:
+    scaler = LossScaler(enabled=True)
+    param = torch.nn.Parameter(torch.ones(3))
+    scaler.scaled((param * 2).sum()).backward()
+    assert torch.equal(param.grad, torch.full((3,), 2.0 * INITIAL_SCALE))
+    scaler.unscale([param])
+    assert torch.equal(param.grad, torch.full((3,), 2.0))
+
+
+def test_an_overflow_skips_the_step_and_halves_the_scale() -> None:
+    scaler = LossScaler(enabled=True)
+    assert scaler.update(float("nan")) is False
+    assert scaler.update(math.inf) is False
+    assert scaler.scale == INITIAL_SCALE / 4
+
+
+def test_the_scale_grows_after_a_run_of_clean_steps() -> None:
+    scaler = LossScaler(enabled=True)
+    for _ in range(GROWTH_INTERVAL - 1):
+        assert scaler.update(1.0)
+    assert scaler.scale == INITIAL_SCALE
+    scaler.update(1.0)
+    assert scaler.scale == 2 * INITIAL_SCALE
+
+
+def test_state_round_trips() -> None:
+    scaler, restored = LossScaler(enabled=True), LossScaler(enabled=True)
+    scaler.update(math.inf)
+    scaler.update(1.0)
+    restored.load_state_dict(scaler.state_dict())
+    assert (restored.scale, restored.clean_steps) == (scaler.scale, scaler.clean_steps)
