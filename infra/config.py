@@ -26,6 +26,7 @@ from infra.config_fields import (
     setting,
 )
 from trainer.presets import find_shape
+from workloads.sizing import fit_problems
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 CAPACITY_TYPES = ("ON_DEMAND", "CAPACITY_BLOCK", "SPOT")
@@ -325,6 +326,7 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
     # Cross-key checks run on what parsed: a value rejected above fell back to its default, so they stay sound.
     problems += _network_problems(config) + _gpu_node_problems(config) + _cluster_problems(config)
     problems += _job_problems(config)
+    problems += [] if problems else fit_problems(config)  # memory per GPU, once the rest is sound (workloads/sizing.py)
     if problems:
         raise ConfigError(problems)
     return config
