@@ -13,6 +13,7 @@ from infra.storage import CheckpointStorage, CheckpointStorageArgs
 from workloads.image import TrainerImage, TrainerImageArgs
 from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
 from workloads.platform import Platform, PlatformArgs
+from workloads.sizing import sizing_summary
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
 secrets = pulumi.Config("fsdp-eks")
@@ -90,5 +91,6 @@ pulumi.export("region", config.region)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", config.cost_per_hour)
+pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from workloads.sizing
 pulumi.export("grafanaPassword", platform.grafana_password)
 pulumi.export("nextCommands", platform.next_commands)

@@ -185,6 +185,8 @@ def test_stack_outputs(stack_run: ProgramRun) -> None:
     assert outputs["gpuNodeGroupName"] == f"{config.cluster_name}-gpu"
     assert int(outputs["totalGpus"]) == config.gpu_nodes.count * CATALOG[config.gpu_nodes.instance_type].gpus
     assert outputs["estimatedCostPerHour"] == config.cost_per_hour > 0
+    assert outputs["jobSizing"]["fits"] is True
+    assert outputs["jobSizing"]["gpuMemoryGiB"] == config.gpu_nodes.instance.gpu_memory_gib
 
 
 def test_every_child_resource_is_parented_to_a_component(stack_run: ProgramRun) -> None:
