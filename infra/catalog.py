@@ -37,7 +37,7 @@ class InstanceType:
     # (EC2 EFA guide, "Supported instance types" with RDMA read/write); L40S nodes stage through host memory.
     gpudirect_rdma: bool
     network_gbps: int
-    nvlink_gb_per_s: int  # per GPU, one direction summed over links; 0 where GPUs talk over PCIe only
+    nvlink_gb_per_s: int  # per GPU, NVIDIA's figure: both directions summed over links; 0 where PCIe only
     price_per_hour_usd: float
     local_nvme_gib: int = 0
 

@@ -46,7 +46,8 @@ def test_cli_strings_are_coerced_like_pulumi_config_set() -> None:
 
 def test_efa_defaults_to_what_the_instance_supports() -> None:
     assert _config(gpuNodes={"instanceType": "p5.48xlarge"}).gpu_nodes.efa_enabled
-    assert not _config(gpuNodes={"instanceType": "g6e.xlarge"}).gpu_nodes.efa_enabled
+    small_job = {"model": "tiny", "seqLen": 256}  # the default 7B job does not fit a 48 GiB L40S
+    assert not _config(gpuNodes={"instanceType": "g6e.xlarge"}, job=small_job).gpu_nodes.efa_enabled
 
 
 def test_placement_group_is_left_out_inside_a_reservation() -> None:
