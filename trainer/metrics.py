@@ -64,6 +64,8 @@ class StepMetrics:
     restarts: int
     tokens: int
     """Tokens trained on so far in this run, counting from the resumed step."""
+    cpu_time_per_step_s: float
+    """Rank 0's process CPU time (all threads) per step: host-side work, unaffected by waiting for a busy CPU."""
 
     def log_line(self, total_steps: int) -> str:
         mfu = "n/a" if self.mfu is None else f"{100 * self.mfu:.1f}%"

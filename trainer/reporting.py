@@ -55,11 +55,12 @@ class StepReporter:
         self.peak = peak_flops(config, device)
         metrics = config.metrics
         self.sink = MetricsSink(metrics.file, metrics.port, metrics.host) if env.is_leader else None
-        self.last_time, self.last_step, self.tokens = time.perf_counter(), 0, 0
+        self.tokens = 0
+        self.restart_clock(0)
 
     def restart_clock(self, step: int) -> None:
         """Time from here: the next report covers the steps after `step` (setup and saves are not training)."""
-        self.last_time, self.last_step = time.perf_counter(), step
+        self.last_time, self.last_cpu_time, self.last_step = time.perf_counter(), time.process_time(), step
 
     def report(self, step: int, result: StepResult) -> None:
         loss = result.loss.clone()
@@ -68,6 +69,7 @@ class StepReporter:
         dist.all_reduce(memory, op=dist.ReduceOp.MAX)  # the busiest rank is the one that limits the job
         steps = step - self.last_step
         step_time = (time.perf_counter() - self.last_time) / steps
+        cpu_time = (time.process_time() - self.last_cpu_time) / steps
         self.tokens += steps * self.tokens_per_step
         tokens_per_second = self.tokens_per_step / step_time
         per_gpu = tokens_per_second / self.env.world_size
@@ -84,6 +86,7 @@ class StepReporter:
             world_size=self.env.world_size,
             restarts=self.env.restart_count,
             tokens=self.tokens,
+            cpu_time_per_step_s=cpu_time,
         )
         if self.sink:
             log.info(metrics.log_line(self.total_steps))

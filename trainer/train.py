@@ -47,7 +47,8 @@ def pretrained_directory(source: ModelSource, env: DistEnv) -> Path:
     if env.local_rank == 0:
         snapshot_download(source.name, allow_patterns=patterns)
     dist.barrier()
-    return Path(snapshot_download(source.name, allow_patterns=patterns))
+    # Now in the node's cache: the other ranks only look it up (no request to the hub each).
+    return Path(snapshot_download(source.name, allow_patterns=patterns, local_files_only=True))
 
 
 def build_model(
@@ -87,7 +88,10 @@ def train_step(state: TrainState, batch: StepBatch, device: torch.device, dp_siz
         loss_total += loss.detach()
     parameters = list(model.parameters())
     scaler.unscale(parameters)
-    grad_norm = torch.nn.utils.clip_grad_norm_(parameters, grad_clip or float("inf"))
+    if grad_clip:
+        grad_norm = torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
+    else:  # only the norm, for the metrics: no pass over the gradients to scale them by 1
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None])
     if hasattr(grad_norm, "full_tensor"):
         grad_norm = grad_norm.full_tensor()
     lr = optimizer.param_groups[0]["lr"]

@@ -28,6 +28,7 @@ def sample_metrics(step: int = 3, mfu: float | None = 0.42) -> StepMetrics:
     return StepMetrics(
         step=step, loss=2.5, tokens_per_second=1000.0, tokens_per_second_per_gpu=500.0, mfu=mfu, step_time_s=0.25,
         peak_memory_bytes=123456789, lr=1e-4, grad_norm=0.9, world_size=2, restarts=1, tokens=4096,
+        cpu_time_per_step_s=0.5,
     )  # fmt: skip
 
 
