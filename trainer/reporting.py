@@ -29,10 +29,24 @@ class StepResult:
 
 
 def peak_memory_bytes(device: torch.device) -> int:
-    """Peak of this process: GPU memory allocated by torch; on CPU the resident set (ru_maxrss, in KiB on Linux)."""
+    """Peak of this process: GPU memory allocated by torch; on CPU the peak resident set."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    """This process's own peak resident set: VmHWM on Linux. ru_maxrss is not that: Linux folds the high-water mark
+    of the image a process exec'd from into it, so a trainer started by a large parent (a test runner, an agent)
+    would report the parent's size at fork time whenever that is the larger."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux; other systems: best effort
 
 
 def peak_flops(config: TrainConfig, device: torch.device) -> float | None:

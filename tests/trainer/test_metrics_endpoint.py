@@ -27,7 +27,7 @@ def scrape(port: int) -> dict[str, float]:
 
 
 def peak_rss_bytes(pid: int) -> int:
-    """VmHWM: the kernel's record of the process's peak resident set, the figure ru_maxrss reports."""
+    """VmHWM: the kernel's record of the process's peak resident set, read from outside the process."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 
 from trainer.config import parse_args
@@ -21,6 +20,7 @@ from trainer.env import read_env
 from trainer.model import build_meta_model, hf_config
 from trainer.model_source import resolve_model
 from trainer.plan import make_plan
+from trainer.reporting import peak_rss_bytes
 from trainer.train import init_distributed, load_data, pick_device
 
 
@@ -34,7 +34,7 @@ def main(argv: list[str]) -> None:
     _, _data = load_data(config, source)
     init_distributed(env, device)
     build_meta_model(hf_config(source))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    peak = peak_rss_bytes()  # the trainer's own figure, so both sides of the comparison measure alike
     record = {"rank": env.rank, "world_size": env.world_size, "peak_rss_bytes": peak}
     with open(os.environ["PROBE_OUTPUT"], "a") as handle:
         handle.write(json.dumps(record) + "\n")
