@@ -35,6 +35,15 @@ class Registered:
     inputs: dict[str, Any]
 
 
+def registered(records: list[dict[str, Any]]) -> list[Registered]:
+    """The mock runner's JSON records (tests/harness/mock_runner.py RecordingMonitor) as Registered values."""
+    return [
+        Registered(r["type"], r["name"], r["urn"], r["parent"], r["provider"], r["dependencies"],
+                   r["deleteBeforeReplace"], r["replaceOnChanges"], r["inputs"])
+        for r in records
+    ]
+
+
 @dataclass(frozen=True)
 class ProgramRun:
     stack: str
@@ -90,18 +99,4 @@ def _run(stack: str, config_json: str, secret_keys_json: str) -> ProgramRun:
         if not out.exists():
             raise RuntimeError(f"mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
         data = json.loads(out.read_text())
-    resources = [
-        Registered(
-            r["type"],
-            r["name"],
-            r["urn"],
-            r["parent"],
-            r["provider"],
-            r["dependencies"],
-            r["deleteBeforeReplace"],
-            r["replaceOnChanges"],
-            r["inputs"],
-        )
-        for r in data["resources"]
-    ]
-    return ProgramRun(stack, resources, data["outputs"], data["error"])
+    return ProgramRun(stack, registered(data["resources"]), data["outputs"], data["error"])

@@ -26,6 +26,7 @@ from pulumi.runtime.sync_await import _sync_await
 from infra.config import parse_stack_config
 from infra.stack_files import PROJECT_ROOT, raw_stack_config
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
+from tests.harness.pulumi_program import Registered, registered
 
 PROVIDER_NAME = "cluster-k8s"
 GPU_NODES_NAME = "gpu-node-group"
@@ -57,18 +58,6 @@ def run(stack: str, overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Registered:
-    type: str
-    name: str
-    urn: str
-    parent: str
-    provider: str
-    dependencies: list[str]
-    delete_before_replace: bool
-    inputs: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class PlatformRun:
     resources: list[Registered]
     outputs: dict[str, Any]
@@ -97,12 +86,7 @@ def run_platform(stack: str, overrides_json: str = "{}") -> PlatformRun:
         if not out.exists():
             raise RuntimeError(f"platform mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
         data = json.loads(out.read_text())
-    resources = [
-        Registered(r["type"], r["name"], r["urn"], r["parent"], r["provider"], r["dependencies"],
-                   r["deleteBeforeReplace"], r["inputs"])
-        for r in data["resources"]
-    ]
-    return PlatformRun(resources, data["outputs"])
+    return PlatformRun(registered(data["resources"]), data["outputs"])
 
 
 if __name__ == "__main__":
