@@ -8,6 +8,8 @@ Usage: python -m tests.harness.mock_runner STACK OUT.json
 from __future__ import annotations
 
 import json
+import logging
+import os
 import runpy
 import sys
 import traceback
@@ -15,15 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.runtime import mocks
+from pulumi.runtime import mocks, rpc
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import get_root_resource
-from pulumi.runtime.sync_await import _sync_await
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from infra.config_fields import ConfigError
+from tests.harness.fake_cloud import FakeCloud, child_reference
+from tests.harness.fake_eks import Child
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SECRET_SENTINEL = "[secret]"
+UNKNOWN_MARKER = "$unknown"
 
 
 def _plain(value: Any) -> Any:
@@ -36,55 +41,19 @@ def _plain(value: Any) -> Any:
         return value
     if isinstance(value, pulumi.Resource):
         return {"$resource": type(value).__name__}
+    if isinstance(value, Child):
+        return {"$child": value.type, "id": value.id, **_plain(value.state)}
+    if type(value).__name__ == "Unknown":
+        return UNKNOWN_MARKER
     return repr(value)
-
-
-class FakeCloud(mocks.Mocks):
-    """Plays AWS: ids and the few outputs the program reads; invokes answer like the real data sources."""
-
-    def __init__(self) -> None:
-        self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
-        self.inputs[(args.typ, args.name)] = _plain(args.inputs)
-        state = dict(args.inputs)
-        if args.typ == "eks:index:Cluster":
-            state |= {
-                "kubeconfigJson": '{"apiVersion": "v1", "kind": "Config"}',
-                "clusterSecurityGroupId": "sg-cluster",
-            }
-        if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
-            state |= {"latestVersion": 1}
-        if args.typ == "aws:iam/role:Role":
-            state |= {"arn": f"arn:aws:iam::123456789012:role/{args.name}", "name": args.name}
-        if args.typ == "aws:ec2/placementGroup:PlacementGroup":
-            state |= {"name": args.name}
-        return f"{args.name}-id", state
-
-    def call(self, args: mocks.MockCallArgs) -> tuple[dict, list | None]:
-        if args.token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
-        if args.token == "aws:eks/getAddonVersion:getAddonVersion":
-            return {
-                "addonName": args.args["addonName"],
-                "version": f"{args.args['addonName']}-default",
-                "kubernetesVersion": args.args["kubernetesVersion"],
-                "id": "x",
-            }, []
-        if args.token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
-            return {
-                "userName": "AWS",
-                "password": "mock",
-                "proxyEndpoint": "https://123456789012.dkr.ecr.us-east-1.amazonaws.com",
-                "authorizationToken": "mock",
-                "id": "x",
-            }, []
-        return {}, []
 
 
 class RecordingMonitor(mocks.MockMonitor):
     """The SDK's mock monitor, also keeping the registration options the mocks API leaves out (parent,
-    dependencies, provider, replace settings), so tests can check ordering and provider wiring."""
+    dependencies, provider, replace settings) and the outputs the fake returned, so tests can check ordering,
+    provider wiring and what the program read. Resources a component returns as outputs (pulumi-eks's
+    `eksCluster`, a ManagedNodeGroup's `nodeGroup`) travel as resource references, as the engine sends them,
+    and the program reads them back through the engine's getResource call."""
 
     def __init__(self, fake: FakeCloud):
         super().__init__(fake)
@@ -105,25 +74,64 @@ class RecordingMonitor(mocks.MockMonitor):
         return super().SupportsFeature(request)
 
     def RegisterResource(self, request):  # noqa: N802 - the gRPC method name
-        response = super().RegisterResource(request)
-        if request.type != "pulumi:pulumi:Stack":
-            # Inputs come from the mocks' own deserialisation: decoding request.object a second time here
-            # would re-enter the event loop on resource references and hang.
-            self.records.append(
-                {
-                    "type": request.type,
-                    "name": request.name,
-                    "urn": response.urn,
-                    "custom": request.custom,
-                    "parent": request.parent,
-                    "provider": request.provider,
-                    "dependencies": list(request.dependencies),
-                    "deleteBeforeReplace": request.deleteBeforeReplace,
-                    "replaceOnChanges": list(request.replaceOnChanges),
-                    "inputs": self.fake.inputs.get((request.type, request.name), {}),
-                }
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type == "pulumi:pulumi:Stack":
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        _ensure_event_loop()
+        inputs = rpc.deserialize_properties(request.object)
+        self.fake.current_urn = urn
+        resource_id, state = self.fake.new_resource(
+            mocks.MockResourceArgs(
+                typ=request.type,
+                name=request.name,
+                inputs=inputs,
+                provider=request.provider,
+                resource_id=request.importId,
+                custom=request.custom or False,
             )
-        return response
+        )
+        wire_state = {key: self._as_reference(value, urn) for key, value in state.items()}
+        self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, resource_id, wire_state)
+        # Inputs come from the mocks' own deserialisation: decoding request.object a second time here would
+        # re-enter the event loop on resource references and hang.
+        self.records.append(
+            {
+                "type": request.type,
+                "name": request.name,
+                "urn": urn,
+                "id": resource_id,
+                "custom": request.custom,
+                "parent": request.parent,
+                "provider": request.provider,
+                "dependencies": list(request.dependencies),
+                "propertyDependencies": {k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                "deleteBeforeReplace": request.deleteBeforeReplace,
+                "replaceOnChanges": list(request.replaceOnChanges),
+                "inputs": _plain(inputs),
+                "outputs": _plain(state),
+            }
+        )
+        props = _sync_await(rpc.serialize_properties(wire_state, {}))
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id or "", object=props)
+
+    def _as_reference(self, value: Any, owner_urn: str) -> Any:
+        """A Child becomes a resource reference, registered so that the program's getResource call finds it."""
+        if not isinstance(value, Child):
+            return value
+        child_urn = self.make_urn(owner_urn, value.type, value.name)
+        self.resources[child_urn] = mocks.MockMonitor.ResourceRegistration(child_urn, value.id, value.state)
+        return child_reference(value, child_urn)
+
+
+class LogRecorder(logging.Handler):
+    """Keeps what the program logs through pulumi.log (warnings show in `pulumi preview`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[dict[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append({"severity": record.levelname.lower(), "message": record.getMessage()})
 
 
 def _resolve_outputs() -> dict[str, Any]:
@@ -137,11 +145,21 @@ def _resolve_outputs() -> dict[str, Any]:
     return resolved
 
 
+def stack_region() -> str:
+    """aws:region from PULUMI_CONFIG, as the engine passed it."""
+    return json.loads(os.environ.get("PULUMI_CONFIG", "{}")).get("aws:region") or "us-east-1"
+
+
 def run(stack: str) -> dict[str, Any]:
-    fake = FakeCloud()
+    fake = FakeCloud(stack_region())
     monitor = RecordingMonitor(fake)
-    mocks.set_mocks(fake, project="fsdp-eks", stack=stack, preview=True, monitor=monitor)
-    result: dict[str, Any] = {"stack": stack, "error": None, "resources": [], "outputs": {}}
+    recorder = LogRecorder()
+    logger = logging.getLogger("fsdp-eks-mocks")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(recorder)
+    logger.propagate = False
+    mocks.set_mocks(fake, project="fsdp-eks", stack=stack, preview=True, logger=logger, monitor=monitor)
+    result: dict[str, Any] = {"stack": stack, "error": None, "resources": [], "outputs": {}, "log": []}
     try:
         _sync_await(
             mocks.run_pulumi_func(lambda: runpy.run_path(str(PROJECT_ROOT / "__main__.py"), run_name="__main__"))
@@ -152,6 +170,7 @@ def run(stack: str) -> dict[str, Any]:
     except Exception as error:
         result["error"] = {"kind": type(error).__name__, "message": "".join(traceback.format_exception(error))}
     result["resources"] = monitor.records
+    result["log"] = recorder.messages
     return result
 
 

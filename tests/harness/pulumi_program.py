@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,13 +33,31 @@ class Registered:
     delete_before_replace: bool
     replace_on_changes: list[str]
     inputs: dict[str, Any]
+    # What the fake provider returned: the id and the outputs (inputs plus computed values), as the engine has them.
+    id: str = ""
+    outputs: dict[str, Any] = field(default_factory=dict)
+    custom: bool = True
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
 
 
 def registered(records: list[dict[str, Any]]) -> list[Registered]:
     """The mock runner's JSON records (tests/harness/mock_runner.py RecordingMonitor) as Registered values."""
     return [
-        Registered(r["type"], r["name"], r["urn"], r["parent"], r["provider"], r["dependencies"],
-                   r["deleteBeforeReplace"], r["replaceOnChanges"], r["inputs"])
+        Registered(
+            r["type"],
+            r["name"],
+            r["urn"],
+            r["parent"],
+            r["provider"],
+            r["dependencies"],
+            r["deleteBeforeReplace"],
+            r["replaceOnChanges"],
+            r["inputs"],
+            r.get("id", ""),
+            r.get("outputs", {}),
+            r.get("custom", True),
+            r.get("propertyDependencies", {}),
+        )
         for r in records
     ]
 
@@ -50,6 +68,7 @@ class ProgramRun:
     resources: list[Registered]
     outputs: dict[str, Any]
     error: dict[str, Any] | None
+    log: list[dict[str, str]] = field(default_factory=list)
 
     def of_type(self, type_token: str) -> list[Registered]:
         return [r for r in self.resources if r.type == type_token]
@@ -61,6 +80,13 @@ class ProgramRun:
 
     def by_urn(self, urn: str) -> Registered:
         return next(r for r in self.resources if r.urn == urn)
+
+    def named(self, type_token: str, name: str) -> Registered:
+        (found,) = [r for r in self.of_type(type_token) if r.name == name]
+        return found
+
+    def warnings(self) -> list[str]:
+        return [m["message"] for m in self.log if m["severity"] == "warning"]
 
 
 def engine_config(raw: dict[str, Any]) -> str:
@@ -99,4 +125,4 @@ def _run(stack: str, config_json: str, secret_keys_json: str) -> ProgramRun:
         if not out.exists():
             raise RuntimeError(f"mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
         data = json.loads(out.read_text())
-    return ProgramRun(stack, registered(data["resources"]), data["outputs"], data["error"])
+    return ProgramRun(stack, registered(data["resources"]), data["outputs"], data["error"], data.get("log", []))

@@ -47,13 +47,13 @@ def test_p5_gets_32_efa_interfaces_and_p4de_gets_4() -> None:
 
 
 def test_every_efa_interface_is_in_the_efa_security_group(stack_run: ProgramRun) -> None:
-    efa_sg_id = f"{_efa_group(stack_run).name}-id"
+    efa_sg_id = _efa_group(stack_run).id
     for interface in stack_run.one(LAUNCH_TEMPLATE).inputs.get("networkInterfaces") or []:
         assert efa_sg_id in interface["securityGroups"]
 
 
 def test_efa_security_group_allows_all_traffic_to_and_from_itself(stack_run: ProgramRun) -> None:
-    group_id = f"{_efa_group(stack_run).name}-id"
+    group_id = _efa_group(stack_run).id
     for rule_type in (
         "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
         "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
@@ -75,14 +75,14 @@ def test_placement_group_only_without_a_capacity_reservation(stack_run: ProgramR
         assert target["capacityReservationId"] == config.gpu_nodes.capacity_reservation_id
     else:
         assert [g.inputs["strategy"] for g in groups] == ["cluster"]
-        assert template["placement"]["groupName"] == groups[0].name
+        assert template["placement"]["groupName"] == groups[0].outputs["name"]
 
 
 def test_gpu_nodes_sit_in_one_subnet_in_the_configured_availability_zone(stack_run: ProgramRun) -> None:
     config = load_stack_config(stack_run.stack)
     subnet_ids = _gpu_node_group(stack_run).inputs["subnetIds"]
     assert len(subnet_ids) == 1
-    subnet = next(s for s in stack_run.of_type("aws:ec2/subnet:Subnet") if f"{s.name}-id" == subnet_ids[0])
+    subnet = next(s for s in stack_run.of_type("aws:ec2/subnet:Subnet") if s.id == subnet_ids[0])
     assert subnet.inputs["availabilityZone"] == config.gpu_availability_zone
     assert "private" in subnet.name
 
@@ -115,7 +115,7 @@ def test_gpu_node_group_uses_the_al2023_nvidia_ami_with_gpu_taint_and_labels(sta
     assert inputs["capacityType"] == config.gpu_nodes.capacity_type
     assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"} in inputs["taints"]
     assert inputs["labels"]["fsdp-eks/node-group"] == "gpu"
-    assert inputs["launchTemplate"]["id"] == "gpu-template-id"
+    assert inputs["launchTemplate"]["id"] == stack_run.one(LAUNCH_TEMPLATE).id
 
 
 def test_one_and_sixteen_nodes_register_the_same_resources() -> None:
@@ -163,7 +163,7 @@ def test_system_node_group_runs_the_standard_ami_in_private_subnets(stack_run: P
     system = next(r for r in stack_run.of_type(NODE_GROUP) if r.name == "cluster-system")
     assert system.inputs["amiType"] == "AL2023_x86_64_STANDARD"
     assert system.inputs["labels"] == {"fsdp-eks/node-group": "system"}
-    private_ids = {f"{s.name}-id" for s in stack_run.of_type("aws:ec2/subnet:Subnet") if "private" in s.name}
+    private_ids = {s.id for s in stack_run.of_type("aws:ec2/subnet:Subnet") if "private" in s.name}
     assert set(system.inputs["subnetIds"]) == private_ids
 
 

@@ -1,0 +1,203 @@
+"""What AWS returns for each aws:* resource type the program registers: the id in the form the service forms
+it, and the computed outputs with the values the service would give them.
+
+Each model reads only the resource's own inputs. Sources: EC2, IAM, KMS, CloudWatch Logs, FSx, ECR and EKS API
+references for id and ARN formats; the pulumi-aws resource docs for which attribute is the id
+(an EKS add-on's id is "cluster:addon", a log group's id is its name, an ECR repository's id is its name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.harness.fake_ids import (
+    ACCOUNT,
+    arn,
+    auto_name,
+    digest,
+    ec2_id,
+    key_uuid,
+    prefixed_unique_id,
+    role_unique_id,
+)
+
+Model = Callable[[str, dict[str, Any], str], tuple[str, dict[str, Any]]]
+
+
+def _ec2(prefix: str, resource: str | None = None) -> Model:
+    """A plain EC2 resource: `prefix-<17 hex>`, with an ARN when EC2 gives the type one."""
+
+    def model(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+        resource_id = ec2_id(prefix, name)
+        outputs: dict[str, Any] = {"ownerId": ACCOUNT}
+        if resource:
+            outputs["arn"] = arn("ec2", region, f"{resource}/{resource_id}")
+        return resource_id, outputs
+
+    return model
+
+
+def _security_group(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    group_id = ec2_id("sg", name)
+    return group_id, {
+        "arn": arn("ec2", region, f"security-group/{group_id}"),
+        "name": inputs.get("name") or auto_name(name),
+        "ownerId": ACCOUNT,
+    }
+
+
+def _security_group_rule(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    rule_id = ec2_id("sgr", name)
+    return rule_id, {"arn": arn("ec2", region, f"security-group-rule/{rule_id}"), "securityGroupRuleId": rule_id}
+
+
+def _launch_template(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    template_id = ec2_id("lt", name)
+    return template_id, {
+        "arn": arn("ec2", region, f"launch-template/{template_id}"),
+        "name": inputs.get("name") or auto_name(name),
+        "latestVersion": 1,
+        "defaultVersion": 1,
+    }
+
+
+def _placement_group(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    # The id of an aws.ec2.PlacementGroup is its name; EC2's own pg-... id is `placementGroupId`.
+    group_name = inputs.get("name") or auto_name(name)
+    return group_name, {
+        "name": group_name,
+        "placementGroupId": ec2_id("pg", name),
+        "arn": arn("ec2", region, f"placement-group/{group_name}"),
+    }
+
+
+def _nat_gateway(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    return ec2_id("nat", name), {
+        "networkInterfaceId": ec2_id("eni", name),
+        "privateIp": "10.0.32.10",
+        "publicIp": "198.51.100.10",
+    }
+
+
+def _eip(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    allocation = ec2_id("eipalloc", name)
+    return allocation, {"allocationId": allocation, "publicIp": "198.51.100.10", "domain": "vpc"}
+
+
+def _role(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    role_name = inputs.get("name") or auto_name(name)
+    return role_name, {
+        "name": role_name,
+        "arn": f"arn:aws:iam::{ACCOUNT}:role/{role_name}",
+        "uniqueId": role_unique_id(name),
+        "createDate": "2026-01-01T00:00:00Z",
+    }
+
+
+def _role_policy_attachment(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    # The provider's id for an attachment is the role name and a unique suffix (PrefixedUniqueId).
+    return prefixed_unique_id(f"{inputs['role']}-", name), {}
+
+
+def _kms_key(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    key_id = key_uuid(name)
+    return key_id, {"keyId": key_id, "arn": arn("kms", region, f"key/{key_id}")}
+
+
+def _log_group(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    group_name = inputs.get("name") or auto_name(name)
+    return group_name, {"name": group_name, "arn": arn("logs", region, f"log-group:{group_name}")}
+
+
+def _lustre(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    fs_id = ec2_id("fs", name)
+    # FSx mount names are 8 lowercase alphanumerics for PERSISTENT_2 (FSx API reference, LustreFileSystemConfiguration).
+    return fs_id, {
+        "arn": arn("fsx", region, f"file-system/{fs_id}"),
+        "dnsName": f"{fs_id}.fsx.{region}.amazonaws.com",
+        "mountName": digest("mount", name)[:8],
+        "networkInterfaceIds": [ec2_id("eni", name, "fsx")],
+        "ownerId": ACCOUNT,
+    }
+
+
+def _addon(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    cluster, addon = inputs["clusterName"], inputs["addonName"]
+    return f"{cluster}:{addon}", {
+        "arn": arn("eks", region, f"addon/{cluster}/{addon}/{key_uuid(name)}"),
+        "createdAt": "2026-01-01T00:00:00Z",
+        "modifiedAt": "2026-01-01T00:00:00Z",
+    }
+
+
+def _repository(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    repository = inputs.get("name") or auto_name(name)
+    return repository, {
+        "name": repository,
+        "arn": arn("ecr", region, f"repository/{repository}"),
+        "registryId": ACCOUNT,
+        "repositoryUrl": f"{ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{repository}",
+    }
+
+
+def _lifecycle_policy(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    return inputs["repository"], {"registryId": ACCOUNT}
+
+
+AWS_MODELS: dict[str, Model] = {
+    "aws:ec2/vpc:Vpc": _ec2("vpc", "vpc"),
+    "aws:ec2/subnet:Subnet": _ec2("subnet", "subnet"),
+    "aws:ec2/internetGateway:InternetGateway": _ec2("igw", "internet-gateway"),
+    "aws:ec2/eip:Eip": _eip,
+    "aws:ec2/natGateway:NatGateway": _nat_gateway,
+    "aws:ec2/routeTable:RouteTable": _ec2("rtb", "route-table"),
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": _ec2("rtbassoc"),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": _ec2("vpce", "vpc-endpoint"),
+    "aws:ec2/securityGroup:SecurityGroup": _security_group,
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _security_group_rule,
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": _security_group_rule,
+    "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
+    "aws:ec2/placementGroup:PlacementGroup": _placement_group,
+    "aws:iam/role:Role": _role,
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": _role_policy_attachment,
+    "aws:kms/key:Key": _kms_key,
+    "aws:cloudwatch/logGroup:LogGroup": _log_group,
+    "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
+    "aws:eks/addon:Addon": _addon,
+    "aws:ecr/repository:Repository": _repository,
+    "aws:ecr/lifecyclePolicy:LifecyclePolicy": _lifecycle_policy,
+}
+
+
+def aws_invoke(token: str, args: dict[str, Any], region: str) -> dict[str, Any] | None:
+    """The data sources the program calls, answered as AWS would; None for a token this fake does not know."""
+    if token == "aws:index/getPartition:getPartition":
+        return {"partition": "aws", "dnsSuffix": "amazonaws.com", "reverseDnsPrefix": "com.amazonaws", "id": "aws"}
+    if token == "aws:index/getCallerIdentity:getCallerIdentity":
+        return {
+            "accountId": ACCOUNT,
+            "arn": f"arn:aws:sts::{ACCOUNT}:assumed-role/deployer/session",
+            "userId": "AROADEPLOYER:session",
+            "id": ACCOUNT,
+        }
+    if token == "aws:index/getRegion:getRegion":
+        return {"name": region, "region": region, "endpoint": f"ec2.{region}.amazonaws.com", "id": region}
+    if token == "aws:eks/getAddonVersion:getAddonVersion":
+        addon = args["addonName"]
+        return {
+            "addonName": addon,
+            "version": f"v1.0.0-eksbuild.{int(digest(addon)[:2], 16)}",
+            "kubernetesVersion": args["kubernetesVersion"],
+            "id": addon,
+        }
+    if token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
+        return {
+            "userName": "AWS",
+            "password": "token",
+            "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{region}.amazonaws.com",
+            "authorizationToken": "QVdTOnRva2Vu",
+            "expiresAt": "2026-01-01T12:00:00Z",
+            "id": region,
+        }
+    return None

@@ -1,0 +1,217 @@
+"""What pulumi-eks 4.4.0's components return, and which inputs they or the EKS API refuse.
+
+Remote components register as one resource under mocks, so their outputs must be computed here the way
+pulumi-eks computes them (github.com/pulumi/pulumi-eks, nodejs/eks/cluster/cluster.ts `createCore` and
+`createCluster`, nodejs/eks/nodes/nodegroup.ts `createManagedNodeGroup`):
+
+- pulumi-eks creates its own control-plane security group `<name>-eksClusterSecurityGroup` and a node security
+  group unless `skipDefaultSecurityGroups` is set. `clusterSecurityGroupId` is its own group when it made one,
+  otherwise `eksCluster.vpcConfig.clusterSecurityGroupId`: the group EKS itself creates. The two are different
+  groups, and only EKS's is given to the nodes of a managed node group without security groups in its template.
+- `oidcProviderArn` is "" unless `createOidcProvider`.
+- A ManagedNodeGroup passes its arguments through to an aws.eks.NodeGroup named like the component; it refuses a
+  launch template together with any of the options that need its own template.
+
+The EKS API's own refusals for a node group with a launch template are modelled too (EKS user guide,
+"Customize managed nodes with launch templates" and "Create a managed node group with Capacity Blocks for ML").
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.harness.fake_ids import ACCOUNT, arn, auto_name, digest, ec2_id, key_uuid, prefixed_unique_id
+
+# nodejs/eks/nodes/nodegroup.ts customLaunchTemplateArgs: options for which pulumi-eks builds its own template.
+CUSTOM_LAUNCH_TEMPLATE_ARGS = (
+    "kubeletExtraArgs",
+    "bootstrapExtraArgs",
+    "bottlerocketSettings",
+    "nodeadmExtraOptions",
+    "enableIMDSv2",
+    "userData",
+    "amiId",
+    "enableEfaSupport",
+)
+# EKS's default service CIDR when none is given (EKS API reference, KubernetesNetworkConfigRequest).
+SERVICE_CIDR = "172.20.0.0/16"
+
+
+class ProviderRefusalError(Exception):
+    """What the provider or the AWS API answers to a request it refuses."""
+
+
+@dataclass
+class Child:
+    """A resource a component creates and returns as an output (a resource reference)."""
+
+    type: str
+    name: str
+    id: str
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def cluster_outputs(name: str, inputs: dict[str, Any], region: str) -> dict[str, Any]:
+    if inputs.get("publicAccessCidrs") and inputs.get("endpointPublicAccess") is False:
+        raise ProviderRefusalError("`publicAccessCidrs` can only be set when `endpointPublicAccess` is true")
+    cluster_name = inputs.get("name") or auto_name(f"{name}-eksCluster")
+    eks_group = ec2_id("sg", name, "eks-created")
+    own_groups = not inputs.get("skipDefaultSecurityGroups")
+    cluster_group = (
+        Child(
+            "aws:ec2/securityGroup:SecurityGroup",
+            f"{name}-eksClusterSecurityGroup",
+            ec2_id("sg", name, "pulumi-eks-cluster"),
+        )
+        if own_groups
+        else None
+    )
+    node_group = (
+        Child("aws:ec2/securityGroup:SecurityGroup", f"{name}-nodeSecurityGroup", ec2_id("sg", name, "pulumi-eks-node"))
+        if own_groups
+        else None
+    )
+    ingress_rule = ec2_id("sgr", name, "eksClusterIngressRule") if own_groups else ""
+    endpoint = f"https://{digest('endpoint', name)[:32].upper()}.gr7.{region}.eks.amazonaws.com"
+    issuer = f"https://oidc.eks.{region}.amazonaws.com/id/{digest('oidc', name)[:32].upper()}"
+    ca_data = base64.b64encode(f"certificate of {cluster_name}".encode()).decode()
+    eks_cluster = Child(
+        "aws:eks/cluster:Cluster",
+        f"{name}-eksCluster",
+        cluster_name,
+        {
+            "name": cluster_name,
+            "arn": arn("eks", region, f"cluster/{cluster_name}"),
+            "endpoint": endpoint,
+            "version": inputs.get("version"),
+            "status": "ACTIVE",
+            "platformVersion": "eks.1",
+            "certificateAuthority": {"data": ca_data},
+            "identities": [{"oidcs": [{"issuer": issuer}]}],
+            "kubernetesNetworkConfig": {"ipFamily": "ipv4", "serviceIpv4Cidr": SERVICE_CIDR},
+            "accessConfig": {"authenticationMode": inputs.get("authenticationMode", "CONFIG_MAP")},
+            "vpcConfig": {
+                "clusterSecurityGroupId": eks_group,
+                "securityGroupIds": [cluster_group.id] if cluster_group else [],
+                "subnetIds": [*inputs.get("privateSubnetIds", []), *inputs.get("publicSubnetIds", [])],
+                "vpcId": inputs.get("vpcId"),
+                "endpointPrivateAccess": bool(inputs.get("endpointPrivateAccess")),
+                "endpointPublicAccess": inputs.get("endpointPublicAccess", True),
+                "publicAccessCidrs": inputs.get("publicAccessCidrs") or ["0.0.0.0/0"],
+            },
+        },
+    )
+    kubeconfig = {
+        "apiVersion": "v1",
+        "clusters": [{"cluster": {"server": endpoint, "certificate-authority-data": ca_data}, "name": "kubernetes"}],
+        "contexts": [{"context": {"cluster": "kubernetes", "user": "aws"}, "name": "aws"}],
+        "current-context": "aws",
+        "kind": "Config",
+        "users": [
+            {
+                "name": "aws",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": "aws",
+                        "args": [
+                            "--region",
+                            region,
+                            "eks",
+                            "get-token",
+                            "--cluster-name",
+                            cluster_name,
+                            "--output",
+                            "json",
+                        ],
+                    }
+                },
+            }
+        ],
+    }
+    oidc = bool(inputs.get("createOidcProvider"))
+    return {
+        "eksCluster": eks_cluster,
+        "clusterSecurityGroup": cluster_group,
+        "nodeSecurityGroup": node_group,
+        "clusterSecurityGroupId": cluster_group.id if cluster_group else eks_group,
+        "nodeSecurityGroupId": node_group.id if node_group else eks_group,
+        "clusterIngressRuleId": ingress_rule,
+        "eksClusterIngressRule": None,
+        "kubeconfig": kubeconfig,
+        "kubeconfigJson": json.dumps(kubeconfig),
+        "instanceRoles": [],
+        "defaultNodeGroup": None,
+        "defaultNodeGroupAsgName": "",
+        "fargateProfileId": "",
+        "fargateProfileStatus": "",
+        "autoModeNodeRoleName": "",
+        "oidcProviderArn": f"arn:aws:iam::{ACCOUNT}:oidc-provider/{issuer.removeprefix('https://')}" if oidc else "",
+        "oidcProviderUrl": issuer,
+        "oidcIssuer": issuer.removeprefix("https://"),
+    }
+
+
+def node_group_outputs(
+    name: str, inputs: dict[str, Any], region: str, cluster_name: str, template: dict[str, Any] | None
+) -> dict[str, Any]:
+    """`template`: the launch template's inputs when the group names one of the stack's templates."""
+    _check_node_group(inputs, template)
+    group_name = (
+        inputs.get("nodeGroupName")
+        or (prefixed_unique_id(inputs["nodeGroupNamePrefix"], name) if inputs.get("nodeGroupNamePrefix") else None)
+        or auto_name(name)
+    )
+    passed = {k: v for k, v in inputs.items() if k not in ("cluster", "nodeRole", *CUSTOM_LAUNCH_TEMPLATE_ARGS)}
+    node_group = Child(
+        "aws:eks/nodeGroup:NodeGroup",
+        name,
+        f"{cluster_name}:{group_name}",
+        {
+            **passed,
+            "clusterName": cluster_name,
+            "nodeGroupName": group_name,
+            "arn": arn("eks", region, f"nodegroup/{cluster_name}/{group_name}/{key_uuid(name)}"),
+            "status": "ACTIVE",
+            "resources": [{"autoscalingGroups": [{"name": f"eks-{group_name}-{key_uuid(name, 'asg')}"}]}],
+        },
+    )
+    return {"nodeGroup": node_group, "placementGroupName": ""}
+
+
+def _check_node_group(inputs: dict[str, Any], template: dict[str, Any] | None) -> None:
+    if inputs.get("nodeRole") and inputs.get("nodeRoleArn"):
+        raise ProviderRefusalError("You cannot specify both nodeRole and nodeRoleArn for a managed node group.")
+    if not inputs.get("nodeRole") and not inputs.get("nodeRoleArn"):
+        raise ProviderRefusalError("An IAM role, or role ARN must be provided to create a managed node group")
+    custom = [key for key in CUSTOM_LAUNCH_TEMPLATE_ARGS if inputs.get(key) is not None]
+    if inputs.get("launchTemplate") and custom:
+        raise ProviderRefusalError(f"If you provide a custom launch template, you cannot provide any of {custom}.")
+    if inputs.get("nodeGroupName") and inputs.get("nodeGroupNamePrefix"):
+        raise ProviderRefusalError('"node_group_name": conflicts with node_group_name_prefix')
+    if template is None:
+        if inputs.get("capacityType") == "CAPACITY_BLOCK":
+            raise ProviderRefusalError("InvalidRequestException: Capacity Blocks need a launch template")
+        return
+    if inputs.get("diskSize") is not None:
+        raise ProviderRefusalError("InvalidRequestException: Disk size must be specified within the launch template.")
+    if inputs.get("instanceTypes") and template.get("instanceType"):
+        raise ProviderRefusalError(
+            "InvalidRequestException: Cannot specify instance types in launch template and API request"
+        )
+    interfaces = template.get("networkInterfaces") or []
+    if template.get("vpcSecurityGroupIds") and any(i.get("securityGroups") for i in interfaces):
+        raise ProviderRefusalError("InvalidParameterCombination: security groups on the instance and its interfaces")
+    if any(i.get("subnetId") for i in interfaces) or template.get("iamInstanceProfile"):
+        raise ProviderRefusalError("InvalidRequestException: the launch template sets a subnet or an instance profile")
+    if inputs.get("capacityType") == "CAPACITY_BLOCK":
+        market = (template.get("instanceMarketOptions") or {}).get("marketType")
+        target = (template.get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {}
+        if market != "capacity-block" or not target.get("capacityReservationId") or not template.get("instanceType"):
+            raise ProviderRefusalError(
+                "InvalidRequestException: a CAPACITY_BLOCK node group needs a launch template with market type "
+                "capacity-block, the block's reservation id and the instance type"
+            )
