@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 import pulumi_docker_build as docker_build
+import pulumi_random as random
 
-from workloads.image_source import DOCKERFILE, build_args, content_tag, repository_name
+from workloads.image_source import DOCKERFILE, build_args, content_tag, pushed_tag, repository_name
 
 # Images kept in the repository: enough to roll back a few trainer changes; older ones expire.
 KEEP_IMAGES = 20
@@ -39,9 +40,8 @@ class TrainerImage(pulumi.ComponentResource):
             f"{name}-repository",
             name=repository_name(args.stack).lower(),
             image_scanning_configuration={"scan_on_push": True},
-            # Tags stay mutable: the job pins the digest, and a rebuild of unchanged sources (a fresh state, a new
-            # builder) must be able to push its content tag again instead of failing on an immutable one.
-            image_tag_mutability="MUTABLE",
+            # A tag, once pushed, always names the same image; workloads/image_source.py makes every push's tag new.
+            image_tag_mutability="IMMUTABLE",
             # The images are rebuilt from source at will; `pulumi destroy` should not stop at a non-empty repository.
             force_delete=True,
             opts=child,
@@ -59,6 +59,8 @@ class TrainerImage(pulumi.ComponentResource):
             registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=self)
         )
         tag = content_tag()
+        # New with every new content tag (its keeper) and with every new stack: ECR refuses a tag pushed before.
+        push_id = random.RandomId(f"{name}-push-id", byte_length=4, keepers={"contentTag": tag}, opts=opts)
         image = docker_build.Image(
             f"{name}-build",
             # Relative to the project root, where Pulumi runs the program; docker/Dockerfile.dockerignore narrows
@@ -67,7 +69,11 @@ class TrainerImage(pulumi.ComponentResource):
             dockerfile=docker_build.DockerfileArgs(location=DOCKERFILE.as_posix()),
             build_args=build_args(),
             platforms=[docker_build.Platform.LINUX_AMD64],  # the GPU nodes are x86_64
-            tags=[repository.repository_url.apply(lambda url: f"{url}:{tag}")],
+            tags=[
+                pulumi.Output.all(repository.repository_url, push_id.hex).apply(
+                    lambda v: f"{v[0]}:{pushed_tag(tag, v[1])}"
+                )
+            ],
             push=True,
             registries=[
                 docker_build.RegistryArgs(

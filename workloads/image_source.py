@@ -1,8 +1,13 @@
 """What goes into the trainer image, and the tag that names it: a digest of exactly those inputs.
 
-Torch-free and Pulumi-free, so the render CLI can name the image the stack would build. The tag changes when
-and only when the image would: a trainer source file, requirements-trainer.txt, the Dockerfile or a pinned
-version in its build arguments. That is what lets the ECR repository keep immutable tags.
+Torch-free and Pulumi-free, so the render CLI can name the image the stack would build. The content tag changes
+when and only when the image would: a trainer source file, requirements-trainer.txt, the Dockerfile or a pinned
+version in its build arguments.
+
+The ECR repository's tags are immutable, and ECR refuses to push an existing tag again even for an identical
+image. So the pushed tag is the content tag plus a push id that is new whenever the content tag changes (a revert
+to earlier sources included) or the stack is recreated: no tag is ever pushed twice, and a tag always names the
+same bytes.
 """
 
 from __future__ import annotations
@@ -48,6 +53,11 @@ def content_tag(root: Path = PROJECT_ROOT) -> str:
         digest.update(f"file {relative.as_posix()}\n".encode())
         digest.update((root / relative).read_bytes())
     return digest.hexdigest()[:TAG_LENGTH]
+
+
+def pushed_tag(content: str, push_id: str) -> str:
+    """The tag an image is pushed under: its content tag and the push id (workloads/image.py makes it)."""
+    return f"{content}-{push_id}"
 
 
 def repository_name(stack: str) -> str:
