@@ -7,6 +7,7 @@ step). Every problem is collected and raised as one ConfigError before any resou
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,33 @@ REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # EKS versions this project is tested against; the newest is the default.
 KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
+# The retention periods CloudWatch Logs accepts, in days (CloudWatch Logs API reference, PutRetentionPolicy).
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+# EC2 placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
+PLACEMENT_GROUP_NAME = re.compile(r"^[\x20-\x7e]{1,255}$")
 
 
 @dataclass(frozen=True)
@@ -84,17 +112,28 @@ class ClusterConfig:
     )
     endpoint_public_access: bool = setting(
         "endpointPublicAccess",
-        True,
-        "Whether the API endpoint is reachable from the internet (private access is always on).",
+        False,
+        "Whether the API endpoint is reachable from outside the VPC, from publicAccessCidrs (private access is always "
+        "on). Without it, run pulumi up and kubectl from inside the VPC or a network routed to it.",
     )
     public_access_cidrs: list[str] = setting(
-        "publicAccessCidrs", ["0.0.0.0/0"], "CIDRs allowed to reach a public API endpoint.", factory=True
+        "publicAccessCidrs",
+        [],
+        "With endpointPublicAccess: the CIDRs that may reach the API endpoint (0.0.0.0/0 only if you mean the whole "
+        "internet).",
+        factory=True,
     )
     admin_role_arns: list[str] = setting(
         "adminRoleArns", [], "IAM roles given cluster-admin through EKS access entries.", factory=True
     )
     control_plane_logs: list[str] = setting(
         "controlPlaneLogs", ALL_CONTROL_PLANE_LOGS, "Control-plane log types sent to CloudWatch.", factory=True
+    )
+    control_plane_log_retention_days: int = setting(
+        "controlPlaneLogRetentionDays",
+        30,
+        "Days CloudWatch keeps control-plane logs (the stack owns their log group).",
+        one_of_ints(*LOG_RETENTION_DAYS),
     )
     system_node_instance_type: str = setting(
         "systemNodeInstanceType", "m6i.2xlarge", "Instance type of the CPU node group for controllers and monitoring."
@@ -132,6 +171,12 @@ class GpuNodesConfig:
         "Cluster placement group: auto (on unless a reservation fixes placement), always, never.",
         one_of("auto", "always", "never"),
     )
+    placement_group_name: str | None = setting(
+        "placementGroupName",
+        None,
+        "An existing cluster placement group to launch into, such as the one an ODCR was made in; the stack "
+        "then makes none.",
+    )
     root_volume_gib: int = setting(
         "rootVolumeGiB", 500, "gp3 root volume per node (container images, logs).", at_least(100)
     )
@@ -149,11 +194,21 @@ class GpuNodesConfig:
 
     @property
     def uses_placement_group(self) -> bool:
+        """Whether the stack creates a cluster placement group for the nodes."""
         # A cluster placement group on top of an ODCR or a capacity block makes launches fail with
-        # InsufficientInstanceCapacity: the reservation already fixes where the instances go.
+        # InsufficientInstanceCapacity: the reservation already fixes where the instances go. An ODCR made in a
+        # placement group is used through that group (placementGroupName) instead.
+        if self.placement_group_name is not None:
+            return False
         if self.placement_group == "auto":
             return self.capacity_reservation_id is None
         return self.placement_group == "always"
+
+    @property
+    def reserved_capacity(self) -> bool:
+        """Whether the nodes launch into a reservation (ODCR or capacity block) sized for them: no spare instances
+        for a rolling update to surge into."""
+        return self.capacity_reservation_id is not None
 
     @property
     def node_price_per_hour(self) -> float:
@@ -162,8 +217,11 @@ class GpuNodesConfig:
 
 @dataclass(frozen=True)
 class StorageConfig:
-    fsx: bool = setting(
-        "fsx", True, "An FSx for Lustre file system in the GPU nodes' AZ for checkpoints, shared by every node."
+    fsx: bool | None = setting(
+        "fsx",
+        None,
+        "An FSx for Lustre file system in the GPU nodes' AZ for checkpoints, shared by every node; default: on "
+        "for a new cluster, off (none is made) with cluster.existing.",
     )
     fsx_capacity_gib: int = setting(
         "fsxCapacityGiB",
@@ -313,13 +371,16 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
         name: parse_section(cls, name, decode_object(name, raw.get(f"{NAMESPACE}:{name}"), problems), problems)
         for name, cls in SECTIONS.items()
     }
+    cluster, storage = sections["cluster"], sections["storage"]
+    if storage.fsx is None:  # the default depends on the cluster: an existing cluster gets no FSx from the stack
+        storage = dataclasses.replace(storage, fsx=not cluster.existing)
     config = StackConfig(
         stack=stack,
         region=region,
         network=sections["network"],
-        cluster=sections["cluster"],
+        cluster=cluster,
         gpu_nodes=sections["gpuNodes"],
-        storage=sections["storage"],
+        storage=storage,
         monitoring=sections["monitoring"],
         job=sections["job"],
     )

@@ -15,6 +15,7 @@ from infra.config import (
     CAPACITY_RESERVATION_ID,
     DNS_SUBDOMAIN,
     IAM_ROLE_ARN,
+    PLACEMENT_GROUP_NAME,
     SUBNET_ID,
     VPC_ID,
     NetworkConfig,
@@ -25,7 +26,13 @@ from trainer.presets import find_shape
 
 
 def cross_key_problems(config: StackConfig) -> list[str]:
-    return _network_problems(config) + _gpu_node_problems(config) + _cluster_problems(config) + _job_problems(config)
+    return (
+        _network_problems(config)
+        + _gpu_node_problems(config)
+        + _cluster_problems(config)
+        + _existing_cluster_problems(config)
+        + _job_problems(config)
+    )
 
 
 def _network_problems(config: StackConfig) -> list[str]:
@@ -129,6 +136,17 @@ def _gpu_node_problems(config: StackConfig) -> list[str]:
         problems.append(
             f"{where}.availabilityZone: None is not allowed with a capacity reservation; expected the reservation's AZ"
         )
+    group = gpu.placement_group_name
+    if group is not None and not PLACEMENT_GROUP_NAME.match(group):
+        problems.append(
+            f"{where}.placementGroupName: {group!r} is not allowed; expected a placement group name (1-255 "
+            "printable ASCII characters)"
+        )
+    if group is not None and gpu.placement_group == "never":
+        problems.append(
+            f"{where}.placementGroup: 'never' is not allowed with placementGroupName {group!r}; expected auto, "
+            "or no placementGroupName"
+        )
     if gpu.price_per_hour is not None and gpu.price_per_hour < 0:
         problems.append(f"{where}.pricePerHour: {gpu.price_per_hour!r} is not allowed; expected a number >= 0")
     return problems
@@ -152,11 +170,51 @@ def _cluster_problems(config: StackConfig) -> list[str]:
             ipaddress.IPv4Network(cidr)
         except ValueError:
             problems.append(f"{where}.publicAccessCidrs: {cidr!r} is not allowed; expected IPv4 CIDRs")
+    problems += _endpoint_problems(config)
     name = config.cluster_name
     if not re.fullmatch(r"[0-9A-Za-z][A-Za-z0-9\-_]{0,99}", name):
         problems.append(
             f"{where}.name: {name!r} is not allowed; expected 1-100 letters, digits, - and _, "
             "starting with a letter or digit (EKS naming rule)"
+        )
+    return problems
+
+
+def _endpoint_problems(config: StackConfig) -> list[str]:
+    """Who may reach the API endpoint is a choice the stack file states: no default opens it to the internet."""
+    cluster, where = config.cluster, f"{NAMESPACE}:cluster"
+    if cluster.existing:
+        return []
+    if cluster.endpoint_public_access and not cluster.public_access_cidrs:
+        return [
+            f"{where}.publicAccessCidrs: [] is not allowed with endpointPublicAccess true; expected the CIDRs that "
+            "may reach the API (your network's, or 0.0.0.0/0 for the whole internet), or endpointPublicAccess false "
+            "(then pulumi up must run from inside the VPC)"
+        ]
+    if not cluster.endpoint_public_access and cluster.public_access_cidrs:
+        return [
+            f"{where}.publicAccessCidrs: {cluster.public_access_cidrs!r} is not allowed with endpointPublicAccess "
+            "false; expected none (a private endpoint takes no public CIDRs)"
+        ]
+    return []
+
+
+def _existing_cluster_problems(config: StackConfig) -> list[str]:
+    """An existing cluster gets no FSx from the stack, so a multi-node job needs the user's own shared claim."""
+    if not config.cluster.existing:
+        return []
+    problems = []
+    if config.storage.fsx:
+        problems.append(
+            f"{NAMESPACE}:storage.fsx: True is not allowed with cluster.existing; expected false (the stack makes "
+            "no file system in a cluster it does not manage; give job.checkpointClaim instead)"
+        )
+    nodes = config.gpu_nodes.count
+    if config.job.enabled and nodes > 1 and config.job.checkpoint_claim is None:
+        problems.append(
+            f"{NAMESPACE}:job.checkpointClaim: None is not allowed for a {nodes}-node job on an existing cluster; "
+            "expected the name of a ReadWriteMany PersistentVolumeClaim in the training namespace that every node "
+            "can mount (docs/aws.md, 'An existing cluster')"
         )
     return problems
 
@@ -172,7 +230,7 @@ def _job_problems(config: StackConfig) -> list[str]:
             f"{where}.enabled: True is not allowed with gpuNodes.count {nodes}; expected at least one GPU "
             "node, or job.enabled false"
         )
-    if nodes > 1 and not config.storage.fsx and job.checkpoint_claim is None:
+    if nodes > 1 and not config.storage.fsx and job.checkpoint_claim is None and not config.cluster.existing:
         problems.append(
             f"{NAMESPACE}:storage.fsx: False is not allowed for a {nodes}-node job without job.checkpointClaim; "
             "expected true, or the name of a ReadWriteMany claim every node can mount in job.checkpointClaim"

@@ -9,6 +9,7 @@ from tests.harness.pulumi_program import run_program
 
 GPU = "fsdp-eks:gpuNodes"
 NET = "fsdp-eks:network"
+CLUSTER = "fsdp-eks:cluster"
 
 INVALID = {
     "unknown instance type": ({GPU: {"instanceType": "p9.96xlarge"}}, "gpuNodes.instanceType: 'p9.96xlarge'"),
@@ -58,6 +59,26 @@ INVALID = {
         "kubernetesVersion: '1.20'",
     ),
     "bad control-plane log type": ({"fsdp-eks:cluster": {"controlPlaneLogs": ["all"]}}, "controlPlaneLogs: 'all'"),
+    "public endpoint without CIDRs": (
+        {CLUSTER: {"endpointPublicAccess": True}},
+        "cluster.publicAccessCidrs: [] is not allowed with endpointPublicAccess true",
+    ),
+    "CIDRs on a private endpoint": (
+        {CLUSTER: {"publicAccessCidrs": ["203.0.113.0/24"]}},
+        "cluster.publicAccessCidrs: ['203.0.113.0/24'] is not allowed with endpointPublicAccess false",
+    ),
+    "placement group name with placementGroup never": (
+        {GPU: {"placementGroupName": "pg", "placementGroup": "never"}},
+        "gpuNodes.placementGroup: 'never' is not allowed with placementGroupName 'pg'",
+    ),
+    "FSx on an existing cluster": (
+        {CLUSTER: {"existing": True}, "fsdp-eks:storage": {"fsx": True}},
+        "storage.fsx: True is not allowed with cluster.existing",
+    ),
+    "multi-node job on an existing cluster without a claim": (
+        {CLUSTER: {"existing": True}},
+        "job.checkpointClaim: None is not allowed for a 2-node job on an existing cluster",
+    ),
 }
 
 

@@ -57,6 +57,23 @@ def test_placement_group_is_left_out_inside_a_reservation() -> None:
     assert not _config(gpuNodes={"placementGroup": "never"}).gpu_nodes.uses_placement_group
 
 
+def test_fsx_defaults_on_for_a_new_cluster_and_off_for_an_existing_one() -> None:
+    assert _config().storage.fsx is True
+    existing = _config(cluster={"existing": True}, gpuNodes={"count": 1})
+    assert existing.storage.fsx is False
+
+
+def test_the_api_endpoint_is_private_unless_public_access_is_chosen_with_its_cidrs() -> None:
+    assert _config().cluster.endpoint_public_access is False
+    public = _config(cluster={"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]})
+    assert public.cluster.public_access_cidrs == ["203.0.113.0/24"]
+
+
+def test_a_named_placement_group_replaces_the_one_the_stack_would_make() -> None:
+    named = _config(gpuNodes={"count": 1, "placementGroupName": "training-pg"}).gpu_nodes
+    assert named.placement_group_name == "training-pg" and not named.uses_placement_group
+
+
 def test_cost_uses_the_price_override() -> None:
     assert _config(gpuNodes={"count": 2, "pricePerHour": 50}).cost_per_hour == 100.0
     assert _config(gpuNodes={"count": 2}).cost_per_hour == round(2 * 98.32, 2)
