@@ -99,9 +99,13 @@ class Network(pulumi.ComponentResource):
             )
             public_subnets.append(public)
             if cfg.nat_gateways == "perAz" or index == 0:
-                eip = aws.ec2.Eip(f"{name}-nat-{index}", domain="vpc", opts=child)
+                # A public NAT gateway and its address need the VPC's internet gateway: created after it, deleted
+                # before it. Their inputs (subnet, allocation) do not say so, hence the explicit dependency
+                # (terraform-provider-aws docs, aws_nat_gateway; CloudFormation docs, AWS::EC2::EIP DependsOn).
+                after_igw = pulumi.ResourceOptions(parent=self, depends_on=[igw])
+                eip = aws.ec2.Eip(f"{name}-nat-{index}", domain="vpc", opts=after_igw)
                 nats.append(
-                    aws.ec2.NatGateway(f"{name}-nat-{index}", subnet_id=public.id, allocation_id=eip.id, opts=child)
+                    aws.ec2.NatGateway(f"{name}-nat-{index}", subnet_id=public.id, allocation_id=eip.id, opts=after_igw)
                 )
             private = aws.ec2.Subnet(
                 f"{name}-private-{index}",

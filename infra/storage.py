@@ -24,7 +24,7 @@ class CheckpointStorageArgs:
     cluster_name: str
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]  # the GPU nodes' subnet: Lustre lives in one AZ, next to its clients
-    client_security_group_id: pulumi.Input[str]  # the cluster security group, which every node's primary ENI has
+    client_security_group_id: pulumi.Input[str]  # the EKS cluster security group, which every node's primary ENI has
 
 
 class CheckpointStorage(pulumi.ComponentResource):
@@ -45,9 +45,10 @@ class CheckpointStorage(pulumi.ComponentResource):
             tags={"Name": f"{args.cluster_name}-lustre"},
             opts=child,
         )
+        rules: list[pulumi.Resource] = []
         for low, high in LUSTRE_PORTS:
             for source, label in ((args.client_security_group_id, "nodes"), (group.id, "self")):
-                aws.vpc.SecurityGroupIngressRule(
+                rule = aws.vpc.SecurityGroupIngressRule(
                     f"{name}-lustre-{label}-{low}",
                     security_group_id=group.id,
                     referenced_security_group_id=source,
@@ -57,7 +58,8 @@ class CheckpointStorage(pulumi.ComponentResource):
                     description=f"Lustre from {label}",
                     opts=child,
                 )
-        aws.vpc.SecurityGroupEgressRule(
+                rules.append(rule)
+        egress = aws.vpc.SecurityGroupEgressRule(
             f"{name}-lustre-out",
             security_group_id=group.id,
             cidr_ipv4="0.0.0.0/0",
@@ -66,6 +68,10 @@ class CheckpointStorage(pulumi.ComponentResource):
             opts=child,
         )
         cfg = args.config
+        # FSx checks the group's rules when it creates the file system and fails if port 988 is not open ("The
+        # file system cannot be created because ... the provided security groups do not permit Lustre LNET network
+        # traffic on port 988", FSx for Lustre user guide, "Creating an FSx for Lustre file system fails"); the
+        # rules are resources of their own, so the file system waits for them.
         file_system = aws.fsx.LustreFileSystem(
             f"{name}-fsx",
             storage_capacity=cfg.fsx_capacity_gib,
@@ -76,7 +82,7 @@ class CheckpointStorage(pulumi.ComponentResource):
             subnet_ids=args.subnet_id,
             security_group_ids=[group.id],
             tags={"Name": f"{args.cluster_name}-checkpoints"},
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*rules, egress]),
         )
         self.file_system_id = file_system.id
         self.dns_name = file_system.dns_name
