@@ -33,7 +33,13 @@ else:
     cluster = Cluster(
         "cluster",
         ClusterArgs(
-            config.cluster, config.cluster_name, network.vpc_id, network.private_subnet_ids, network.public_subnet_ids
+            config.cluster,
+            config.cluster_name,
+            config.region,
+            network.vpc_id,
+            network.private_subnet_ids,
+            network.public_subnet_ids,
+            with_fsx=config.storage.fsx,
         ),
     )
     gpu_nodes = GpuNodeGroup(

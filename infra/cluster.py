@@ -1,4 +1,5 @@
-"""The EKS cluster: control plane, CPU system node group, EKS add-ons; or an existing cluster by kubeconfig."""
+"""The EKS cluster: control plane with its log group and KMS key, a CPU system node group, EKS add-ons; or an
+existing cluster by kubeconfig."""
 
 from __future__ import annotations
 
@@ -9,23 +10,33 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from infra.addons import AddonTarget, cluster_addons, eks_addon
 from infra.config import ClusterConfig
-from infra.iam import NODE_POLICIES, role_with_policies
-from infra.versions import EKS_ADDONS, SYSTEM_AMI_TYPE
+from infra.iam import NODE_POLICIES, cluster_arn, key_policy, node_trust_policy, role_with_policies
+from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
+from infra.versions import SYSTEM_AMI_TYPE
 
 SYSTEM_NODE_LABELS = {"fsdp-eks/node-group": "system"}
-# Add-ons the nodes need before they can become Ready (pod networking, service routing, pod credentials); the
-# others (CoreDNS, EBS CSI) run as Deployments and wait for the system nodes.
-ADDONS_BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+SYSTEM_ROOT_VOLUME_GIB = 100
+# A KMS key scheduled for deletion can still be cancelled for this long (the maximum KMS allows): `pulumi destroy`
+# of a cluster whose secrets it encrypted stays recoverable for a month.
+KEY_DELETION_WINDOW_DAYS = 30
+
+
+def control_plane_log_group_name(cluster_name: str) -> str:
+    """The group EKS writes control-plane logs to (EKS user guide, "Send control plane logs to CloudWatch Logs")."""
+    return f"/aws/eks/{cluster_name}/cluster"
 
 
 @dataclass
 class ClusterArgs:
     config: ClusterConfig
     cluster_name: str
+    region: str
     vpc_id: pulumi.Input[str]
     private_subnet_ids: pulumi.Input[list[str]]
     public_subnet_ids: pulumi.Input[list[str]]
+    with_fsx: bool  # whether to install the FSx CSI driver (the stack has a file system)
 
 
 class Cluster(pulumi.ComponentResource):
@@ -37,23 +48,40 @@ class Cluster(pulumi.ComponentResource):
     provider: k8s.Provider
     eks_cluster: eks.Cluster
     system_nodes: eks.ManagedNodeGroup
-    partition: pulumi.Output[str]
+    node_role: aws.iam.Role
+    early_addons: list[aws.eks.Addon]
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fsdp-eks:infra:Cluster", name, None, opts)
         cfg, child = args.config, pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOutputOptions(parent=self)
         self.name = args.cluster_name
-        self._prefix = name
-        self.partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
+        partition = aws.get_partition_output(opts=invoke).partition
+        account = aws.get_caller_identity_output(opts=invoke).account_id
         secrets_key = aws.kms.Key(
             f"{name}-secrets",
             description=f"Envelope encryption of Kubernetes secrets in {args.cluster_name}",
             enable_key_rotation=True,
-            deletion_window_in_days=7,
+            deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
+            policy=pulumi.Output.all(partition, account).apply(lambda v: key_policy(v[0], v[1])),
             opts=child,
         )
+        # The stack owns the control-plane log group, with a retention; EKS would otherwise create it on first
+        # write, outside the stack and kept forever. It must exist before the cluster starts logging.
+        log_groups = (
+            [
+                aws.cloudwatch.LogGroup(
+                    f"{name}-control-plane-logs",
+                    name=control_plane_log_group_name(args.cluster_name),
+                    retention_in_days=cfg.control_plane_log_retention_days,
+                    opts=child,
+                )
+            ]
+            if cfg.control_plane_logs
+            else []
+        )
         admin_policy = pulumi.Output.concat(
-            "arn:", self.partition, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+            "arn:", partition, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
         )
         self.eks_cluster = eks.Cluster(
             name,
@@ -79,9 +107,13 @@ class Cluster(pulumi.ComponentResource):
                 )
                 for index, arn in enumerate(cfg.admin_role_arns)
             },
-            create_oidc_provider=True,
+            # Pods get AWS credentials through EKS Pod Identity, which needs no OIDC provider.
+            create_oidc_provider=False,
             enabled_cluster_log_types=cfg.control_plane_logs,
             encryption_config_key_arn=secrets_key.arn,
+            # No security groups from pulumi-eks: its control-plane group would be what its
+            # `clusterSecurityGroupId` reports, and nodes must be in the group EKS creates (read below).
+            skip_default_security_groups=True,
             # The project manages every add-on below as an aws.eks.Addon, where tests and `pulumi preview` show it;
             # EKS must not bootstrap its own self-managed copies, and pulumi-eks must not install its own.
             skip_default_node_group=True,
@@ -89,17 +121,63 @@ class Cluster(pulumi.ComponentResource):
             use_default_vpc_cni=True,
             coredns_addon_options={"enabled": False},
             kube_proxy_addon_options={"enabled": False},
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=log_groups),
         )
+        if not cfg.endpoint_public_access:
+            pulumi.log.warn(
+                f"the API endpoint of {args.cluster_name} is private: pulumi up, pulumi destroy and kubectl must run "
+                "inside the VPC or a network routed to it (cluster.endpointPublicAccess, docs/aws.md)",
+                resource=self,
+            )
         self.kubeconfig = pulumi.Output.secret(self.eks_cluster.kubeconfig_json)
-        self.cluster_security_group_id = self.eks_cluster.cluster_security_group_id
-        self.early_addons = [self._addon(addon, cfg) for addon in ADDONS_BEFORE_NODES]
-        early_addons = self.early_addons
-        self.node_role = role_with_policies(f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self.partition, self)
-        self.system_nodes = eks.ManagedNodeGroup(
+        # The group EKS creates with the control plane: it admits all traffic between its members and from the
+        # control plane, and is what a node must be in to join (EKS user guide, "View Amazon EKS security group
+        # requirements for clusters").
+        self.cluster_security_group_id = self.eks_cluster.eks_cluster.vpc_config.cluster_security_group_id
+        target = AddonTarget(
+            name,
+            args.cluster_name,
+            cfg.kubernetes_version,
+            pulumi.Output.all(partition, account).apply(
+                lambda v: cluster_arn(v[0], args.region, v[1], args.cluster_name)
+            ),
+            partition,
+            self,
+        )
+        addons = cluster_addons(args.with_fsx)
+        self.early_addons = [eks_addon(a, target, [self.eks_cluster]) for a in addons if a.before_nodes]
+        self.node_role = role_with_policies(f"{name}-node", node_trust_policy(), NODE_POLICIES, partition, self)
+        self.system_nodes = self._system_nodes(name, args)
+        self.late_addons = [
+            eks_addon(a, target, [self.eks_cluster, self.system_nodes, *self.early_addons])
+            for a in addons
+            if not a.before_nodes
+        ]
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_nodes]),
+        )
+        self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+
+    def _system_nodes(self, name: str, args: ClusterArgs) -> eks.ManagedNodeGroup:
+        cfg = args.config
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-system-template",
+            description=f"{cfg.system_node_instance_type} system nodes of {args.cluster_name}",
+            update_default_version=True,
+            vpc_security_group_ids=[self.cluster_security_group_id],
+            metadata_options=METADATA_OPTIONS,
+            block_device_mappings=[root_volume(SYSTEM_ROOT_VOLUME_GIB)],
+            tag_specifications=instance_name_tags(f"{args.cluster_name}-system"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return eks.ManagedNodeGroup(
             f"{name}-system",
             cluster=self.eks_cluster,
-            node_group_name=f"{args.cluster_name}-system",
+            # A prefix, not a fixed name: a change that replaces the group creates the new one beside the old.
+            node_group_name_prefix=f"{args.cluster_name}-system-",
             node_role=self.node_role,
             subnet_ids=args.private_subnet_ids,
             instance_types=[cfg.system_node_instance_type],
@@ -109,62 +187,9 @@ class Cluster(pulumi.ComponentResource):
                 "desired_size": cfg.system_node_count,
                 "max_size": cfg.system_node_count + 1,
             },
+            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             labels=SYSTEM_NODE_LABELS,
-            disk_size=100,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=early_addons),
-        )
-        self._addon("coredns", cfg, depends_on=[self.system_nodes])
-        self._addon("aws-fsx-csi-driver", cfg, depends_on=[self.system_nodes, *early_addons])
-        ebs_role = role_with_policies(
-            f"{name}-ebs-csi",
-            "pods.eks.amazonaws.com",
-            ("service-role/AmazonEBSCSIDriverPolicy",),
-            self.partition,
-            self,
-            tag_session=True,
-        )
-        self._addon(
-            "aws-ebs-csi-driver",
-            cfg,
-            depends_on=[self.system_nodes, *early_addons],
-            pod_identity_associations=[{"role_arn": ebs_role.arn, "service_account": "ebs-csi-controller-sa"}],
-        )
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_nodes]),
-        )
-        self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
-
-    def _addon(
-        self,
-        addon: str,
-        cfg: ClusterConfig,
-        depends_on: list[pulumi.Resource] | None = None,
-        **extra: object,
-    ) -> aws.eks.Addon:
-        pinned = EKS_ADDONS[addon]
-        version = (
-            pinned
-            or aws.eks.get_addon_version_output(
-                addon_name=addon,
-                kubernetes_version=cfg.kubernetes_version,
-                most_recent=False,
-                opts=pulumi.InvokeOutputOptions(parent=self),
-            ).version
-        )
-        return aws.eks.Addon(
-            f"{self._prefix}-{addon}",
-            cluster_name=self.name,
-            addon_name=addon,
-            addon_version=version,
-            # Take over whatever EKS or an earlier install left, so the first `pulumi up` never conflicts.
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            # The name is a plain string, so the dependency on the control plane must be explicit.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.eks_cluster, *(depends_on or [])]),
-            **extra,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.early_addons),
         )
 
 

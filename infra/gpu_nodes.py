@@ -18,14 +18,13 @@ import pulumi_eks as eks
 
 from infra.catalog import InstanceType
 from infra.config import GpuNodesConfig
+from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
+from infra.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, efa_label_value
 from infra.versions import GPU_AMI_TYPE
 
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
-GPU_NODE_GROUP_LABEL = ("fsdp-eks/node-group", "gpu")
-# libfabric's EFA provider registers its bounce buffers in 2 MiB huge pages; the job requests them as
-# hugepages-2Mi, so the kubelet must see them when it starts. 5128 pages (~10 GiB) covers 8 ranks per node
-# with the 5120 MiB per pod that the EFA device plugin's examples request, plus slack.
-EFA_HUGEPAGES_2MI = 5128
+# gp3's maxima: pulling a multi-GB training image is I/O bound.
+ROOT_VOLUME_IOPS = 16000
+ROOT_VOLUME_THROUGHPUT_MIBPS = 1000
 
 
 def efa_network_interfaces(
@@ -58,7 +57,7 @@ def efa_network_interfaces(
 
 def hugepages_user_data() -> str:
     """MIME multipart user data (the form EKS merges with its own nodeadm config on AL2023) that reserves
-    huge pages before the kubelet starts."""
+    the huge page pool before the kubelet starts."""
     return textwrap.dedent(
         f"""\
         MIME-Version: 1.0
@@ -69,11 +68,27 @@ def hugepages_user_data() -> str:
 
         #!/bin/bash
         set -euo pipefail
-        echo "vm.nr_hugepages = {EFA_HUGEPAGES_2MI}" > /etc/sysctl.d/90-efa-hugepages.conf
-        sysctl -w vm.nr_hugepages={EFA_HUGEPAGES_2MI}
+        echo "vm.nr_hugepages = {EFA_HUGEPAGES_PER_NODE}" > /etc/sysctl.d/90-efa-hugepages.conf
+        sysctl -w vm.nr_hugepages={EFA_HUGEPAGES_PER_NODE}
 
         --==FSDPEKS==--
         """
+    )
+
+
+def reserved_capacity_warning(config: GpuNodesConfig) -> str | None:
+    """What `pulumi preview` says for nodes in a reservation: a rolling update has no spare capacity to surge into
+    (a managed node group's update first launches new nodes, EKS user guide "Understand each phase of node
+    updates"), and a capacity block's group must be at size 0 to be updated (EKS user guide, "Create a managed
+    node group with Capacity Blocks for ML")."""
+    if not config.reserved_capacity:
+        return None
+    kind = "capacity block" if config.capacity_type == "CAPACITY_BLOCK" else "capacity reservation"
+    return (
+        f"GPU nodes launch into {kind} {config.capacity_reservation_id}, which has no spare instances: a change "
+        "that updates the node group (launch template, AMI, Kubernetes version) cannot roll. Scale to zero first: "
+        "`pulumi config set --path fsdp-eks:gpuNodes.count 0 && pulumi up`, then make the change with the count "
+        "restored (docs/aws.md, 'Updating nodes in a reservation')."
     )
 
 
@@ -85,7 +100,7 @@ class GpuNodeGroupArgs:
     availability_zone: str
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
-    cluster_security_group_id: pulumi.Input[str]
+    cluster_security_group_id: pulumi.Input[str]  # the group EKS created for the cluster
     node_role: aws.iam.Role
     depends_on: list[pulumi.Resource]
 
@@ -93,13 +108,12 @@ class GpuNodeGroupArgs:
 class GpuNodeGroup(pulumi.ComponentResource):
     """GPU nodes wired for EFA in one AZ."""
 
-    node_group_name: str
+    node_group_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fsdp-eks:infra:GpuNodeGroup", name, None, opts)
         cfg, child = args.config, pulumi.ResourceOptions(parent=self)
         instance = cfg.instance
-        self.node_group_name = f"{args.cluster_name}-gpu"
         efa_sg = aws.ec2.SecurityGroup(
             f"{name}-efa",
             vpc_id=args.vpc_id,
@@ -124,62 +138,31 @@ class GpuNodeGroup(pulumi.ComponentResource):
             description="EFA to group members",
             opts=child,
         )
-        placement_group = (
-            aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", opts=child)
-            if cfg.uses_placement_group
-            else None
-        )
         efa_count = instance.efa_interfaces if cfg.efa_enabled else 0
         template = aws.ec2.LaunchTemplate(
             f"{name}-template",
             description=f"{instance.name} nodes with {efa_count} EFA interfaces",
             update_default_version=True,
-            network_interfaces=(
-                efa_network_interfaces(instance, efa_sg.id, args.cluster_security_group_id) if cfg.efa_enabled else None
-            ),
-            vpc_security_group_ids=None if cfg.efa_enabled else [args.cluster_security_group_id],
-            metadata_options={
-                "http_endpoint": "enabled",
-                "http_tokens": "required",  # IMDSv2 only
-                # Containers sit one hop behind the node; with the default limit of 1 their IMDSv2 calls fail.
-                "http_put_response_hop_limit": 2,
-            },
-            block_device_mappings=[
-                {
-                    "device_name": "/dev/xvda",
-                    "ebs": {
-                        "volume_size": cfg.root_volume_gib,
-                        "volume_type": "gp3",
-                        "iops": 16000,  # gp3 maxima: image pulls of multi-GB training images are I/O bound
-                        "throughput": 1000,
-                        "encrypted": "true",
-                        "delete_on_termination": "true",
-                    },
-                }
-            ],
-            placement={"group_name": placement_group.name} if placement_group else None,
-            capacity_reservation_specification=(
-                {"capacity_reservation_target": {"capacity_reservation_id": cfg.capacity_reservation_id}}
-                if cfg.capacity_reservation_id
-                else None
-            ),
-            instance_market_options=(
-                {"market_type": "capacity-block"} if cfg.capacity_type == "CAPACITY_BLOCK" else None
-            ),
+            **self._network(cfg, efa_sg.id, args.cluster_security_group_id),
+            metadata_options=METADATA_OPTIONS,
+            block_device_mappings=[root_volume(cfg.root_volume_gib, ROOT_VOLUME_IOPS, ROOT_VOLUME_THROUGHPUT_MIBPS)],
+            placement=self._placement(name, cfg),
+            **self._capacity(cfg),
             user_data=base64.b64encode(hugepages_user_data().encode()).decode() if cfg.efa_enabled else None,
-            tag_specifications=[
-                {"resource_type": "instance", "tags": {"Name": self.node_group_name}},
-            ],
+            tag_specifications=instance_name_tags(f"{args.cluster_name}-gpu"),
             opts=child,
         )
         label_key, label_value = GPU_NODE_GROUP_LABEL
         self.node_group = eks.ManagedNodeGroup(
             f"{name}-nodes",
             cluster=args.cluster,
-            node_group_name=self.node_group_name,
+            # A prefix, not a fixed name: a change that replaces the group (instance type, AZ, capacity type)
+            # creates the new group beside the old one instead of colliding with its name.
+            node_group_name_prefix=f"{args.cluster_name}-gpu-",
             node_role=args.node_role,
             subnet_ids=[args.subnet_id],  # one subnet, one AZ: EFA does not cross AZs
-            instance_types=[instance.name],
+            # A capacity block names its instance type in the launch template only; EKS refuses it in both places.
+            instance_types=None if cfg.capacity_type == "CAPACITY_BLOCK" else [instance.name],
             ami_type=GPU_AMI_TYPE,
             capacity_type=cfg.capacity_type,
             scaling_config={
@@ -189,7 +172,42 @@ class GpuNodeGroup(pulumi.ComponentResource):
             },
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             taints=[GPU_TAINT],
-            labels={label_key: label_value, "fsdp-eks/efa": str(cfg.efa_enabled).lower()},
+            labels={label_key: label_value, EFA_LABEL: efa_label_value(cfg.efa_enabled)},
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
         )
+        # The name EKS gave the group (the prefix and a unique suffix), read back from the aws.eks.NodeGroup.
+        self.node_group_name = self.node_group.node_group.node_group_name
+        if warning := reserved_capacity_warning(cfg):
+            pulumi.log.warn(warning, resource=self)
         self.register_outputs({"nodeGroupName": self.node_group_name})
+
+    @staticmethod
+    def _network(cfg: GpuNodesConfig, efa_group: pulumi.Input[str], cluster_group: pulumi.Input[str]) -> dict[str, Any]:
+        """Security groups at the interface level with EFA, at the instance level without (EKS refuses both)."""
+        if cfg.efa_enabled:
+            return {"network_interfaces": efa_network_interfaces(cfg.instance, efa_group, cluster_group)}
+        return {"vpc_security_group_ids": [cluster_group]}
+
+    def _placement(self, name: str, cfg: GpuNodesConfig) -> dict[str, Any] | None:
+        if cfg.placement_group_name is not None:
+            return {"group_name": cfg.placement_group_name}
+        if not cfg.uses_placement_group:
+            return None
+        group = aws.ec2.PlacementGroup(
+            f"{name}-placement", strategy="cluster", opts=pulumi.ResourceOptions(parent=self)
+        )
+        return {"group_name": group.name}
+
+    @staticmethod
+    def _capacity(cfg: GpuNodesConfig) -> dict[str, Any]:
+        """Reservation, market and instance type settings. A capacity block needs all three in the launch template
+        (EKS user guide, "Create a managed node group with Capacity Blocks for ML")."""
+        settings: dict[str, Any] = {}
+        if cfg.capacity_reservation_id:
+            settings["capacity_reservation_specification"] = {
+                "capacity_reservation_target": {"capacity_reservation_id": cfg.capacity_reservation_id}
+            }
+        if cfg.capacity_type == "CAPACITY_BLOCK":
+            settings["instance_market_options"] = {"market_type": "capacity-block"}
+            settings["instance_type"] = cfg.instance.name
+        return settings

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from infra.catalog import InstanceType
 from infra.config import StackConfig
+from infra.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 from workloads.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
@@ -26,9 +27,6 @@ C10D_PORT = 23456
 # torchrun's join timeout: the rendezvous waits this long for every node. Pulling a ~10 GB image onto 16 fresh
 # nodes can take longer than torch's default of 600 s, and a node that misses the window restarts the round.
 JOIN_TIMEOUT_S = 1800
-# The EFA device plugin's examples request 5120 MiB of 2 MiB huge pages per pod for libfabric's bounce buffers;
-# the GPU node group pre-allocates a pool slightly larger than that (infra/gpu_nodes.py, EFA_HUGEPAGES_2MI).
-EFA_HUGEPAGES_MIB = 5120
 # CPU and memory left to the kubelet, the system and the DaemonSets on a GPU node (VPC CNI, kube-proxy, EFA and
 # NVIDIA device plugins, DCGM exporter, CSI node drivers): 10% of the node, and never less than 2 cores / 4 GiB,
 # which the 4-vCPU dev node needs. 10% of memory also covers the huge page pool, which the kubelet subtracts from

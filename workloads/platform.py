@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from infra.config import StackConfig
-from infra.iam import role_with_policies
+from infra.iam import PodIdentity, cluster_arn, pod_identity_trust_policy, role_with_policies
 from infra.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
 from workloads.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
 from workloads.etcd import etcd_objects
@@ -46,6 +46,7 @@ TRAINING_OPERATOR_MANIFESTS = (
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
 CLOUDWATCH_ADDON = "amazon-cloudwatch-observability"
 CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
+CLOUDWATCH_IDENTITY = PodIdentity("amazon-cloudwatch", CLOUDWATCH_SERVICE_ACCOUNT)
 
 
 @dataclass
@@ -123,9 +124,14 @@ class Platform(pulumi.ComponentResource):
 
     def _cloudwatch_addon(self, cfg: StackConfig, cluster_name: pulumi.Input[str],
                           after_nodes: list[pulumi.Resource]) -> aws.eks.Addon:
-        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
-        role = role_with_policies(f"{self._name}-cloudwatch", "pods.eks.amazonaws.com",
-                                  ("CloudWatchAgentServerPolicy",), partition, self, tag_session=True)
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        partition = aws.get_partition_output(opts=invoke).partition
+        account = aws.get_caller_identity_output(opts=invoke).account_id
+        # Only the agent's service account in this cluster may assume the role (infra/iam.py).
+        trust = pulumi.Output.all(partition, account, cluster_name).apply(
+            lambda v: pod_identity_trust_policy(CLOUDWATCH_IDENTITY, cluster_arn(v[0], cfg.region, v[1], v[2]))
+        )
+        role = role_with_policies(f"{self._name}-cloudwatch", trust, ("CloudWatchAgentServerPolicy",), partition, self)
         version = CLOUDWATCH_OBSERVABILITY_ADDON_VERSION or aws.eks.get_addon_version_output(
             addon_name=CLOUDWATCH_ADDON,
             kubernetes_version=cfg.cluster.kubernetes_version,

@@ -16,7 +16,7 @@ from typing import Any
 from pulumi.runtime import mocks
 
 from tests.harness.fake_aws import AWS_MODELS, aws_invoke
-from tests.harness.fake_eks import Child, cluster_outputs, node_group_outputs
+from tests.harness.fake_eks import AWS_PACKAGE_VERSION, Child, cluster_outputs, node_group_outputs
 from tests.harness.fake_ids import auto_name, digest, key_uuid
 from tests.harness.sdk_classes import computed_outputs, resource_class
 
@@ -130,4 +130,9 @@ def child_reference(child: Child, urn: str) -> dict[str, Any]:
     """The wire form of a resource reference (pulumi sdk rpc.py, _special_resource_sig)."""
     from pulumi.runtime import rpc
 
-    return {rpc._special_sig_key: rpc._special_resource_sig, "urn": urn, "id": child.id}
+    return {
+        rpc._special_sig_key: rpc._special_resource_sig,
+        "urn": urn,
+        "id": child.id,
+        "packageVersion": AWS_PACKAGE_VERSION,
+    }

@@ -36,6 +36,10 @@ CUSTOM_LAUNCH_TEMPLATE_ARGS = (
     "amiId",
     "enableEfaSupport",
 )
+# The @pulumi/aws version pulumi-eks 4.4.0 is built with (nodejs/eks/package.json; its Python SDK requires
+# pulumi-aws>=7.25.0 accordingly): the engine stamps it on the resource references the components return, and
+# the program's pulumi-aws must satisfy it for the reference to become a resource object.
+AWS_PACKAGE_VERSION = "7.25.0"
 # EKS's default service CIDR when none is given (EKS API reference, KubernetesNetworkConfigRequest).
 SERVICE_CIDR = "172.20.0.0/16"
 

@@ -20,7 +20,7 @@ def test_every_registered_input_fits_the_sdk_input_types(stack_run: ProgramRun) 
 
 @pytest.fixture(scope="module")
 def template_inputs() -> dict:
-    return run_program("p5-16").one(LAUNCH_TEMPLATE).inputs
+    return run_program("p5-16").named(LAUNCH_TEMPLATE, "gpu-template").inputs
 
 
 def test_a_misspelt_nested_key_is_reported_with_its_path(template_inputs: dict) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra.catalog import CATALOG
-from infra.stack_files import load_stack_config
+from infra.stack_files import load_stack_config, raw_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -19,10 +19,14 @@ def _gpu_node_group(run: ProgramRun):
     return next(r for r in run.of_type(NODE_GROUP) if r.name == "gpu-nodes")
 
 
+def _gpu_template(run: ProgramRun):
+    return run.named(LAUNCH_TEMPLATE, "gpu-template")
+
+
 def test_launch_template_has_one_efa_interface_per_network_card(stack_run: ProgramRun) -> None:
     config = load_stack_config(stack_run.stack)
     instance = config.gpu_nodes.instance
-    interfaces = stack_run.one(LAUNCH_TEMPLATE).inputs.get("networkInterfaces") or []
+    interfaces = _gpu_template(stack_run).inputs.get("networkInterfaces") or []
     if not config.gpu_nodes.efa_enabled:
         assert interfaces == []
         return
@@ -43,12 +47,12 @@ def test_p5_gets_32_efa_interfaces_and_p4de_gets_4() -> None:
     expected = {"p5-16": 32, "p4de-16": 4}
     for stack, count in expected.items():
         run = run_program(stack)
-        assert len(run.one(LAUNCH_TEMPLATE).inputs["networkInterfaces"]) == count
+        assert len(_gpu_template(run).inputs["networkInterfaces"]) == count
 
 
 def test_every_efa_interface_is_in_the_efa_security_group(stack_run: ProgramRun) -> None:
     efa_sg_id = _efa_group(stack_run).id
-    for interface in stack_run.one(LAUNCH_TEMPLATE).inputs.get("networkInterfaces") or []:
+    for interface in _gpu_template(stack_run).inputs.get("networkInterfaces") or []:
         assert efa_sg_id in interface["securityGroups"]
 
 
@@ -67,7 +71,7 @@ def test_efa_security_group_allows_all_traffic_to_and_from_itself(stack_run: Pro
 def test_placement_group_only_without_a_capacity_reservation(stack_run: ProgramRun) -> None:
     config = load_stack_config(stack_run.stack)
     groups = stack_run.of_type("aws:ec2/placementGroup:PlacementGroup")
-    template = stack_run.one(LAUNCH_TEMPLATE).inputs
+    template = _gpu_template(stack_run).inputs
     if config.gpu_nodes.capacity_reservation_id:
         assert groups == []
         assert "placement" not in template
@@ -87,14 +91,18 @@ def test_gpu_nodes_sit_in_one_subnet_in_the_configured_availability_zone(stack_r
     assert "private" in subnet.name
 
 
-def test_launch_template_requires_imdsv2(stack_run: ProgramRun) -> None:
-    options = stack_run.one(LAUNCH_TEMPLATE).inputs["metadataOptions"]
-    assert options["httpTokens"] == "required"
-    assert int(options["httpPutResponseHopLimit"]) == 2
+def test_every_launch_template_requires_imdsv2_within_one_hop(stack_run: ProgramRun) -> None:
+    """Hop limit 1: pods in their own network namespace cannot reach the node role's credentials."""
+    templates = stack_run.of_type(LAUNCH_TEMPLATE)
+    assert {t.name for t in templates} == {"gpu-template", "cluster-system-template"}
+    for template in templates:
+        options = template.inputs["metadataOptions"]
+        assert options["httpTokens"] == "required", template.name
+        assert int(options["httpPutResponseHopLimit"]) == 1, template.name
 
 
 def test_root_volume_is_large_encrypted_gp3(stack_run: ProgramRun) -> None:
-    ebs = stack_run.one(LAUNCH_TEMPLATE).inputs["blockDeviceMappings"][0]["ebs"]
+    ebs = _gpu_template(stack_run).inputs["blockDeviceMappings"][0]["ebs"]
     assert ebs["volumeType"] == "gp3"
     assert int(ebs["volumeSize"]) >= 100
     assert ebs["encrypted"] == "true"
@@ -115,7 +123,7 @@ def test_gpu_node_group_uses_the_al2023_nvidia_ami_with_gpu_taint_and_labels(sta
     assert inputs["capacityType"] == config.gpu_nodes.capacity_type
     assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"} in inputs["taints"]
     assert inputs["labels"]["fsdp-eks/node-group"] == "gpu"
-    assert inputs["launchTemplate"]["id"] == stack_run.one(LAUNCH_TEMPLATE).id
+    assert inputs["launchTemplate"]["id"] == _gpu_template(stack_run).id
 
 
 def test_one_and_sixteen_nodes_register_the_same_resources() -> None:
@@ -126,11 +134,13 @@ def test_one_and_sixteen_nodes_register_the_same_resources() -> None:
     assert shape(run_program("p5-1")) == shape(run_program("p5-16"))
 
 
-def test_cluster_uses_api_authentication_oidc_kms_and_control_plane_logs(stack_run: ProgramRun) -> None:
+def test_cluster_uses_api_authentication_kms_and_control_plane_logs_and_no_oidc_provider(stack_run: ProgramRun) -> None:
     cluster = stack_run.one("eks:index:Cluster").inputs
     config = load_stack_config(stack_run.stack)
     assert cluster["authenticationMode"] == "API"
-    assert cluster["createOidcProvider"] is True
+    # Pods get AWS credentials through EKS Pod Identity: an IAM OIDC provider would be used by nothing.
+    assert cluster["createOidcProvider"] is False
+    assert stack_run.one("eks:index:Cluster").outputs["oidcProviderArn"] == ""
     assert cluster["version"] == config.cluster.kubernetes_version
     assert cluster["encryptionConfigKeyArn"]  # the stack's own KMS key
     assert set(cluster["enabledClusterLogTypes"]) == {"api", "audit", "authenticator", "controllerManager", "scheduler"}
@@ -139,15 +149,16 @@ def test_cluster_uses_api_authentication_oidc_kms_and_control_plane_logs(stack_r
     assert stack_run.one("aws:kms/key:Key").inputs["enableKeyRotation"] is True
 
 
-def test_gpu_cluster_add_ons_are_installed(stack_run: ProgramRun) -> None:
+def test_cluster_add_ons_are_installed_and_the_fsx_driver_only_with_a_file_system(stack_run: ProgramRun) -> None:
     addons = {r.inputs["addonName"]: r for r in stack_run.of_type("aws:eks/addon:Addon")}
+    with_fsx = bool(stack_run.of_type("aws:fsx/lustreFileSystem:LustreFileSystem"))
     assert set(addons) == {
         "vpc-cni",
         "coredns",
         "kube-proxy",
         "aws-ebs-csi-driver",
         "eks-pod-identity-agent",
-        "aws-fsx-csi-driver",
+        *(["aws-fsx-csi-driver"] if with_fsx else []),
     }
     ebs = addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"][0]
     assert ebs["serviceAccount"] == "ebs-csi-controller-sa"
@@ -182,7 +193,10 @@ def test_stack_outputs(stack_run: ProgramRun) -> None:
     assert outputs["clusterName"] == config.cluster_name
     assert outputs["region"] == config.region
     assert outputs["kubeconfig"] == "[secret]"
-    assert outputs["gpuNodeGroupName"] == f"{config.cluster_name}-gpu"
+    # The name EKS gave the group: its prefix and a unique suffix, read back from pulumi-eks's nodeGroup output.
+    node_group = _gpu_node_group(stack_run).outputs["nodeGroup"]
+    assert outputs["gpuNodeGroupName"] == node_group["nodeGroupName"]
+    assert outputs["gpuNodeGroupName"].startswith(f"{config.cluster_name}-gpu-")
     assert int(outputs["totalGpus"]) == config.gpu_nodes.count * CATALOG[config.gpu_nodes.instance_type].gpus
     assert outputs["estimatedCostPerHour"] == config.cost_per_hour > 0
     assert outputs["jobSizing"]["fits"] is True
@@ -197,8 +211,11 @@ def test_every_child_resource_is_parented_to_a_component(stack_run: ProgramRun) 
 
 
 def test_existing_cluster_mode_registers_no_network_cluster_or_nodes() -> None:
+    job = raw_stack_config("p5-2")["fsdp-eks:job"] | {"checkpointClaim": "shared-checkpoints"}
     run = run_program(
-        "p5-2", {"fsdp-eks:cluster": {"existing": True}}, secrets={"fsdp-eks:kubeconfig": '{"kind": "Config"}'}
+        "p5-2",
+        {"fsdp-eks:cluster": {"existing": True}, "fsdp-eks:job": job},
+        secrets={"fsdp-eks:kubeconfig": '{"kind": "Config"}'},
     )
     assert run.error is None, run.error
     created = [r.type for r in run.resources if r.type.startswith(("aws:ec2", "aws:eks", "aws:fsx", "aws:iam", "eks:"))]

@@ -72,7 +72,7 @@ def _set_flag(job: dict[str, Any], flag: str, value: str) -> None:
 
 MUTATIONS: dict[str, tuple[str, str | None, Callable[[dict[str, Any]], None]]] = {
     "efa-on-every-network-card": (
-        LAUNCH_TEMPLATE, None,
+        LAUNCH_TEMPLATE, "gpu-template",
         lambda lt: lt.update(networkInterfaces=[i for i in lt["networkInterfaces"] if i["networkCardIndex"] != 5]),
     ),
     "gpu-node-group-one-az": (NODE_GROUP, "gpu-nodes", lambda g: g["subnetIds"].append("network-private-1-id")),

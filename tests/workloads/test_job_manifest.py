@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import kubernetes_validate
@@ -13,7 +14,7 @@ from kubeflow.training import ApiClient
 
 from infra.catalog import CATALOG
 from infra.config import KUBERNETES_VERSIONS
-from infra.gpu_nodes import EFA_HUGEPAGES_2MI, GPU_NODE_GROUP_LABEL, GPU_TAINT
+from infra.gpu_nodes import GPU_NODE_GROUP_LABEL, GPU_TAINT, hugepages_user_data
 from workloads.job import hf_token_secret, namespace_manifest, pytorchjob_manifest, torchrun_command
 from workloads.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 
@@ -103,15 +104,21 @@ def test_gpu_and_efa_requests_match_the_catalog(stack: str) -> None:
     assert resources["requests"] == resources["limits"]  # Guaranteed QoS
 
 
-def test_efa_pods_request_huge_pages_within_the_nodes_pool(stack: str) -> None:
+def _node_hugepage_pool_mib() -> int:
+    """The pool the GPU nodes' user data reserves (vm.nr_hugepages, in 2 MiB pages)."""
+    (pages,) = re.findall(r"sysctl -w vm.nr_hugepages=(\d+)", hugepages_user_data())
+    return int(pages) * 2
+
+
+def test_efa_pods_request_the_nodes_whole_huge_page_pool(stack: str) -> None:
     spec = spec_of(stack)
     config = config_of(stack)
     limits = trainer_container(pytorchjob_manifest(spec))["resources"]["limits"]
     if not config.gpu_nodes.efa_enabled:
         assert "hugepages-2Mi" not in limits
         return
-    requested_mib = int(limits["hugepages-2Mi"].removesuffix("Mi"))
-    assert 0 < requested_mib <= EFA_HUGEPAGES_2MI * 2
+    # One training pod per node: a page of the pool it does not request is memory no pod can use.
+    assert int(limits["hugepages-2Mi"].removesuffix("Mi")) == _node_hugepage_pool_mib()
 
 
 def test_cpu_and_memory_leave_room_for_the_node_daemons(stack: str) -> None:
@@ -119,7 +126,7 @@ def test_cpu_and_memory_leave_room_for_the_node_daemons(stack: str) -> None:
     config = config_of(stack)
     instance = config.gpu_nodes.instance
     limits = trainer_container(pytorchjob_manifest(spec))["resources"]["limits"]
-    hugepage_pool_gib = EFA_HUGEPAGES_2MI * 2 / 1024 if config.gpu_nodes.efa_enabled else 0
+    hugepage_pool_gib = _node_hugepage_pool_mib() / 1024 if config.gpu_nodes.efa_enabled else 0
     assert int(limits["cpu"]) <= instance.vcpus - 2
     assert int(limits["memory"].removesuffix("Gi")) + hugepage_pool_gib <= instance.memory_gib - 2
 
