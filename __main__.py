@@ -19,9 +19,14 @@ config = read_stack_config()  # raises before any resource exists if the config 
 secrets = pulumi.Config("fsdp-eks")
 checkpoint_fs = None
 node_groups: list[pulumi.Resource] = []
+# What the platform and the job need while they exist (nodes, DNS, volume drivers, egress, the cluster itself):
+# they depend on it, so `pulumi destroy` deletes the job, its volume and the platform before any of it.
+runtime: list[pulumi.Resource] = []
+job_runtime: list[pulumi.Resource] = []
 
 if config.cluster.existing:
     cluster = ExistingCluster("cluster", config.cluster_name, secrets.require_secret("kubeconfig"))
+    runtime.append(cluster)
     pulumi.export("gpuNodeGroupName", None)
 else:
     network = Network(
@@ -57,6 +62,7 @@ else:
         ),
     )
     node_groups.append(gpu_nodes)
+    runtime += [network, cluster, gpu_nodes]
     pulumi.export("gpuNodeGroupName", gpu_nodes.node_group_name)
     if config.storage.fsx:
         storage = CheckpointStorage(
@@ -72,8 +78,13 @@ else:
         checkpoint_fs = CheckpointFileSystem(
             storage.file_system_id, storage.dns_name, storage.mount_name, storage.capacity_gib
         )
+        job_runtime.append(storage)
 
-platform = Platform("platform", PlatformArgs(provider=cluster.provider, config=config, depends_on=node_groups))
+platform = Platform(
+    "platform",
+    PlatformArgs(provider=cluster.provider, config=config, depends_on=node_groups),
+    opts=pulumi.ResourceOptions(depends_on=runtime),
+)
 
 if config.job.enabled:
     trainer_image = TrainerImage("trainer-image", TrainerImageArgs(stack=config.stack, image=config.job.image))
@@ -87,6 +98,7 @@ if config.job.enabled:
             depends_on=[platform],
             checkpoint_file_system=checkpoint_fs,
         ),
+        opts=pulumi.ResourceOptions(depends_on=[platform, *job_runtime]),  # the platform brings `runtime` along
     )
     pulumi.export("trainerImage", trainer_image.image_ref)
     pulumi.export("jobName", job.job_name)
