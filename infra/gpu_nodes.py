@@ -22,6 +22,8 @@ from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_vo
 from infra.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, efa_label_value
 from infra.versions import GPU_AMI_TYPE
 
+# The config that empties the GPU node group; a job needs at least one node, so it is switched off too.
+SCALE_TO_ZERO = "gpuNodes.count 0 and job.enabled false"
 # gp3's maxima: pulling a multi-GB training image is I/O bound.
 ROOT_VOLUME_IOPS = 16000
 ROOT_VOLUME_THROUGHPUT_MIBPS = 1000
@@ -86,9 +88,9 @@ def reserved_capacity_warning(config: GpuNodesConfig) -> str | None:
     kind = "capacity block" if config.capacity_type == "CAPACITY_BLOCK" else "capacity reservation"
     return (
         f"GPU nodes launch into {kind} {config.capacity_reservation_id}, which has no spare instances: a change "
-        "that updates the node group (launch template, AMI, Kubernetes version) cannot roll. Scale to zero first: "
-        "`pulumi config set --path fsdp-eks:gpuNodes.count 0 && pulumi up`, then make the change with the count "
-        "restored (docs/aws.md, 'Updating nodes in a reservation')."
+        "that updates the node group (launch template, AMI, Kubernetes version) cannot roll. Scale to zero first "
+        f"({SCALE_TO_ZERO}, then pulumi up), then make the change with the count and the job restored (docs/aws.md, "
+        "'Updating nodes in a reservation')."
     )
 
 

@@ -45,7 +45,16 @@ def test_the_plan_of_a_reserved_capacity_stack_says_how_to_update_its_nodes() ->
     ):
         (warning,) = [w for w in run.warnings() if reservation in w]
         assert f"{kind} {reservation}" in warning
-        assert "pulumi config set --path fsdp-eks:gpuNodes.count 0 && pulumi up" in warning
+        assert "Scale to zero first (gpuNodes.count 0 and job.enabled false, then pulumi up)" in warning
+
+
+def test_the_documented_scale_to_zero_config_is_valid() -> None:
+    """What the warning tells a user to set must pass the config checks (a job needs at least one node)."""
+    run = run_program(
+        "p4de-16", {GPU: raw_stack_config("p4de-16")[GPU] | {"count": 0}, "fsdp-eks:job": {"enabled": False}}
+    )
+    assert run.error is None, run.error
+    assert int(run.named(NODE_GROUP, "gpu-nodes").inputs["scalingConfig"]["desiredSize"]) == 0
 
 
 def test_the_plan_of_an_on_demand_stack_has_no_such_warning() -> None:
