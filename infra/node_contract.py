@@ -5,7 +5,8 @@ must provide them (docs/aws.md, "An existing cluster"). Pure, so the job's build
 
 from __future__ import annotations
 
-GPU_NODE_GROUP_LABEL = ("fsdp-eks/node-group", "gpu")
+NODE_GROUP_LABEL_KEY = "fsdp-eks/node-group"  # "gpu" on the GPU nodes, "system" on the CPU system nodes
+GPU_NODE_GROUP_LABEL = (NODE_GROUP_LABEL_KEY, "gpu")
 EFA_LABEL = "fsdp-eks/efa"  # "true" on nodes whose EFA interfaces are attached
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
 
