@@ -201,6 +201,24 @@ def test_elastic_policy_and_torchrun_command_agree(stack: str) -> None:
     assert command[command.index("-m") + 1] == "trainer"
 
 
+def test_a_worker_whose_torchrun_gave_up_fails_the_job(stack: str) -> None:
+    # ExitCode: the operator fails the job on exit codes 1-127 (torchrun's after its last restart) and creates the
+    # pod again only for 128 and up; OnFailure would restart the container into the closed rendezvous.
+    assert worker(pytorchjob_manifest(spec_of(stack)))["restartPolicy"] == "ExitCode"
+
+
+def test_torchrun_leaves_sigterm_to_the_kubelet(stack: str) -> None:
+    from torch.distributed.run import parse_args  # torchrun's own parser reads the command as the pod runs it
+
+    command = trainer_container(pytorchjob_manifest(spec_of(stack)))["command"]
+    assert command[0] == "torchrun"
+    args = parse_args(command[1:])
+    # A handled SIGTERM makes torchrun exit 1, a code ExitCode never retries; left to the kubelet, a deleted or
+    # evicted pod ends with SIGKILL (137) after its grace period and the operator creates it again.
+    assert "SIGTERM" not in args.signals_to_handle.split(",")
+    assert (args.module, args.training_script) == (True, "trainer")
+
+
 def test_etcd_rendezvous_points_at_the_platforms_etcd(stack: str) -> None:
     spec = spec_of(stack)
     config = config_of(stack)
