@@ -64,6 +64,11 @@ RESTART_POLICY = "ExitCode"
 # SIGKILL after the grace period then ends the pod with 137, which the operator retries. The workers keep running
 # until then, which also lets a checkpoint that is being written finish.
 TORCHRUN_SIGNALS = "SIGINT,SIGHUP,SIGQUIT"
+# The name NCCL knows the AWS OFI NCCL plugin by: "Libfabric" since aws-ofi-nccl 1.13, which the EFA installer
+# has long shipped (src/nccl_ofi_interface_nvidia.cpp; "AWS Libfabric" and "OFI" are accepted aliases). With
+# NCCL_NET set, NCCL uses that network or fails to initialise; unset, it quietly falls back to TCP sockets when
+# the plugin or EFA is broken (NCCL docs, NCCL_NET).
+OFI_NCCL_NET = "Libfabric"
 
 
 def trainer_args(spec: JobSpec) -> list[str]:
@@ -138,8 +143,10 @@ def network_env(spec: JobSpec) -> list[dict[str, Any]]:
     ]
     if spec.node.efa_interfaces:
         env += [
-            # NCCL reaches EFA through the AWS OFI NCCL plugin; pin libfabric to the EFA provider so a
-            # misconfigured node fails loudly instead of falling back to TCP sockets at a fraction of the bandwidth.
+            # NCCL reaches EFA through the AWS OFI NCCL plugin, and libfabric through the EFA provider: naming both
+            # makes a node without a working plugin or EFA device fail loudly instead of falling back to TCP sockets
+            # at a fraction of the bandwidth.
+            {"name": "NCCL_NET", "value": OFI_NCCL_NET},
             {"name": "FI_PROVIDER", "value": "efa"},
             # DataLoader workers fork after libfabric registered memory; fork-safe mode keeps the child from
             # corrupting those registrations (a no-op on kernels that handle it themselves).

@@ -175,6 +175,13 @@ def test_efa_settings_fit_the_instance_type(stack: str) -> None:
     assert env.get("FI_EFA_USE_DEVICE_RDMA") == ("1" if rdma else None)
 
 
+def test_nccl_must_use_the_ofi_plugin_on_efa_nodes(stack: str) -> None:
+    # "Libfabric": the network name aws-ofi-nccl registers (src/nccl_ofi_interface_nvidia.cpp, since 1.13). With
+    # NCCL_NET set NCCL fails to initialise rather than fall back to sockets; without EFA it must stay unset.
+    env = env_of(pytorchjob_manifest(spec_of(stack)))
+    assert env.get("NCCL_NET") == ("Libfabric" if config_of(stack).gpu_nodes.efa_enabled else None)
+
+
 def test_diagnostic_switches_reach_the_environment(stack: str) -> None:
     spec = spec_of(stack)
     config = config_of(stack)
