@@ -69,6 +69,9 @@ TORCHRUN_SIGNALS = "SIGINT,SIGHUP,SIGQUIT"
 # NCCL_NET set, NCCL uses that network or fails to initialise; unset, it quietly falls back to TCP sockets when
 # the plugin or EFA is broken (NCCL docs, NCCL_NET).
 OFI_NCCL_NET = "Libfabric"
+# The init container only creates and hands over a directory; requests equal to limits keep the pod Guaranteed
+# (Kubernetes counts init containers in a pod's QoS class).
+INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 
 
 def trainer_args(spec: JobSpec) -> list[str]:
@@ -220,6 +223,7 @@ def prepare_checkpoints_container(spec: JobSpec) -> dict[str, Any]:
         "image": spec.image,
         "command": ["sh", "-c", f"mkdir -p {run_dir} && chown {TRAINER_UID}:{TRAINER_UID} {run_dir}"],
         "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}],
+        "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
         "securityContext": {
             "runAsUser": 0,
             "runAsNonRoot": False,

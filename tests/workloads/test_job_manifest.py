@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+from fractions import Fraction
 from typing import Any
 
 import kubernetes_validate
@@ -112,6 +114,57 @@ def test_efa_pods_request_huge_pages_within_the_nodes_pool(stack: str) -> None:
         return
     requested_mib = int(limits["hugepages-2Mi"].removesuffix("Mi"))
     assert 0 < requested_mib <= EFA_HUGEPAGES_2MI * 2
+
+
+_SUFFIXES = {
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+}
+
+
+def quantity(text: str) -> Fraction:
+    """A Kubernetes resource quantity ("100m", "64Mi", "1843Gi", "190"), exactly."""
+    number, suffix = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", text).groups()
+    return Fraction(number) * _SUFFIXES[suffix]
+
+
+def qos_class(pod_spec: dict[str, Any]) -> str:
+    """The pod's QoS class by Kubernetes' own rule (kubernetes/kubernetes pkg/apis/core/v1/helper/qos/qos.go
+    GetPodQOS): init containers count like the others; Guaranteed needs CPU and memory limits on every container and
+    the summed requests equal to the summed limits; only CPU and memory matter."""
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    for container in [*pod_spec["containers"], *pod_spec.get("initContainers", [])]:
+        resources = container.get("resources", {})
+        for kind, total in (("requests", requests), ("limits", limits)):
+            for name, text in resources.get(kind, {}).items():
+                if name in ("cpu", "memory") and quantity(text) > 0:
+                    total[name] = total.get(name, Fraction(0)) + quantity(text)
+        found = {n for n, t in resources.get("limits", {}).items() if n in ("cpu", "memory") and quantity(t) > 0}
+        guaranteed = guaranteed and found == {"cpu", "memory"}
+    if not requests and not limits:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed and requests == limits else "Burstable"
+
+
+def test_worker_pods_are_guaranteed_qos(stack: str) -> None:
+    # The last pods the kubelet evicts under memory pressure; on stacks with a checkpoint claim the init container
+    # counts too.
+    pod_spec = worker(pytorchjob_manifest(spec_of(stack)))["template"]["spec"]
+    assert qos_class(pod_spec) == "Guaranteed"
+
+
+def test_a_container_without_limits_makes_the_pod_burstable(stack: str) -> None:
+    pod_spec = copy.deepcopy(worker(pytorchjob_manifest(spec_of(stack)))["template"]["spec"])
+    pod_spec.setdefault("initContainers", []).append({"name": "x", "image": "x"})
+    assert qos_class(pod_spec) == "Burstable"
 
 
 def test_cpu_and_memory_leave_room_for_the_node_daemons(stack: str) -> None:
