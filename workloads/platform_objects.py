@@ -55,7 +55,7 @@ def node_tools_objects(config: StackConfig) -> list[dict[str, Any]]:
 def platform_objects(config: StackConfig, grafana_password: Any = PASSWORD_PLACEHOLDER) -> list[dict[str, Any]]:
     return [
         platform_namespace(),
-        *etcd_objects(),
+        *etcd_objects(config.stack),
         *storage_objects(config),
         *grafana_objects(config, grafana_password),
         *scrape_objects(config),

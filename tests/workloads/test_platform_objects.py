@@ -13,7 +13,8 @@ import pytest
 from infra.config import KUBERNETES_VERSIONS, StackConfig
 from infra.stack_files import load_stack_config, stack_names
 from infra.versions import ETCD_IMAGE
-from workloads.etcd import etcd_deployment, etcd_service
+from workloads.etcd import etcd_deployment, etcd_network_policy, etcd_service
+from workloads.job import job_spec, pytorchjob_manifest
 from workloads.monitoring import trainer_pod_monitor
 from workloads.names import (
     COMPONENT_LABEL,
@@ -63,8 +64,11 @@ def test_the_pinned_kubernetes_version_has_a_schema_in_kubernetes_validate() -> 
 # The PodMonitor fields the project writes, as prometheus-operator's CRD (monitoring.coreos.com/v1) defines them,
 # written by hand from its API reference: kubernetes-validate has no schema for custom resources and the CRD ships
 # inside the chart, which tests cannot download. Unknown fields are rejected, as a structural CRD would prune them.
-_LABEL_SELECTOR = {"type": "object", "properties": {"matchLabels": {"type": "object",
-                   "additionalProperties": {"type": "string"}}}, "additionalProperties": False}
+_LABEL_SELECTOR = {
+    "type": "object",
+    "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}},
+    "additionalProperties": False,
+}
 _RELABELING = {
     "type": "object",
     "properties": {
@@ -89,9 +93,14 @@ POD_MONITOR_SCHEMA = {
             "required": ["selector", "podMetricsEndpoints"],
             "properties": {
                 "selector": _LABEL_SELECTOR,
-                "namespaceSelector": {"type": "object", "properties": {
-                    "matchNames": {"type": "array", "items": {"type": "string"}}, "any": {"type": "boolean"}},
-                    "additionalProperties": False},
+                "namespaceSelector": {
+                    "type": "object",
+                    "properties": {
+                        "matchNames": {"type": "array", "items": {"type": "string"}},
+                        "any": {"type": "boolean"},
+                    },
+                    "additionalProperties": False,
+                },
                 "podMetricsEndpoints": {
                     "type": "array",
                     "minItems": 1,
@@ -101,8 +110,11 @@ POD_MONITOR_SCHEMA = {
                             "port": {"type": "string", "minLength": 1},
                             "path": {"type": "string", "pattern": "^/"},
                             # Prometheus' duration syntax, as the CRD's pattern requires.
-                            "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?"
-                                         "(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                            "interval": {
+                                "type": "string",
+                                "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?"
+                                "(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+                            },
                             "relabelings": {"type": "array", "items": _RELABELING},
                         },
                         "additionalProperties": False,
@@ -152,6 +164,53 @@ def test_etcd_is_reachable_inside_the_cluster_only_at_the_shared_name_and_port()
     assert ETCD_CLIENT_PORT in [p["port"] for p in service["spec"]["ports"]]
 
 
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) == {"matchLabels"}, "only matchLabels selectors are modelled here"
+    return selector["matchLabels"].items() <= labels.items()
+
+
+def admits(policy: dict[str, Any], namespace: str, pod_labels: dict[str, str], port: int) -> bool:
+    """Whether a NetworkPolicy's ingress rules let a pod with these labels, in this namespace, reach `port`. The
+    namespace's labels are the one Kubernetes itself sets on every namespace (kubernetes.io/metadata.name)."""
+    namespace_labels = {"kubernetes.io/metadata.name": namespace}
+    for rule in policy["spec"]["ingress"]:
+        ports = {(p["protocol"], p["port"]) for p in rule["ports"]}
+        peers = [
+            selects(peer["namespaceSelector"], namespace_labels) and selects(peer["podSelector"], pod_labels)
+            for peer in rule["from"]
+        ]
+        if ("TCP", port) in ports and any(peers):
+            return True
+    return False
+
+
+def trainer_pod_labels(stack: str) -> dict[str, str]:
+    manifest = pytorchjob_manifest(job_spec(load_stack_config(stack), "registry/trainer:tag"))
+    return manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
+
+
+def test_etcds_network_policy_applies_to_the_etcd_pods_for_ingress() -> None:
+    policy = etcd_network_policy("p5-16")
+    assert policy["metadata"]["namespace"] == PLATFORM_NAMESPACE
+    assert selects(policy["spec"]["podSelector"], etcd_deployment()["spec"]["template"]["metadata"]["labels"])
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_stacks_training_pods_reach_etcd_on_the_client_port(stack: str) -> None:
+    policy = next(o for o in platform_objects(load_stack_config(stack)) if o["kind"] == "NetworkPolicy")
+    assert admits(policy, TRAINING_NAMESPACE, trainer_pod_labels(stack), ETCD_CLIENT_PORT)
+
+
+def test_no_other_pod_reaches_etcd() -> None:
+    policy = etcd_network_policy("p5-16")
+    trainers = trainer_pod_labels("p5-16")
+    assert not admits(policy, TRAINING_NAMESPACE, trainer_pod_labels("p5-8"), ETCD_CLIENT_PORT)  # another stack
+    assert not admits(policy, "default", trainers, ETCD_CLIENT_PORT)  # the same labels in another namespace
+    assert not admits(policy, TRAINING_NAMESPACE, {"app": "debug"}, ETCD_CLIENT_PORT)  # another pod beside them
+    assert not admits(policy, TRAINING_NAMESPACE, trainers, 2380)  # another port
+
+
 def test_grafana_objects_follow_the_grafana_switch() -> None:
     config = load_stack_config("dev")
     kinds_on = {o["kind"] for o in platform_objects(config)}
@@ -162,7 +221,7 @@ def test_grafana_objects_follow_the_grafana_switch() -> None:
 
 def test_no_monitoring_objects_when_monitoring_is_off() -> None:
     config = with_monitoring(load_stack_config("dev"), enabled=False)
-    assert {o["kind"] for o in platform_objects(config)} == {"Namespace", "Deployment", "Service"}
+    assert {o["kind"] for o in platform_objects(config)} == {"Namespace", "Deployment", "Service", "NetworkPolicy"}
 
 
 def test_the_grafana_password_in_rendered_objects_is_a_placeholder() -> None:
