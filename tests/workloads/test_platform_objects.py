@@ -20,6 +20,8 @@ from workloads.names import (
     COMPONENT_LABEL,
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
+    JOB_ROLE_LABEL,
+    LEADER_ROLE,
     PLATFORM_NAMESPACE,
     TRAINER_COMPONENT,
     TRAINER_METRICS_PORT_NAME,
@@ -134,7 +136,7 @@ def test_the_trainer_pod_monitor_has_the_structure_the_crd_requires() -> None:
 
 def test_the_trainer_pod_monitor_selects_the_trainer_pods_on_their_metrics_port() -> None:
     spec = trainer_pod_monitor()["spec"]
-    assert spec["selector"]["matchLabels"] == {COMPONENT_LABEL: TRAINER_COMPONENT}
+    assert spec["selector"]["matchLabels"] == {COMPONENT_LABEL: TRAINER_COMPONENT, JOB_ROLE_LABEL: LEADER_ROLE}
     assert spec["namespaceSelector"]["matchNames"] == [TRAINING_NAMESPACE]
     assert [e["port"] for e in spec["podMetricsEndpoints"]] == [TRAINER_METRICS_PORT_NAME]
 
