@@ -4,6 +4,7 @@ pinned version, a structural schema for the prometheus-operator custom resources
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import jsonschema
@@ -12,7 +13,7 @@ import pytest
 
 from infra.config import KUBERNETES_VERSIONS, StackConfig
 from infra.stack_files import load_stack_config, stack_names
-from infra.versions import ETCD_IMAGE
+from infra.versions import ETCD_IMAGE, NODE_TOOLS_IMAGE
 from workloads.etcd import etcd_deployment, etcd_network_policy, etcd_service
 from workloads.job import job_spec, pytorchjob_manifest
 from workloads.monitoring import trainer_pod_monitor
@@ -145,6 +146,26 @@ def test_etcd_runs_a_pinned_3_5_image_with_the_v2_api() -> None:
     container = etcd_deployment()["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == ETCD_IMAGE and ":v3.5." in ETCD_IMAGE
     assert "--enable-v2=true" in container["command"]
+
+
+# Images the project pins by tag only, because no digest for them could be checked from a public source; every
+# other image in an object the project builds must name its digest.
+TAG_ONLY_IMAGES = {ETCD_IMAGE}
+
+
+def container_images(obj: dict[str, Any]) -> list[str]:
+    pod = obj.get("spec", {}).get("template", {}).get("spec", {})
+    return [c["image"] for c in [*pod.get("initContainers", []), *pod.get("containers", [])]]
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_image_the_platform_builds_is_pinned_by_digest(stack: str) -> None:
+    images = {
+        image for config in every_variant(stack) for obj in platform_objects(config) for image in container_images(obj)
+    }
+    assert NODE_TOOLS_IMAGE in images or not load_stack_config(stack).monitoring.node_tools
+    for image in images - TAG_ONLY_IMAGES:
+        assert re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", image), f"{image} is not pinned by digest"
 
 
 def test_etcd_has_probes_and_resource_requests() -> None:
