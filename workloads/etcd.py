@@ -4,11 +4,13 @@ How it is used: every torchrun agent of the PyTorchJob joins the rendezvous at `
 torch's etcd-v2 backend, which speaks etcd's v2 HTTP API (hence etcd 3.5 with `--enable-v2`; 3.6 removed it).
 The agents agree there on the set of nodes and their ranks, and re-form the group after a node is lost.
 
-Why restarting it is safe: the rendezvous keys are ephemeral. They matter only while agents are forming or
-re-forming a group, expire with their TTLs, and each run uses a rendezvous id of its own (the job bumps it per
-run), so nothing of lasting value is ever stored: the data lives in an emptyDir and one member is enough. If etcd
-restarts while a job is running, the agents' next keep-alive fails, torchrun restarts the worker group (up to
---max-restarts) and the group forms again against the fresh etcd, resuming from the last checkpoint.
+Why one member and an emptyDir are enough: the rendezvous keys are ephemeral. They matter only while agents are
+forming or re-forming a group, expire with their TTLs, and each run uses a rendezvous id of its own (the job bumps
+it per run), so nothing of lasting value is ever stored. A restart while a job runs does end that job: every
+torchrun agent loses the store and exits 1, which the job's restartPolicy ExitCode takes for a failure; its
+checkpoints stay for the next job to resume from.
+
+Who may reach it: a NetworkPolicy admits only the stack's training pods, on the client port.
 """
 
 from __future__ import annotations
