@@ -3,7 +3,7 @@
 - An agent that exits is treated as the Worker replica's restartPolicy says (workloads/local_policy.py): under
   ExitCode, the job's policy, a code from 1 to 127 (torchrun gave up, or lost etcd) fails the job at once, and a
   code from 128 up (killed by a signal) gets the pod created again; under OnFailure the container restarts until
-  the restarts of all pods pass backoffLimit. A restarted or re-created pod runs the same command and environment.
+  the restarts of all pods reach backoffLimit. A restarted or re-created pod runs the same command and environment.
 - When the job fails, the pods still running are stopped (cleanPodPolicy Running).
 - A pod that a drill kills is lost with its node: it is not started again, and the job carries on with the
   agents left, within the elastic range.

@@ -2,8 +2,8 @@
 
 Pure: the local run (workloads/local_agents.py) applies it to its agents, the tests check it case by case. The rules
 are kubeflow/trainer v1.9.4's for a PyTorchJob's Worker replicas:
-- restartPolicy OnFailure / Always: the kubelet restarts the container in place; the operator fails the job once
-  the restarts of all running pods together reach runPolicy.backoffLimit (pkg/core/job.go PastBackoffLimit).
+- restartPolicy OnFailure / Always: the kubelet restarts the container in place; the operator fails the job as
+  soon as the restarts of all running pods together reach runPolicy.backoffLimit (pkg/core/job.go PastBackoffLimit).
 - Never: the pod fails, and with it the job (pkg/controller.v1/pytorch/pytorchjob_controller.go UpdateJobStatus).
 - ExitCode: the pod's own policy is Never (pkg/core/pod.go SetRestartPolicy); exit codes from 128 up are
   retryable and the operator creates the pod again, codes 1 to 127 fail the job at once
@@ -61,7 +61,9 @@ def exit_outcome(policy: str, code: int, restarts: int, backoff_limit: int) -> O
     if code == 0 and policy != ALWAYS:
         return Outcome(Action.SUCCEED, "exited 0")
     if policy in (ALWAYS, ON_FAILURE):
-        if restarts >= backoff_limit:
+        # The kubelet restarts the container; the operator fails the job once the restart counts of the running
+        # pods add up to backoffLimit (PastBackoffLimit: sum >= limit, or sum > 0 for a limit of 0).
+        if restarts + 1 >= max(1, backoff_limit):
             return Outcome(Action.FAIL_JOB, f"exited {shown}; the pods' restarts reached backoffLimit {backoff_limit}")
         return Outcome(Action.RESTART, f"exited {shown}; restartPolicy {policy} restarts the container")
     if policy == NEVER:

@@ -42,9 +42,12 @@ def test_exit_code_with_backoff_limit_zero_fails_on_a_signal_too() -> None:
     assert action("ExitCode", 137, backoff_limit=0) is Action.FAIL_JOB
 
 
-def test_on_failure_restarts_in_place_until_the_backoff_limit() -> None:
-    assert action("OnFailure", 1, restarts=BACKOFF_LIMIT - 1) is Action.RESTART
-    assert action("OnFailure", 1, restarts=BACKOFF_LIMIT) is Action.FAIL_JOB
+def test_on_failure_restarts_in_place_until_the_restarts_reach_the_backoff_limit() -> None:
+    # The operator fails the job when the pods' restart counts add up to backoffLimit: the exit that would be
+    # restart number backoffLimit ends it.
+    assert action("OnFailure", 1, restarts=BACKOFF_LIMIT - 2) is Action.RESTART
+    assert action("OnFailure", 1, restarts=BACKOFF_LIMIT - 1) is Action.FAIL_JOB
+    assert action("OnFailure", 1, restarts=0, backoff_limit=0) is Action.FAIL_JOB
 
 
 def test_never_fails_the_job_on_any_non_zero_code() -> None:
