@@ -37,7 +37,8 @@ ETCD_METRICS_PORT = 2381
 ETCD_PEER_PORT = 2380
 LABELS = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/part-of": "fsdp-eks"}
 VOLUME_PATH = "/var/lib/etcd"
-# Kubernetes labels every namespace with its own name (immutable; GA in 1.22), so a policy can select one by name.
+# The API server labels every namespace with its own name, unchangeably (Kubernetes docs, well-known labels), so a
+# policy can select a namespace by name.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # A directory etcd creates itself inside the volume, so it gets the 0700 mode etcd insists on (the emptyDir's own
 # mode, group-writable for fsGroup, would not do).

@@ -64,10 +64,11 @@ RESTART_POLICY = "ExitCode"
 # SIGKILL after the grace period then ends the pod with 137, which the operator retries. The workers keep running
 # until then, which also lets a checkpoint that is being written finish.
 TORCHRUN_SIGNALS = "SIGINT,SIGHUP,SIGQUIT"
-# The name NCCL knows the AWS OFI NCCL plugin by: "Libfabric" since aws-ofi-nccl 1.13, which the EFA installer
-# has long shipped (src/nccl_ofi_interface_nvidia.cpp; "AWS Libfabric" and "OFI" are accepted aliases). With
-# NCCL_NET set, NCCL uses that network or fails to initialise; unset, it quietly falls back to TCP sockets when
-# the plugin or EFA is broken (NCCL docs, NCCL_NET).
+# The name NCCL knows the AWS OFI NCCL plugin by: "Libfabric" since aws-ofi-nccl 1.13
+# (src/nccl_ofi_interface_nvidia.cpp; "AWS Libfabric" and "OFI" are accepted aliases); EFA installers ship 1.16
+# and later since 1.43 (EFA release notes). With NCCL_NET set, NCCL initialises only the network of that name and
+# fails the communicator without it (NVIDIA/nccl src/plugin/net.cc, ncclNetInit); unset, it quietly falls back to
+# TCP sockets.
 OFI_NCCL_NET = "Libfabric"
 # The init container only creates and hands over a directory; requests equal to limits keep the pod Guaranteed
 # (Kubernetes counts init containers in a pod's QoS class).
