@@ -58,7 +58,7 @@ class DrillReport:
     checkpoint_step: int | None  # the newest complete checkpoint right after the fault: the resume point
     detail: str
     killed: tuple[Proc, ...] = ()  # kill-agent, kill-workers: every process that got SIGKILL
-    repeats: int = 1  # kill-workers: how many times it killed a set of workers
+    repeats: int = 1  # kill-workers: how many times it killed a set of workers (0: there were none to kill)
 
 
 def newest_checkpoint_step(checkpoint_dir: Path | None) -> int | None:
@@ -106,7 +106,8 @@ class Drill:
         else:
             detail = self._restart_etcd(etcd)
         checkpoint = newest_checkpoint_step(checkpoint_dir)
-        self.report = DrillReport(self.name, last_step, checkpoint, detail, tuple(killed))
+        repeats = 0 if self.name == "kill-workers" and not killed else 1  # kill-workers counts rounds with victims
+        self.report = DrillReport(self.name, last_step, checkpoint, detail, tuple(killed), repeats)
         return detail
 
     def _kill_agent(self, pods: WorkerPods, killed: list[Proc]) -> str:
