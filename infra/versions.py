@@ -23,9 +23,10 @@ EKS_ADDONS: dict[str, str | None] = {
 }
 
 # The trainer's container image (docker/Dockerfile, built by workloads/image.py; see docs/job.md).
-# PyTorch's official CUDA runtime image fixes torch, CUDA and cuDNN together; CUDA 12.8 runs on the R570 driver
-# of the AL2023 NVIDIA AMI and supports A100, H100/H200 and L40S.
-TRAINER_BASE_IMAGE = "pytorch/pytorch:2.11.0-cuda12.8-cudnn9-runtime"
+# PyTorch's official CUDA runtime image fixes torch, CUDA and cuDNN together; its torch is the one the tests run
+# (the Makefile's torch==, checked by tests/workloads/test_job_image.py). CUDA 12.6 runs on the R570 driver of the
+# AL2023 NVIDIA AMI and supports A100, H100/H200 and L40S.
+TRAINER_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime"
 # The EFA installer adds libfabric with the EFA provider, rdma-core and the AWS OFI NCCL plugin (libnccl-ofi),
 # the user-space half of EFA; the kernel half comes with the AMI. Released 2026-01-29 (EFA release notes).
 EFA_INSTALLER_VERSION = "1.47.0"
@@ -40,10 +41,15 @@ DCGM_EXPORTER_CHART_VERSION = "4.8.2"  # dcgm-exporter, image 4.5.3-4.8.2
 # kubeflow/training-operator), whose manifests/overlays/standalone kustomization the platform applies.
 TRAINING_OPERATOR_VERSION = "v1.9.4"
 # etcd for torchrun rendezvous: 3.5 is the last minor with the v2 API (--enable-v2) that torch's etcd backends use.
+# By tag: etcd's releases publish no image digests, and none for this tag could be checked from a public source.
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.32"
 # htop / nvtop inspection pods: Ubuntu 24.04 LTS from ECR Public's Docker official-images mirror (no Docker Hub
-# rate limit from the nodes); the tools come from Ubuntu's archive when the pod starts.
-NODE_TOOLS_IMAGE = "public.ecr.aws/docker/library/ubuntu:24.04"
+# rate limit from the nodes); the tools come from Ubuntu's archive when the pod starts. Pinned to the multi-platform
+# index digest that docker-library/repo-info records for ubuntu:24.04 (repos/ubuntu/remote/24.04.md, the build of
+# 2026-09-11); the mirror serves Docker Hub's manifests unchanged, so the digest is the same there.
+NODE_TOOLS_IMAGE = (
+    "public.ecr.aws/docker/library/ubuntu:24.04@sha256:69cecf4bbf72d2d44a9eef1b71fb98c7fb973d78af11399deccef19beb008ad9"
+)
 # The Amazon CloudWatch Observability EKS add-on; None: the default version EKS publishes for the cluster's
 # Kubernetes version, resolved at deploy time like the add-ons above.
 CLOUDWATCH_OBSERVABILITY_ADDON_VERSION: str | None = None

@@ -5,25 +5,32 @@
                 process tree, not the process group). The surviving agents' workers fail on the broken
                 collective, the agents re-form the rendezvous without the lost node, within the elastic range,
                 and the trainer resumes from the last checkpoint.
+- kill-workers: the workers of one pod keep dying, as on a node whose GPU keeps failing: each time that pod's
+                agent has started workers, they get SIGKILL. The agent restarts its worker group --max-restarts
+                times, then gives up and exits 1; under restartPolicy ExitCode that fails the job at once, and no
+                pod is restarted into the rendezvous torchrun closed on its way out.
 - restart-etcd: the rendezvous store goes away and comes back empty, as when the platform's etcd pod is
-                replaced. Agents that lose etcd exit; their pods restart (restartPolicy OnFailure), join a fresh
-                rendezvous and resume from the last checkpoint.
+                replaced. Every agent's next call to etcd fails and torchrun exits 1, which restartPolicy ExitCode
+                takes for a failed run: the job ends, with the checkpoints written so far.
 
-A drill fires once, when its trigger is met: after the first complete checkpoint (the default: the job then has
-something to resume from), or once the leader has logged a given step.
+A drill fires when its trigger is met: after the first complete checkpoint (the default: the job then has
+something to resume from), or once the leader has logged a given step. kill-workers then fires again each time
+the pod has new workers; the others fire once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import signal
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainer.checkpoint_layout import complete_checkpoints
 from workloads.local_agents import PodPhase, WorkerPods
 from workloads.local_etcd import LocalEtcd
-from workloads.local_procs import Proc
+from workloads.local_procs import Proc, process_tree, signal_all
 
-DRILLS = ("kill-agent", "restart-etcd")
+DRILLS = ("kill-agent", "kill-workers", "restart-etcd")
+POD_DRILLS = ("kill-agent", "kill-workers")  # drills aimed at one worker pod (--drill-pod)
 ETCD_DOWN_S = 3.0  # long enough for every agent's next keep-alive or state sync to fail
 
 
@@ -50,7 +57,8 @@ class DrillReport:
     at_step: int  # the last step the leader had logged when the fault was injected
     checkpoint_step: int | None  # the newest complete checkpoint right after the fault: the resume point
     detail: str
-    killed: tuple[Proc, ...] = ()  # kill-agent: the agent and workers that got SIGKILL
+    killed: tuple[Proc, ...] = ()  # kill-agent, kill-workers: every process that got SIGKILL
+    repeats: int = 1  # kill-workers: how many times it killed a set of workers (0: there were none to kill)
 
 
 def newest_checkpoint_step(checkpoint_dir: Path | None) -> int | None:
@@ -69,32 +77,38 @@ class Drill:
             raise DrillError(f"unknown drill {name!r}; drills: {', '.join(DRILLS)}")
         if name == "restart-etcd" and not local_etcd:
             raise DrillError("restart-etcd restarts the etcd this run started; leave out --etcd-endpoint")
-        if name == "kill-agent":
-            if replicas < 2 or nodes.start >= replicas:
-                raise DrillError(
-                    f"kill-agent needs the job to go on with fewer agents, but it runs {nodes.start}:{replicas}; "
-                    "run with --nodes 2 --min-nodes 1"
-                )
-            if not -replicas <= pod_index < replicas:
-                raise DrillError(f"--drill-pod {pod_index}: the job has worker pods 0 to {replicas - 1}")
+        if name == "kill-agent" and (replicas < 2 or nodes.start >= replicas):
+            raise DrillError(
+                f"kill-agent needs the job to go on with fewer agents, but it runs {nodes.start}:{replicas}; "
+                "run with --nodes 2 --min-nodes 1"
+            )
+        if name in POD_DRILLS and not -replicas <= pod_index < replicas:
+            raise DrillError(f"--drill-pod {pod_index}: the job has worker pods 0 to {replicas - 1}")
         self.name, self.trigger, self.pod_index = name, trigger, pod_index % max(replicas, 1)
         self.report: DrillReport | None = None
 
     def describe(self, job: str) -> str:
-        target = f" {job}-worker-{self.pod_index}" if self.name == "kill-agent" else ""
+        target = f" {job}-worker-{self.pod_index}" if self.name in POD_DRILLS else ""
         return f"{self.name}{target} {self.trigger.describe()}"
 
-    def poll(
-        self, pods: WorkerPods, etcd: LocalEtcd | None, checkpoint_dir: Path | None, last_step: int
-    ) -> DrillReport | None:
-        """Inject the fault if it is due; returns its report the one time it fires."""
-        if self.report is not None or not self.trigger.met(checkpoint_dir, last_step):
-            return None
+    def poll(self, pods: WorkerPods, etcd: LocalEtcd | None, checkpoint_dir: Path | None, last_step: int) -> str:
+        """Inject the fault if it is due; returns what it did ("" when nothing). The report (`self.report`) is
+        made when the drill first fires; kill-workers adds each later round of killed workers to it."""
+        if self.report is not None:
+            return self._kill_workers_again(pods) if self.name == "kill-workers" else ""
+        if not self.trigger.met(checkpoint_dir, last_step):
+            return ""
         killed: list[Proc] = []
-        detail = self._kill_agent(pods, killed) if self.name == "kill-agent" else self._restart_etcd(etcd)
+        if self.name == "kill-agent":
+            detail = self._kill_agent(pods, killed)
+        elif self.name == "kill-workers":
+            detail = self._kill_workers(pods, killed) or f"{pods.pods[self.pod_index].name} had no workers running"
+        else:
+            detail = self._restart_etcd(etcd)
         checkpoint = newest_checkpoint_step(checkpoint_dir)
-        self.report = DrillReport(self.name, last_step, checkpoint, detail, tuple(killed))
-        return self.report
+        repeats = 0 if self.name == "kill-workers" and not killed else 1  # kill-workers counts rounds with victims
+        self.report = DrillReport(self.name, last_step, checkpoint, detail, tuple(killed), repeats)
+        return detail
 
     def _kill_agent(self, pods: WorkerPods, killed: list[Proc]) -> str:
         pod = pods.pods[self.pod_index]
@@ -103,6 +117,30 @@ class Drill:
         killed += pod.kill()
         pids = ", ".join(str(proc.pid) for proc in killed)
         return f"SIGKILL to {pod.name}: its agent and workers (pids {pids}); the pod is lost with its node"
+
+    def _kill_workers(self, pods: WorkerPods, killed: list[Proc]) -> str:
+        """SIGKILL the workers (and their children) of the pod's running agent, not the agent itself."""
+        pod = pods.pods[self.pod_index]
+        if pod.phase is not PodPhase.RUNNING or pod.process is None:
+            return ""
+        workers = [proc for proc in process_tree(pod.process.pid)[1:] if proc not in self.killed]
+        signal_all(workers, signal.SIGKILL)
+        killed += workers
+        pids = ", ".join(str(proc.pid) for proc in workers)
+        return f"SIGKILL to the workers of {pod.name} (pids {pids}); its agent lives on" if workers else ""
+
+    def _kill_workers_again(self, pods: WorkerPods) -> str:
+        assert self.report is not None
+        killed: list[Proc] = []
+        detail = self._kill_workers(pods, killed)
+        if killed:
+            report = self.report
+            self.report = replace(report, killed=report.killed + tuple(killed), repeats=report.repeats + 1)
+        return detail
+
+    @property
+    def killed(self) -> tuple[Proc, ...]:
+        return self.report.killed if self.report else ()
 
     @staticmethod
     def _restart_etcd(etcd: LocalEtcd | None) -> str:

@@ -4,11 +4,13 @@ How it is used: every torchrun agent of the PyTorchJob joins the rendezvous at `
 torch's etcd-v2 backend, which speaks etcd's v2 HTTP API (hence etcd 3.5 with `--enable-v2`; 3.6 removed it).
 The agents agree there on the set of nodes and their ranks, and re-form the group after a node is lost.
 
-Why restarting it is safe: the rendezvous keys are ephemeral. They matter only while agents are forming or
-re-forming a group, expire with their TTLs, and each run uses a rendezvous id of its own (the job bumps it per
-run), so nothing of lasting value is ever stored: the data lives in an emptyDir and one member is enough. If etcd
-restarts while a job is running, the agents' next keep-alive fails, torchrun restarts the worker group (up to
---max-restarts) and the group forms again against the fresh etcd, resuming from the last checkpoint.
+Why one member and an emptyDir are enough: the rendezvous keys are ephemeral. They matter only while agents are
+forming or re-forming a group, expire with their TTLs, and each run uses a rendezvous id of its own (the job bumps
+it per run), so nothing of lasting value is ever stored. A restart while a job runs does end that job: every
+torchrun agent loses the store and exits 1, which the job's restartPolicy ExitCode takes for a failure; its
+checkpoints stay for the next job to resume from.
+
+Who may reach it: a NetworkPolicy admits only the stack's training pods, on the client port.
 """
 
 from __future__ import annotations
@@ -16,7 +18,17 @@ from __future__ import annotations
 from typing import Any
 
 from infra.versions import ETCD_IMAGE
-from workloads.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, ETCD_SERVICE_NAME, NODE_GROUP_LABEL, PLATFORM_NAMESPACE
+from workloads.names import (
+    COMPONENT_LABEL,
+    ETCD_CLIENT_PORT,
+    ETCD_SERVICE_HOST,
+    ETCD_SERVICE_NAME,
+    NODE_GROUP_LABEL,
+    PLATFORM_NAMESPACE,
+    STACK_LABEL,
+    TRAINER_COMPONENT,
+    TRAINING_NAMESPACE,
+)
 
 SYSTEM_NODE_GROUP = "system"
 # etcd serves /health and Prometheus metrics on a separate, plain-HTTP listener; probes go there so that they keep
@@ -25,6 +37,9 @@ ETCD_METRICS_PORT = 2381
 ETCD_PEER_PORT = 2380
 LABELS = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/part-of": "fsdp-eks"}
 VOLUME_PATH = "/var/lib/etcd"
+# The API server labels every namespace with its own name, unchangeably (Kubernetes docs, well-known labels), so a
+# policy can select a namespace by name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 # A directory etcd creates itself inside the volume, so it gets the 0700 mode etcd insists on (the emptyDir's own
 # mode, group-writable for fsGroup, would not do).
 DATA_DIR = f"{VOLUME_PATH}/data"
@@ -131,5 +146,35 @@ def etcd_service(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
     }
 
 
-def etcd_objects(namespace: str = PLATFORM_NAMESPACE) -> list[dict[str, Any]]:
-    return [etcd_deployment(namespace), etcd_service(namespace)]
+def etcd_network_policy(stack: str, namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
+    """Only the training pods of `stack` reach etcd, on the client port. Every other pod in the cluster, and any
+    other port, is refused. The kubelet's probes come from the node, which NetworkPolicy does not restrict (the VPC
+    CNI's policy agent always admits the node's own address). Enforced where the VPC CNI's network policy support
+    is on; without it the object is accepted and has no effect."""
+    trainers = {COMPONENT_LABEL: TRAINER_COMPONENT, STACK_LABEL: stack}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": ETCD_SERVICE_NAME, "namespace": namespace, "labels": dict(LABELS)},
+        "spec": {
+            "podSelector": {"matchLabels": dict(LABELS)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    # One peer with both selectors: pods with these labels in that namespace (two peers would
+                    # admit either).
+                    "from": [
+                        {
+                            "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: TRAINING_NAMESPACE}},
+                            "podSelector": {"matchLabels": trainers},
+                        }
+                    ],
+                    "ports": [{"protocol": "TCP", "port": ETCD_CLIENT_PORT}],
+                }
+            ],
+        },
+    }
+
+
+def etcd_objects(stack: str, namespace: str = PLATFORM_NAMESPACE) -> list[dict[str, Any]]:
+    return [etcd_deployment(namespace), etcd_service(namespace), etcd_network_policy(stack, namespace)]

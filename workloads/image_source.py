@@ -21,7 +21,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = Path("docker/Dockerfile")
 # The build context is the project root; docker/Dockerfile.dockerignore lets in only these (BuildKit reads a
 # Dockerfile-specific ignore file before the context's own).
-IMAGE_INPUTS = (Path("requirements-trainer.txt"), Path("trainer"), DOCKERFILE)
+IMAGE_INPUTS = (Path("requirements-trainer.txt"), Path("trainer"), DOCKERFILE, Path("docker/verify_efa_installer.sh"))
 TAG_LENGTH = 16
 
 

@@ -23,6 +23,7 @@ from workloads.names import (
     GPU_TAINT_VALUE,
     INSTANCE_TYPE_LABEL,
     NODE_GROUP_LABEL,
+    STACK_LABEL,
     TRAINER_COMPONENT,
     TRAINER_METRICS_PORT,
     TRAINER_METRICS_PORT_NAME,
@@ -49,6 +50,29 @@ TRAINER_UID = 1000  # the image's non-root user (docker/Dockerfile)
 CACHE_MOUNT = "/cache"
 # Time for the trainer to finish writing a checkpoint when a pod is stopped; the kubelet's default is 30 s.
 TERMINATION_GRACE_S = 120
+# What the training operator does when a worker's container exits (kubeflow/trainer v1.9.4,
+# pkg/controller.v1/common/pod.go ReconcilePods, pkg/util/train/train_util.go IsRetryableExitCode): with ExitCode
+# it gives the pod restartPolicy Never (pkg/core/pod.go SetRestartPolicy), creates the pod again when the code is
+# 128 or more (killed by a signal: the OOM killer, a lost node) and fails the whole job on 1 to 127. torchrun exits
+# 1 once its --max-restarts are spent, and closes the rendezvous on the way out, so that is where the job must
+# end: OnFailure would restart the container in place, into the closed rendezvous (RendezvousClosedError), until
+# the restarts of all pods together passed backoffLimit.
+RESTART_POLICY = "ExitCode"
+# torchrun turns SIGTERM into an exception and exits 1 (torch/distributed/elastic/multiprocessing/api.py,
+# _terminate_process_handler), which ExitCode would take for a failed run whenever a pod is deleted or evicted
+# (a drain, a spot interruption). Without a handler, SIGTERM does nothing to a container's PID 1; the kubelet's
+# SIGKILL after the grace period then ends the pod with 137, which the operator retries. The workers keep running
+# until then, which also lets a checkpoint that is being written finish.
+TORCHRUN_SIGNALS = "SIGINT,SIGHUP,SIGQUIT"
+# The name NCCL knows the AWS OFI NCCL plugin by: "Libfabric" since aws-ofi-nccl 1.13
+# (src/nccl_ofi_interface_nvidia.cpp; "AWS Libfabric" and "OFI" are accepted aliases); EFA installers ship 1.16
+# and later since 1.43 (EFA release notes). With NCCL_NET set, NCCL initialises only the network of that name and
+# fails the communicator without it (NVIDIA/nccl src/plugin/net.cc, ncclNetInit); unset, it quietly falls back to
+# TCP sockets.
+OFI_NCCL_NET = "Libfabric"
+# The init container only creates and hands over a directory; requests equal to limits keep the pod Guaranteed
+# (Kubernetes counts init containers in a pod's QoS class).
+INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 
 
 def trainer_args(spec: JobSpec) -> list[str]:
@@ -98,6 +122,7 @@ def torchrun_command(spec: JobSpec) -> list[str]:
         f"--rdzv-id={spec.rendezvous_id}",
         f"--rdzv-conf=join_timeout={r.join_timeout_s}",
         f"--max-restarts={spec.max_restarts}",
+        f"--signals-to-handle={TORCHRUN_SIGNALS}",
         "-m",
         "trainer",
         *trainer_args(spec),
@@ -108,7 +133,7 @@ def labels(spec: JobSpec) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "fsdp-trainer",
         "app.kubernetes.io/part-of": "fsdp-eks",
-        "fsdp-eks/stack": spec.stack,
+        STACK_LABEL: spec.stack,
         "fsdp-eks/run": str(spec.run),
         COMPONENT_LABEL: TRAINER_COMPONENT,
     }
@@ -122,8 +147,10 @@ def network_env(spec: JobSpec) -> list[dict[str, Any]]:
     ]
     if spec.node.efa_interfaces:
         env += [
-            # NCCL reaches EFA through the AWS OFI NCCL plugin; pin libfabric to the EFA provider so a
-            # misconfigured node fails loudly instead of falling back to TCP sockets at a fraction of the bandwidth.
+            # NCCL reaches EFA through the AWS OFI NCCL plugin, and libfabric through the EFA provider: naming both
+            # makes a node without a working plugin or EFA device fail loudly instead of falling back to TCP sockets
+            # at a fraction of the bandwidth.
+            {"name": "NCCL_NET", "value": OFI_NCCL_NET},
             {"name": "FI_PROVIDER", "value": "efa"},
             # DataLoader workers fork after libfabric registered memory; fork-safe mode keeps the child from
             # corrupting those registrations (a no-op on kernels that handle it themselves).
@@ -197,6 +224,7 @@ def prepare_checkpoints_container(spec: JobSpec) -> dict[str, Any]:
         "image": spec.image,
         "command": ["sh", "-c", f"mkdir -p {run_dir} && chown {TRAINER_UID}:{TRAINER_UID} {run_dir}"],
         "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}],
+        "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
         "securityContext": {
             "runAsUser": 0,
             "runAsNonRoot": False,
@@ -270,13 +298,15 @@ def pytorchjob_manifest(spec: JobSpec) -> dict[str, Any]:
                 # ttlSecondsAfterFinished: Pulumi owns the object, and a TTL deletion would make the next
                 # `pulumi up` create it again and rerun the training.
                 "cleanPodPolicy": "Running",
+                # Under ExitCode the operator (v1.9.4, pkg/controller.v1/common/job.go) applies backoffLimit only
+                # when it is 0: then a pod killed by a signal fails the job too, as maxRestarts 0 asks.
                 "backoffLimit": spec.max_restarts,
             },
             "pytorchReplicaSpecs": {
                 "Worker": {
                     "replicas": spec.nodes,
-                    # A pod whose torchrun exhausted --max-restarts restarts in place and rejoins the rendezvous.
-                    "restartPolicy": "OnFailure",
+                    # A pod whose torchrun gave up fails the job; one killed by a signal is created again.
+                    "restartPolicy": RESTART_POLICY,
                     "template": pod_template(spec),
                 },
             },

@@ -19,6 +19,7 @@ _CLASSES: dict[tuple[str, str], Any] = {
     ("v1", "Secret"): k8s.core.v1.Secret,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("apps/v1", "DaemonSet"): k8s.apps.v1.DaemonSet,
+    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
     ("storage.k8s.io/v1", "StorageClass"): k8s.storage.v1.StorageClass,
 }
 

@@ -1,8 +1,10 @@
 """The worker "pods" of the local run: one torchrun agent each, supervised the way the cluster would.
 
-- restartPolicy OnFailure: an agent that exits non-zero (its torchrun gave up, or it lost etcd) is started again
-  with the same command and environment, as the kubelet restarts the container; the job fails once the restarts
-  of all its pods pass the PyTorchJob's backoffLimit, as the Training Operator counts them.
+- An agent that exits is treated as the Worker replica's restartPolicy says (workloads/local_policy.py): under
+  ExitCode, the job's policy, a code from 1 to 127 (torchrun gave up, or lost etcd) fails the job at once, and a
+  code from 128 up (killed by a signal) gets the pod created again; under OnFailure the container restarts until
+  the restarts of all pods reach backoffLimit. A restarted or re-created pod runs the same command and environment.
+- When the job fails, the pods still running are stopped (cleanPodPolicy Running).
 - A pod that a drill kills is lost with its node: it is not started again, and the job carries on with the
   agents left, within the elastic range.
 - Stopping a pod stops every process in it: the agent gets SIGTERM (torchrun forwards it to its workers) and,
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from infra.stack_files import PROJECT_ROOT
 from workloads.local_launch import AgentLaunch
+from workloads.local_policy import Action, container_exit_code, exit_outcome
 from workloads.local_procs import Proc, die_with_parent, kill_tree, process_tree
 
 # The pod's terminationGracePeriodSeconds is 120 s, time for a large model's checkpoint; the local models save in
@@ -34,7 +37,7 @@ SCAN_EVERY_S = 1.0
 class PodPhase(enum.Enum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
-    FAILED = "failed"  # exited non-zero and the job's restart budget is spent
+    FAILED = "failed"  # exited, and its restartPolicy fails the job for it
     LOST = "lost"  # killed by a drill; its node is gone
 
 
@@ -113,11 +116,13 @@ class PodEvent:
 class WorkerPods:
     """All worker pods of the job, and the job's state as the operator would report it."""
 
-    def __init__(self, launches: list[AgentLaunch], log_dir: Path, backoff_limit: int) -> None:
+    def __init__(self, launches: list[AgentLaunch], log_dir: Path, backoff_limit: int, restart_policy: str) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.pods = [Pod(launch, log_dir / f"{launch.name}.log") for launch in launches]
         self.backoff_limit = backoff_limit
-        self.restarts = 0
+        self.restart_policy = restart_policy
+        self.restarts = 0  # restarts and re-creations of all pods together
+        self.failure = ""  # why the job failed, once it has
         self.last_scan = 0.0
 
     def start(self) -> None:
@@ -125,46 +130,48 @@ class WorkerPods:
             pod.start()
 
     def poll(self) -> list[PodEvent]:
-        """Note exits and restart failed agents within the backoff limit; returns what happened."""
+        """Note exits and act on each as the restart policy says; returns what happened."""
         events = []
         scan = time.monotonic() - self.last_scan > SCAN_EVERY_S
         if scan:
             self.last_scan = time.monotonic()
         for pod in self.pods:
-            if pod.phase is not PodPhase.RUNNING:
+            if pod.phase is not PodPhase.RUNNING or self.failure:
                 continue
             if scan:
                 pod.remember_processes()
-            code = pod.exit_code()
-            if code is None:
+            returncode = pod.exit_code()
+            if returncode is None:
                 continue
-            if code == 0:
-                pod.phase = PodPhase.SUCCEEDED
-                events.append(PodEvent(pod.name, "agent exited 0"))
-                continue
-            assert pod.process is not None
-            kill_tree(pod.process.pid, list(pod.seen))  # what is left of the container goes with it
-            if self.restarts >= self.backoff_limit:
-                pod.phase = PodPhase.FAILED
-                events.append(PodEvent(pod.name, f"agent exited {code}; backoffLimit {self.backoff_limit} reached"))
-                continue
-            self.restarts += 1
-            pod.restarts += 1
-            events.append(
-                PodEvent(pod.name, f"agent exited {code}; restarting it ({self.restarts}/{self.backoff_limit})")
-            )
-            pod.start()
+            events.append(self._after_exit(pod, container_exit_code(returncode)))
         return events
+
+    def _after_exit(self, pod: Pod, code: int) -> PodEvent:
+        assert pod.process is not None
+        kill_tree(pod.process.pid, list(pod.seen))  # what is left of the container goes with it
+        outcome = exit_outcome(self.restart_policy, code, self.restarts, self.backoff_limit)
+        if outcome.action is Action.SUCCEED:
+            pod.phase = PodPhase.SUCCEEDED
+            return PodEvent(pod.name, f"agent {outcome.why}")
+        if outcome.action is Action.FAIL_JOB:
+            pod.phase = PodPhase.FAILED
+            self.failure = f"{pod.name}'s agent {outcome.why}"
+            return PodEvent(pod.name, f"agent {outcome.why}: the PyTorchJob failed")
+        self.restarts += 1
+        pod.restarts += 1
+        pod.start()
+        return PodEvent(pod.name, f"agent {outcome.why} (restart {self.restarts} of the job's pods)")
 
     @property
     def finished(self) -> bool:
-        return all(pod.phase is not PodPhase.RUNNING for pod in self.pods)
+        """The job is over: it failed, or no pod is running any more."""
+        return bool(self.failure) or all(pod.phase is not PodPhase.RUNNING for pod in self.pods)
 
     @property
     def succeeded(self) -> bool:
-        """Every pod that still has a node finished its agent with status 0."""
+        """The job did not fail, and every pod that still has a node finished its agent with status 0."""
         remaining = [pod for pod in self.pods if pod.phase is not PodPhase.LOST]
-        return bool(remaining) and all(pod.phase is PodPhase.SUCCEEDED for pod in remaining)
+        return not self.failure and bool(remaining) and all(pod.phase is PodPhase.SUCCEEDED for pod in remaining)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop every pod: all get SIGTERM at once, then share one grace period before SIGKILL."""

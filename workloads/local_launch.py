@@ -25,6 +25,7 @@ from typing import Any
 
 from infra.stack_files import PROJECT_ROOT
 from trainer.config import TrainConfig, parse_args
+from workloads.local_policy import DEFAULT_POLICY, POLICIES
 
 TORCHRUN = "torchrun"
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
@@ -65,6 +66,7 @@ class LocalPlan:
     job: str
     replicas: int
     backoff_limit: int
+    restart_policy: str  # the Worker replica's restartPolicy, as the operator reads it
     rendezvous_id: str
     cluster_nproc_per_node: int  # the manifest's nprocPerNode: the node's GPUs
     agents: list[AgentLaunch]
@@ -307,5 +309,8 @@ def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, met
         for index in range(replicas)
     ]
     backoff = int((manifest["spec"].get("runPolicy") or {}).get("backoffLimit", 0))
+    policy = manifest["spec"]["pytorchReplicaSpecs"]["Worker"].get("restartPolicy", DEFAULT_POLICY)
+    if policy not in POLICIES:
+        raise ManifestError(f"the Worker replicas' restartPolicy {policy!r} is none of {', '.join(POLICIES)}")
     nproc = int(manifest["spec"].get("nprocPerNode", 1))
-    return LocalPlan(job, replicas, backoff, rendezvous_id, nproc, agents, changes)
+    return LocalPlan(job, replicas, backoff, policy, rendezvous_id, nproc, agents, changes)

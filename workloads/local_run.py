@@ -152,10 +152,13 @@ def footer(result: LocalResult) -> str:
     lines = [f"== {result.plan.job} {state} in {result.elapsed_s:.0f} s"]
     if result.summary:
         lines += [f"  {line}" for line in result.summary.lines()]
-    lines.append(f"  pod restarts (restartPolicy OnFailure): {result.pod_restarts}")
+    lines.append(f"  pod restarts (restartPolicy {result.plan.restart_policy}): {result.pod_restarts}")
     if result.drill:
         drill = result.drill
-        lines.append(f"  drill: {drill.drill} at step {drill.at_step}, newest checkpoint then: {drill.checkpoint_step}")
+        repeats = f", {drill.repeats} times" if drill.repeats > 1 else ""
+        lines.append(
+            f"  drill: {drill.drill} at step {drill.at_step}{repeats}, newest checkpoint then: {drill.checkpoint_step}"
+        )
     lines += [
         f"  checkpoints:    {result.checkpoint_dir}",
         f"  metrics:        {result.metrics_file}",
@@ -220,9 +223,9 @@ def watch(
             options.echo(f"  ... no new step for {now - quiet_since:.0f} s; {WAITING_HINT}")
             quiet_since = now
         last_step = follower.records[-1]["step"] if follower.records else 0
-        report = drill.poll(pods, etcd, checkpoint_dir, last_step) if drill else None
-        if report:
-            options.echo(f"[drill] {report.detail} (leader at step {report.at_step})")
+        fired = drill.poll(pods, etcd, checkpoint_dir, last_step) if drill else ""
+        if fired:
+            options.echo(f"[drill] {fired} (leader at step {last_step})")
         if now - started > options.timeout_s:
             return f"timed out after {options.timeout_s:.0f} s"
         time.sleep(POLL_S)
@@ -234,7 +237,7 @@ def supervise(
 ) -> LocalResult:
     """Start the pods and watch them until the job ends; every pod is stopped on the way out, whatever happens."""
     started = time.monotonic()
-    pods = WorkerPods(plan.agents, work_dir / "logs", plan.backoff_limit)
+    pods = WorkerPods(plan.agents, work_dir / "logs", plan.backoff_limit, plan.restart_policy)
     follower = MetricsFollower(Path(plan.trainer.metrics.file or work_dir / "metrics.jsonl"))
     total_steps = plan.trainer.schedule.steps
     try:
@@ -246,7 +249,7 @@ def supervise(
         options.echo(progress_line(record, total_steps))
     succeeded = not reason and pods.succeeded
     if not succeeded and not reason:
-        reason = "; ".join(f"{pod.name} {pod.phase.value}" for pod in pods.pods)
+        reason = pods.failure or "; ".join(f"{pod.name} {pod.phase.value}" for pod in pods.pods)
     chart = None
     if follower.records:
         chart = write_chart(follower.records, work_dir / "loss_and_throughput.png", f"{plan.job} (local)")

@@ -16,6 +16,8 @@ from workloads.names import (
     GPU_NODE_GROUP,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,
+    JOB_ROLE_LABEL,
+    LEADER_ROLE,
     NODE_GROUP_LABEL,
     PLATFORM_NAMESPACE,
     TRAINER_COMPONENT,
@@ -66,14 +68,19 @@ def prometheus_storage_class() -> dict[str, Any]:
 
 
 def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
-    """Scrape the trainer's pods on their named metrics port. Only the pod running rank 0 serves metrics; the
-    others show as down targets, which costs nothing and needs no guess at where rank 0 lands after a restart."""
+    """Scrape the leader pod, Worker 0, on its named metrics port: only rank 0 serves metrics (trainer/metrics.py),
+    and rank 0 runs on Worker 0 whenever Worker 0 is in the group. torch's dynamic rendezvous ranks the nodes in
+    the sorted order of their descriptors, host name first (torch/distributed/elastic/rendezvous/
+    dynamic_rendezvous.py, _mark_rendezvous_complete); a pod's host name is its name, as the operator sets no
+    other, and "<job>-worker-0" sorts before every other worker's. Scraping every pod would show all the others as
+    down targets. While Worker 0 is lost the group runs without it and its metrics pause until the operator has
+    created it again."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
         "metadata": {"name": TRAINER_POD_MONITOR, "namespace": namespace, "labels": dict(PART_OF)},
         "spec": {
-            "selector": {"matchLabels": {COMPONENT_LABEL: TRAINER_COMPONENT}},
+            "selector": {"matchLabels": {COMPONENT_LABEL: TRAINER_COMPONENT, JOB_ROLE_LABEL: LEADER_ROLE}},
             "namespaceSelector": {"matchNames": [TRAINING_NAMESPACE]},
             "podMetricsEndpoints": [
                 {
@@ -82,8 +89,11 @@ def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
                     "interval": SCRAPE_INTERVAL,
                     # The node a series came from, to line training figures up with the GPU dashboard.
                     "relabelings": [
-                        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node",
-                         "action": "replace"}
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                            "targetLabel": "node",
+                            "action": "replace",
+                        }
                     ],
                 }
             ],
@@ -115,6 +125,13 @@ def _prometheus_spec(cfg: MonitoringConfig) -> dict[str, Any]:
         }
         # Drop the oldest blocks before the volume fills: at 85% there is room for the WAL and compaction.
         spec["retentionSize"] = f"{max(1, int(cfg.prometheus_storage_gib * 0.85))}GB"
+        # The StatefulSet's claims outlive it by default, and with them the EBS volume. Delete them with it, so that
+        # uninstalling the chart (or `pulumi destroy`) leaves no volume behind; keep them when scaled down. The
+        # chart copies this value into the Prometheus resource (kube-prometheus-stack 88.5.0, values.yaml and
+        # templates/prometheus/prometheus.yaml), the operator into the StatefulSet (prometheus-operator v0.93,
+        # pkg/prometheus/server/statefulset.go), and Kubernetes acts on it from 1.27 on (StatefulSetAutoDeletePVC,
+        # on by default); the StorageClass's reclaimPolicy Delete then removes the volume.
+        spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
     return spec
 
 
@@ -142,8 +159,12 @@ def kube_prometheus_stack_values(cfg: MonitoringConfig) -> dict[str, Any]:
             # Port-forward only, unless the stack asks for a public load balancer.
             "service": {"type": "LoadBalancer" if cfg.grafana_load_balancer else "ClusterIP"},
             "sidecar": {
-                "dashboards": {"enabled": True, "label": DASHBOARD_LABEL, "labelValue": DASHBOARD_LABEL_VALUE,
-                               "searchNamespace": "ALL"},
+                "dashboards": {
+                    "enabled": True,
+                    "label": DASHBOARD_LABEL,
+                    "labelValue": DASHBOARD_LABEL_VALUE,
+                    "searchNamespace": "ALL",
+                },
             },
         },
     }

@@ -27,9 +27,15 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "true"
 GPU_TAINT_EFFECT = "NoSchedule"
 
-# The trainer's pods: a label to select them by (a Prometheus PodMonitor, kubectl) and the named container port
-# where rank 0 serves its Prometheus metrics.
+# The trainer's pods: a label to select them by (a Prometheus PodMonitor, kubectl, etcd's NetworkPolicy), the stack
+# they belong to, and the named container port where rank 0 serves its Prometheus metrics.
 COMPONENT_LABEL = "fsdp-eks/component"
 TRAINER_COMPONENT = "trainer"
+STACK_LABEL = "fsdp-eks/stack"
+# The training operator labels the leader pod of a PyTorchJob, the Master replica or else Worker 0, with this role
+# (kubeflow/trainer v1.9.4: pkg/apis/kubeflow.org/v1/common_types.go JobRoleLabel; pkg/controller.v1/common/pod.go
+# sets it where IsMasterRole holds, which for a PyTorchJob without a Master is Worker index 0).
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+LEADER_ROLE = "master"
 TRAINER_METRICS_PORT_NAME = "metrics"
 TRAINER_METRICS_PORT = 9300

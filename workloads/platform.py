@@ -74,7 +74,7 @@ class Platform(pulumi.ComponentResource):
         namespace = self._object(platform_namespace())
         in_namespace = [namespace]
 
-        for obj in etcd_objects():
+        for obj in etcd_objects(cfg.stack):
             self._object(obj, depends_on=in_namespace)
         for chart in device_plugin_charts(cfg):
             self._release(chart, depends_on=after_nodes)

@@ -26,6 +26,12 @@ def killed_agent_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
 
 
 @pytest.fixture(scope="module")
+def exhausted_agent_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
+    """Worker pod 1's workers killed after the first checkpoint and again each time its agent restarts them."""
+    return run_dev(tmp_path_factory.mktemp("kill-workers"), drill="kill-workers")
+
+
+@pytest.fixture(scope="module")
 def restarted_etcd_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
     """etcd stopped and started again, empty, after the first checkpoint."""
     return run_dev(tmp_path_factory.mktemp("restart-etcd"), drill="restart-etcd")

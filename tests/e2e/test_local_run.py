@@ -8,6 +8,7 @@ elastic 1:2 and the tiny model for 40 steps, checkpointing every 10. The runs th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -86,24 +87,26 @@ def test_killed_agent_job_stops_every_process_it_started(killed_agent_run: Local
     assert processes_mentioning(str(killed_agent_run.work_dir)) == []
 
 
-# (c) etcd restarted mid-run
+# (c) etcd restarted mid-run: every agent's torchrun exits 1, which restartPolicy ExitCode takes for a failed run
 
 
-def test_restarted_etcd_job_still_finishes(restarted_etcd_run: LocalResult) -> None:
-    assert restarted_etcd_run.succeeded, restarted_etcd_run.reason
-    assert restarted_etcd_run.summary is not None and restarted_etcd_run.summary.steps == STEPS
+def test_restarted_etcd_fails_the_job_without_restarting_a_pod(restarted_etcd_run: LocalResult) -> None:
+    assert not restarted_etcd_run.succeeded
+    assert "agent exited 1; restartPolicy ExitCode fails the job" in restarted_etcd_run.reason
+    assert restarted_etcd_run.pod_restarts == 0
     drill = restarted_etcd_run.drill
     assert drill is not None and drill.at_step < STEPS, "the drill fired only after the job had finished"
 
 
-def test_restarted_etcd_job_restarts_pods_within_the_backoff_limit(restarted_etcd_run: LocalResult) -> None:
-    assert restarted_etcd_run.pod_restarts <= restarted_etcd_run.plan.backoff_limit
+def test_restarted_etcd_job_keeps_the_checkpoint_written_before(restarted_etcd_run: LocalResult) -> None:
+    drill = restarted_etcd_run.drill
+    assert drill is not None and drill.checkpoint_step is not None
+    assert restarted_etcd_run.checkpoint_dir is not None
+    assert complete_checkpoints(restarted_etcd_run.checkpoint_dir)[-1][0] >= drill.checkpoint_step
 
 
-def test_restarted_etcd_job_ends_at_the_uninterrupted_loss(
-    restarted_etcd_run: LocalResult, clean_run: LocalResult
-) -> None:
-    assert final_loss(restarted_etcd_run) == pytest.approx(final_loss(clean_run), rel=LOSS_TOLERANCE)
+def test_restarted_etcd_job_stops_every_process_it_started(restarted_etcd_run: LocalResult) -> None:
+    assert processes_mentioning(str(restarted_etcd_run.work_dir)) == []
 
 
 # (d) two runs in a row against one etcd, nothing cleaned up in between
@@ -116,3 +119,36 @@ def test_second_run_against_the_same_etcd_starts_normally(tmp_path: Path, shared
     assert second.summary is not None and second.summary.steps == STEPS
     assert second.pod_restarts == 0
     assert first.plan.rendezvous_id != second.plan.rendezvous_id
+
+
+# (e) an agent whose workers keep dying exhausts its restarts: the job fails at once, and no pod restarts
+
+
+def test_exhausted_agent_restarted_its_workers_max_restarts_times(exhausted_agent_run: LocalResult) -> None:
+    drill = exhausted_agent_run.drill
+    assert drill is not None and drill.at_step < STEPS, "the drill fired only after the job had finished"
+    # Killed once at the trigger and once after each of torchrun's restarts of the worker group.
+    assert drill.repeats == max_restarts(exhausted_agent_run) + 1
+    assert not any(alive(proc) for proc in drill.killed)
+
+
+def test_exhausted_agent_fails_the_job_naming_the_pod_and_the_rule(exhausted_agent_run: LocalResult) -> None:
+    assert not exhausted_agent_run.succeeded
+    pod = f"{exhausted_agent_run.plan.job}-worker-1"
+    assert exhausted_agent_run.reason == (
+        f"{pod}'s agent exited 1; restartPolicy ExitCode fails the job on codes 1 to 127 and restarts nothing"
+    )
+    assert "ChildFailedError" in log_of(exhausted_agent_run, 1)  # torchrun's own account of why it gave up
+
+
+def test_exhausted_agent_is_not_restarted_into_the_closed_rendezvous(exhausted_agent_run: LocalResult) -> None:
+    assert exhausted_agent_run.pod_restarts == 0
+    for pod in (0, 1):
+        log = log_of(exhausted_agent_run, pod)
+        starts = re.findall(rf"^--- \S+ start {exhausted_agent_run.plan.job}-worker-{pod} ", log, re.MULTILINE)
+        assert len(starts) == 1, f"worker pod {pod} was started {len(starts)} times"
+        assert "RendezvousClosedError" not in log
+
+
+def test_exhausted_agent_job_stops_every_process_it_started(exhausted_agent_run: LocalResult) -> None:
+    assert processes_mentioning(str(exhausted_agent_run.work_dir)) == []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,16 +23,11 @@ import pytest
 import yaml
 
 from infra.stack_files import PROJECT_ROOT
+from tests.workloads.prometheus_tools import require
 from workloads.dashboards import DASHBOARDS, dashboard_queries
 from workloads.dashboards.gpu import DCGM_METRICS, XID_ERRORS
 
 pytestmark = pytest.mark.slow
-
-PROMETHEUS = shutil.which("prometheus")
-if PROMETHEUS is None:
-    if os.environ.get("CI") == "true":
-        pytest.fail("Debian's prometheus package is not installed; .ci/run installs it", pytrace=False)
-    pytest.skip("needs Debian's prometheus (apt-get install prometheus)", allow_module_level=True)
 
 SCRAPE_INTERVAL_S = 1
 READY_TIMEOUT_S = 180  # the trainer imports torch and builds its model first; CI machines are shared
@@ -100,12 +94,35 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    prometheus = require("prometheus")
     work = tmp_path_factory.mktemp("prometheus")
     trainer_port, dcgm_port, prometheus_port = free_port(), free_port(), free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(PROJECT_ROOT)}
-    trainer_cmd = [sys.executable, "-m", "trainer", "--model", "tiny", "--dataset", "synthetic", "--steps", "100000",
-                   "--seq-len", "64", "--batch-size", "2", "--device", "cpu", "--log-every", "1",
-                   "--peak-tflops", "1", "--metrics-port", str(trainer_port), "--metrics-host", "127.0.0.1"]
+    trainer_cmd = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--model",
+        "tiny",
+        "--dataset",
+        "synthetic",
+        "--steps",
+        "100000",
+        "--seq-len",
+        "64",
+        "--batch-size",
+        "2",
+        "--device",
+        "cpu",
+        "--log-every",
+        "1",
+        "--peak-tflops",
+        "1",
+        "--metrics-port",
+        str(trainer_port),
+        "--metrics-host",
+        "127.0.0.1",
+    ]
     config = {
         "global": {"scrape_interval": f"{SCRAPE_INTERVAL_S}s", "evaluation_interval": f"{SCRAPE_INTERVAL_S}s"},
         "scrape_configs": [
@@ -114,17 +131,25 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         ],
     }
     (work / "prometheus.yml").write_text(yaml.safe_dump(config))
-    prometheus_cmd = [PROMETHEUS, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
-                      f"--web.listen-address=127.0.0.1:{prometheus_port}"]
+    prometheus_cmd = [
+        prometheus,
+        f"--config.file={work / 'prometheus.yml'}",
+        f"--storage.tsdb.path={work / 'data'}",
+        f"--web.listen-address=127.0.0.1:{prometheus_port}",
+    ]
     logs = {name: open(work / f"{name}.log", "w") for name in ("trainer", "dcgm", "prometheus")}  # noqa: SIM115
     started: list[subprocess.Popen] = []
     try:
-        for name, cmd in (("trainer", trainer_cmd),
-                          ("dcgm", [sys.executable, "-c", DCGM_STUB, str(dcgm_port), ",".join(DCGM_METRICS),
-                                    XID_ERRORS]),
-                          ("prometheus", prometheus_cmd)):
-            started.append(subprocess.Popen(cmd, cwd=work, env=env, stdout=logs[name], stderr=subprocess.STDOUT,
-                                            start_new_session=True))
+        for name, cmd in (
+            ("trainer", trainer_cmd),
+            ("dcgm", [sys.executable, "-c", DCGM_STUB, str(dcgm_port), ",".join(DCGM_METRICS), XID_ERRORS]),
+            ("prometheus", prometheus_cmd),
+        ):
+            started.append(
+                subprocess.Popen(
+                    cmd, cwd=work, env=env, stdout=logs[name], stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
         url = f"http://127.0.0.1:{prometheus_port}"
 
         def trainer_scraped_after_a_step() -> bool:

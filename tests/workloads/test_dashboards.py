@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from trainer.metrics import PROMETHEUS_METRICS
 from workloads.dashboards import DASHBOARDS, DCGM_METRICS, dashboard_configmaps, dashboard_queries, metric_names
 from workloads.dashboards.schema import GRAFANA_DASHBOARD_SCHEMA
 from workloads.monitoring import kube_prometheus_stack_values
+
+from .prometheus_tools import require
 
 EXPORTED = set(DCGM_METRICS) | set(PROMETHEUS_METRICS)
 BOARDS = {name: build() for name, build in DASHBOARDS.items()}
@@ -72,8 +73,8 @@ def test_metric_names_skips_functions_labels_keywords_and_variables() -> None:
     assert metric_names("label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)") == {"DCGM_FI_DEV_GPU_UTIL"}
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool comes with Debian's prometheus package")
 def test_every_query_parses_as_promql(tmp_path: Path) -> None:
+    promtool = require("promtool")
     # promtool parses each rule's expression offline; Grafana's variables become what "All" selects.
     rules = [
         {"record": f"fsdp_eks:{name.replace('-', '_')}:{index}", "expr": expr.replace("$node", ".*")}
@@ -83,7 +84,7 @@ def test_every_query_parses_as_promql(tmp_path: Path) -> None:
     ]
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
-    result = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -91,6 +92,11 @@ def test_dashboards_ship_as_configmaps_with_the_label_grafanas_sidecar_watches()
     sidecar = kube_prometheus_stack_values(MonitoringConfig())["grafana"]["sidecar"]["dashboards"]
     for configmap in dashboard_configmaps():
         assert configmap["metadata"]["labels"][sidecar["label"]] == sidecar["labelValue"]
-        (file_name, text), = configmap["data"].items()
+        ((file_name, text),) = configmap["data"].items()
         assert re.fullmatch(r"[a-z-]+\.json", file_name)
         assert json.loads(text)["uid"].startswith("fsdp-eks-")
+
+
+def test_a_missing_prometheus_tool_fails_with_how_to_install_it() -> None:
+    with pytest.raises(pytest.fail.Exception, match="apt-get install prometheus"):
+        require("promtool-that-is-not-installed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from importlib.metadata import version as installed_version
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,11 @@ def test_the_base_images_torch_satisfies_the_requirement() -> None:
     torch_version = re.search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
     (torch,) = [r for r in REQUIREMENTS if r.name == "torch"]
     assert Version(torch_version) in torch.specifier
+
+
+def test_the_tests_run_the_torch_the_image_runs() -> None:
+    """One torch everywhere: the base image's, the Makefile's pin for the test virtualenv, and the one installed."""
+    image_torch = re.search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
+    makefile_torch = re.search(r"torch==(\d+\.\d+\.\d+)", (PROJECT_ROOT / "Makefile").read_text()).group(1)
+    installed_torch = Version(installed_version("torch")).base_version  # "2.13.0+cpu" is the CPU build of 2.13.0
+    assert image_torch == makefile_torch == installed_torch

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from fractions import Fraction
 from typing import Any
 
 import kubernetes_validate
@@ -121,6 +122,57 @@ def test_efa_pods_request_the_nodes_whole_huge_page_pool(stack: str) -> None:
     assert int(limits["hugepages-2Mi"].removesuffix("Mi")) == _node_hugepage_pool_mib()
 
 
+_SUFFIXES = {
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+}
+
+
+def quantity(text: str) -> Fraction:
+    """A Kubernetes resource quantity ("100m", "64Mi", "1843Gi", "190"), exactly."""
+    number, suffix = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", text).groups()
+    return Fraction(number) * _SUFFIXES[suffix]
+
+
+def qos_class(pod_spec: dict[str, Any]) -> str:
+    """The pod's QoS class by Kubernetes' own rule (kubernetes/kubernetes pkg/apis/core/v1/helper/qos/qos.go
+    GetPodQOS): init containers count like the others; Guaranteed needs CPU and memory limits on every container and
+    the summed requests equal to the summed limits; only CPU and memory matter."""
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    for container in [*pod_spec["containers"], *pod_spec.get("initContainers", [])]:
+        resources = container.get("resources", {})
+        for kind, total in (("requests", requests), ("limits", limits)):
+            for name, text in resources.get(kind, {}).items():
+                if name in ("cpu", "memory") and quantity(text) > 0:
+                    total[name] = total.get(name, Fraction(0)) + quantity(text)
+        found = {n for n, t in resources.get("limits", {}).items() if n in ("cpu", "memory") and quantity(t) > 0}
+        guaranteed = guaranteed and found == {"cpu", "memory"}
+    if not requests and not limits:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed and requests == limits else "Burstable"
+
+
+def test_worker_pods_are_guaranteed_qos(stack: str) -> None:
+    # The last pods the kubelet evicts under memory pressure; on stacks with a checkpoint claim the init container
+    # counts too.
+    pod_spec = worker(pytorchjob_manifest(spec_of(stack)))["template"]["spec"]
+    assert qos_class(pod_spec) == "Guaranteed"
+
+
+def test_a_container_without_limits_makes_the_pod_burstable(stack: str) -> None:
+    pod_spec = copy.deepcopy(worker(pytorchjob_manifest(spec_of(stack)))["template"]["spec"])
+    pod_spec.setdefault("initContainers", []).append({"name": "x", "image": "x"})
+    assert qos_class(pod_spec) == "Burstable"
+
+
 def test_cpu_and_memory_leave_room_for_the_node_daemons(stack: str) -> None:
     spec = spec_of(stack)
     config = config_of(stack)
@@ -182,6 +234,13 @@ def test_efa_settings_fit_the_instance_type(stack: str) -> None:
     assert env.get("FI_EFA_USE_DEVICE_RDMA") == ("1" if rdma else None)
 
 
+def test_nccl_must_use_the_ofi_plugin_on_efa_nodes(stack: str) -> None:
+    # "Libfabric": the network name aws-ofi-nccl registers (src/nccl_ofi_interface_nvidia.cpp, since 1.13). With
+    # NCCL_NET set NCCL fails to initialise rather than fall back to sockets; without EFA it must stay unset.
+    env = env_of(pytorchjob_manifest(spec_of(stack)))
+    assert env.get("NCCL_NET") == ("Libfabric" if config_of(stack).gpu_nodes.efa_enabled else None)
+
+
 def test_diagnostic_switches_reach_the_environment(stack: str) -> None:
     spec = spec_of(stack)
     config = config_of(stack)
@@ -206,6 +265,24 @@ def test_elastic_policy_and_torchrun_command_agree(stack: str) -> None:
     assert f"--rdzv-id={policy['rdzvId']}" in command
     assert f"--max-restarts={policy['maxRestarts']}" in command
     assert command[command.index("-m") + 1] == "trainer"
+
+
+def test_a_worker_whose_torchrun_gave_up_fails_the_job(stack: str) -> None:
+    # ExitCode: the operator fails the job on exit codes 1-127 (torchrun's after its last restart) and creates the
+    # pod again only for 128 and up; OnFailure would restart the container into the closed rendezvous.
+    assert worker(pytorchjob_manifest(spec_of(stack)))["restartPolicy"] == "ExitCode"
+
+
+def test_torchrun_leaves_sigterm_to_the_kubelet(stack: str) -> None:
+    from torch.distributed.run import parse_args  # torchrun's own parser reads the command as the pod runs it
+
+    command = trainer_container(pytorchjob_manifest(spec_of(stack)))["command"]
+    assert command[0] == "torchrun"
+    args = parse_args(command[1:])
+    # A handled SIGTERM makes torchrun exit 1, a code ExitCode never retries; left to the kubelet, a deleted or
+    # evicted pod ends with SIGKILL (137) after its grace period and the operator creates it again.
+    assert "SIGTERM" not in args.signals_to_handle.split(",")
+    assert (args.module, args.training_script) == (True, "trainer")
 
 
 def test_etcd_rendezvous_points_at_the_platforms_etcd(stack: str) -> None:

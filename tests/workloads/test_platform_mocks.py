@@ -100,11 +100,20 @@ def test_namespaced_objects_wait_for_the_platform_namespace() -> None:
 
 def test_node_agents_wait_for_the_gpu_node_group() -> None:
     run = platform("p5-16", ALL_OPTIONS)
-    agents = [*(release(run, c) for c in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin", "dcgm-exporter")),
-              *run.of_type("kubernetes:apps/v1:DaemonSet"), *run.of_type("aws:eks/addon:Addon")]
+    agents = [
+        *(release(run, c) for c in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin", "dcgm-exporter")),
+        *run.of_type("kubernetes:apps/v1:DaemonSet"),
+        *run.of_type("aws:eks/addon:Addon"),
+    ]
     assert len(agents) == 5
     for agent in agents:
         assert GPU_NODES_NAME in depends_on(run, agent), f"{agent.name} does not wait for the GPU nodes"
+
+
+def test_etcds_network_policy_is_a_kubernetes_network_policy_in_the_platform_namespace() -> None:
+    (policy,) = platform("p5-16").of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    assert policy.inputs["metadata"]["namespace"] == "fsdp-system"
+    assert policy.inputs["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["fsdp-eks/stack"] == "p5-16"
 
 
 def test_named_objects_are_deleted_before_they_are_replaced() -> None:

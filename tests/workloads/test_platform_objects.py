@@ -4,6 +4,7 @@ pinned version, a structural schema for the prometheus-operator custom resources
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import jsonschema
@@ -12,13 +13,16 @@ import pytest
 
 from infra.config import KUBERNETES_VERSIONS, StackConfig
 from infra.stack_files import load_stack_config, stack_names
-from infra.versions import ETCD_IMAGE
-from workloads.etcd import etcd_deployment, etcd_service
+from infra.versions import ETCD_IMAGE, NODE_TOOLS_IMAGE
+from workloads.etcd import etcd_deployment, etcd_network_policy, etcd_service
+from workloads.job import job_spec, pytorchjob_manifest
 from workloads.monitoring import trainer_pod_monitor
 from workloads.names import (
     COMPONENT_LABEL,
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
+    JOB_ROLE_LABEL,
+    LEADER_ROLE,
     PLATFORM_NAMESPACE,
     TRAINER_COMPONENT,
     TRAINER_METRICS_PORT_NAME,
@@ -63,8 +67,11 @@ def test_the_pinned_kubernetes_version_has_a_schema_in_kubernetes_validate() -> 
 # The PodMonitor fields the project writes, as prometheus-operator's CRD (monitoring.coreos.com/v1) defines them,
 # written by hand from its API reference: kubernetes-validate has no schema for custom resources and the CRD ships
 # inside the chart, which tests cannot download. Unknown fields are rejected, as a structural CRD would prune them.
-_LABEL_SELECTOR = {"type": "object", "properties": {"matchLabels": {"type": "object",
-                   "additionalProperties": {"type": "string"}}}, "additionalProperties": False}
+_LABEL_SELECTOR = {
+    "type": "object",
+    "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}},
+    "additionalProperties": False,
+}
 _RELABELING = {
     "type": "object",
     "properties": {
@@ -89,9 +96,14 @@ POD_MONITOR_SCHEMA = {
             "required": ["selector", "podMetricsEndpoints"],
             "properties": {
                 "selector": _LABEL_SELECTOR,
-                "namespaceSelector": {"type": "object", "properties": {
-                    "matchNames": {"type": "array", "items": {"type": "string"}}, "any": {"type": "boolean"}},
-                    "additionalProperties": False},
+                "namespaceSelector": {
+                    "type": "object",
+                    "properties": {
+                        "matchNames": {"type": "array", "items": {"type": "string"}},
+                        "any": {"type": "boolean"},
+                    },
+                    "additionalProperties": False,
+                },
                 "podMetricsEndpoints": {
                     "type": "array",
                     "minItems": 1,
@@ -101,8 +113,11 @@ POD_MONITOR_SCHEMA = {
                             "port": {"type": "string", "minLength": 1},
                             "path": {"type": "string", "pattern": "^/"},
                             # Prometheus' duration syntax, as the CRD's pattern requires.
-                            "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?"
-                                         "(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                            "interval": {
+                                "type": "string",
+                                "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?"
+                                "(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+                            },
                             "relabelings": {"type": "array", "items": _RELABELING},
                         },
                         "additionalProperties": False,
@@ -122,7 +137,7 @@ def test_the_trainer_pod_monitor_has_the_structure_the_crd_requires() -> None:
 
 def test_the_trainer_pod_monitor_selects_the_trainer_pods_on_their_metrics_port() -> None:
     spec = trainer_pod_monitor()["spec"]
-    assert spec["selector"]["matchLabels"] == {COMPONENT_LABEL: TRAINER_COMPONENT}
+    assert spec["selector"]["matchLabels"] == {COMPONENT_LABEL: TRAINER_COMPONENT, JOB_ROLE_LABEL: LEADER_ROLE}
     assert spec["namespaceSelector"]["matchNames"] == [TRAINING_NAMESPACE]
     assert [e["port"] for e in spec["podMetricsEndpoints"]] == [TRAINER_METRICS_PORT_NAME]
 
@@ -131,6 +146,26 @@ def test_etcd_runs_a_pinned_3_5_image_with_the_v2_api() -> None:
     container = etcd_deployment()["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == ETCD_IMAGE and ":v3.5." in ETCD_IMAGE
     assert "--enable-v2=true" in container["command"]
+
+
+# Images the project pins by tag only, because no digest for them could be checked from a public source; every
+# other image in an object the project builds must name its digest.
+TAG_ONLY_IMAGES = {ETCD_IMAGE}
+
+
+def container_images(obj: dict[str, Any]) -> list[str]:
+    pod = obj.get("spec", {}).get("template", {}).get("spec", {})
+    return [c["image"] for c in [*pod.get("initContainers", []), *pod.get("containers", [])]]
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_image_the_platform_builds_is_pinned_by_digest(stack: str) -> None:
+    images = {
+        image for config in every_variant(stack) for obj in platform_objects(config) for image in container_images(obj)
+    }
+    assert NODE_TOOLS_IMAGE in images or not load_stack_config(stack).monitoring.node_tools
+    for image in images - TAG_ONLY_IMAGES:
+        assert re.fullmatch(r"[^@\s]+@sha256:[0-9a-f]{64}", image), f"{image} is not pinned by digest"
 
 
 def test_etcd_has_probes_and_resource_requests() -> None:
@@ -152,6 +187,53 @@ def test_etcd_is_reachable_inside_the_cluster_only_at_the_shared_name_and_port()
     assert ETCD_CLIENT_PORT in [p["port"] for p in service["spec"]["ports"]]
 
 
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) == {"matchLabels"}, "only matchLabels selectors are modelled here"
+    return selector["matchLabels"].items() <= labels.items()
+
+
+def admits(policy: dict[str, Any], namespace: str, pod_labels: dict[str, str], port: int) -> bool:
+    """Whether a NetworkPolicy's ingress rules let a pod with these labels, in this namespace, reach `port`. The
+    namespace's labels are the one Kubernetes itself sets on every namespace (kubernetes.io/metadata.name)."""
+    namespace_labels = {"kubernetes.io/metadata.name": namespace}
+    for rule in policy["spec"]["ingress"]:
+        ports = {(p["protocol"], p["port"]) for p in rule["ports"]}
+        peers = [
+            selects(peer["namespaceSelector"], namespace_labels) and selects(peer["podSelector"], pod_labels)
+            for peer in rule["from"]
+        ]
+        if ("TCP", port) in ports and any(peers):
+            return True
+    return False
+
+
+def trainer_pod_labels(stack: str) -> dict[str, str]:
+    manifest = pytorchjob_manifest(job_spec(load_stack_config(stack), "registry/trainer:tag"))
+    return manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
+
+
+def test_etcds_network_policy_applies_to_the_etcd_pods_for_ingress() -> None:
+    policy = etcd_network_policy("p5-16")
+    assert policy["metadata"]["namespace"] == PLATFORM_NAMESPACE
+    assert selects(policy["spec"]["podSelector"], etcd_deployment()["spec"]["template"]["metadata"]["labels"])
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_stacks_training_pods_reach_etcd_on_the_client_port(stack: str) -> None:
+    policy = next(o for o in platform_objects(load_stack_config(stack)) if o["kind"] == "NetworkPolicy")
+    assert admits(policy, TRAINING_NAMESPACE, trainer_pod_labels(stack), ETCD_CLIENT_PORT)
+
+
+def test_no_other_pod_reaches_etcd() -> None:
+    policy = etcd_network_policy("p5-16")
+    trainers = trainer_pod_labels("p5-16")
+    assert not admits(policy, TRAINING_NAMESPACE, trainer_pod_labels("p5-8"), ETCD_CLIENT_PORT)  # another stack
+    assert not admits(policy, "default", trainers, ETCD_CLIENT_PORT)  # the same labels in another namespace
+    assert not admits(policy, TRAINING_NAMESPACE, {"app": "debug"}, ETCD_CLIENT_PORT)  # another pod beside them
+    assert not admits(policy, TRAINING_NAMESPACE, trainers, 2380)  # another port
+
+
 def test_grafana_objects_follow_the_grafana_switch() -> None:
     config = load_stack_config("dev")
     kinds_on = {o["kind"] for o in platform_objects(config)}
@@ -162,7 +244,7 @@ def test_grafana_objects_follow_the_grafana_switch() -> None:
 
 def test_no_monitoring_objects_when_monitoring_is_off() -> None:
     config = with_monitoring(load_stack_config("dev"), enabled=False)
-    assert {o["kind"] for o in platform_objects(config)} == {"Namespace", "Deployment", "Service"}
+    assert {o["kind"] for o in platform_objects(config)} == {"Namespace", "Deployment", "Service", "NetworkPolicy"}
 
 
 def test_the_grafana_password_in_rendered_objects_is_a_placeholder() -> None:
