@@ -1,11 +1,13 @@
-"""torchtitan in an environment of its own, for bench/vs_torchtitan.py; never vendored, never committed.
+"""torchtitan in an environment of its own, for bench/vs_torchtitan.py and bench/gpu_mfu.py; never vendored, never
+committed.
 
     python bench/torchtitan_setup.py            # creates bench/.torchtitan-venv (git-ignored); idempotent
 
-Installs the same torch as the project first (the local 2.13.0 CPU build: `pip install torch==2.13.0`, before
-anything that could pull a CUDA build), then torchtitan from PyPI with its own dependencies, then applies the
-small changes its 0.3.0 release needs to run on a CPU with gloo (PATCHES below, each checked to apply exactly
-once). docs/performance.md lists them.
+Installs the project's torch first (`pip install torch==2.13.0`: on this project's machines the local CPU build,
+before anything could pull another; on a GPU machine reaching PyPI, its CUDA build), then torchtitan from PyPI with
+its own dependencies, then applies the small changes its 0.3.0 release needs to run on a CPU with gloo and torch
+2.13 (PATCHES below, each checked to apply exactly once; none changes what runs on a GPU). docs/performance.md
+lists them.
 """
 
 from __future__ import annotations

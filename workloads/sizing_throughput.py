@@ -13,7 +13,9 @@ A micro step's time is its compute plus the part of its communication that does 
 - overlap: FSDP2 prefetches the next layer's all-gather and reduce-scatters on their own streams, so a layer's
   communication runs under the neighbouring layers' compute. Forward communication hides under forward compute,
   backward communication under backward compute; only the excess is exposed, plus what cannot overlap at all:
-  the root's all-gather before the first layer and its reduce-scatter (and all-reduce) after the last.
+  the embedding's all-gather before the first layer and its reduce-scatter (and all-reduce) after the last. The
+  model charges the head's (final norm, output layer) the same way, though it overlaps with the layers' (trainer/
+  parallelize.py): conservative by under 1% of a step for Llama 2 7B on p5.
   Overlapped communication still takes SMs and memory bandwidth from compute: `overlap_cost` of its time is
   charged to the step (an assumption).
 Not modelled: the optimizer step (a few ms of memory-bound work per step), data loading, stragglers.
