@@ -2,18 +2,22 @@
 
 The full 7B model with AdamW state does not fit one GPU without offloading, so this trains the real trainer
 loop (FSDP2 on a 1-GPU mesh, bf16 compute, fp32 master weights and optimizer) on a model with the 7B shape
-(hidden 4096, MLP 11008, 32 heads, vocab 32000, seq 4096) and fewer layers. MFU counts 6N + 12LHT FLOPs per
-token (trainer/metrics.py) against the chip's dense bf16 peak (trainer/hardware.py). Goal: above 50%.
+(hidden 4096, MLP 11008, 32 heads, vocab 32000, seq 4096) and fewer layers. Then torchtitan's own trainer, in its
+environment (bench/torchtitan_setup.py), on the same shape, batch and dtypes, compiled (torch.compile of its model
+and loss, as its configs run it) and with its defaults otherwise (fused AdamW, chunked loss): one run gives both
+rows. MFU counts 6N + 12LHT FLOPs per token (trainer/metrics.py) for both, against the chip's dense bf16 peak
+(trainer/hardware.py). Goal: ours above 45% and ahead of torchtitan's compiled figure.
 
     python bench/gpu_mfu.py                                  # 4 layers, batch 2, seq 4096
-    python bench/gpu_mfu.py --layers 8 --compile             # more layers, torch.compile per layer
-    python bench/gpu_mfu.py --dry-run                        # tiny shape on CPU: exercises this script only
+    python bench/gpu_mfu.py --layers 8 --compile             # more layers, ours compiled per layer too
+    python bench/gpu_mfu.py --dry-run                        # tiny shape on CPU in fp32: exercises this script only
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 from dataclasses import replace
@@ -21,12 +25,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
+from bench.torchtitan_setup import VENV, set_up
 from trainer.config import TrainConfig, parse_args
 from trainer.env import read_env
+from trainer.hardware import PEAK_BF16_FLOPS, chip_for_device_name
 from trainer.main import resolve_device
+from trainer.metrics import training_flops_per_token
 from trainer.model_source import ModelSource
-from trainer.presets import PRESETS
+from trainer.presets import PRESETS, ModelShape
 from trainer.validate import validate
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def bench_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,6 +49,8 @@ def bench_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--activation-checkpointing", default="none", choices=("none", "full", "selective"))
     parser.add_argument("--peak-tflops", type=float, default=None, help="override the chip's bf16 peak")
     parser.add_argument("--dry-run", action="store_true", help="tiny shape on CPU in fp32, a few steps")
+    parser.add_argument("--no-torchtitan", action="store_true", help="ours only")
+    parser.add_argument("--venv", type=Path, default=VENV, help="torchtitan's environment")
     return parser.parse_args(argv)
 
 
@@ -84,22 +95,68 @@ def main(argv: list[str] | None = None) -> None:
 
         run(config, env, source, device_type)
         records = [json.loads(line) for line in Path(metrics_file).read_text().splitlines()]
-    report(args, source, [r for r in records if r["step"] > args.warmup])
+        rows = [ours_row(args, [r for r in records if r["step"] > args.warmup])]
+        if not args.no_torchtitan:
+            rows.append(torchtitan_row(args, source.shape, Path(scratch)))
+    report(args, source, rows)
 
 
-def report(args: argparse.Namespace, source: ModelSource, timed: list[dict]) -> None:
-    per_gpu = sum(r["tokens_per_second_per_gpu"] for r in timed) / len(timed)
+def ours_row(args: argparse.Namespace, timed: list[dict]) -> dict:
     mfus = [r["mfu"] for r in timed if r["mfu"] is not None]
-    mfu = sum(mfus) / len(mfus) if mfus else None
-    peak_gib = max(r["peak_memory_bytes"] for r in timed) / 2**30
+    return {
+        "trainer": "ours (python -m trainer)" + (", compiled per layer" if args.compile else ""),
+        "tokens_per_second_per_gpu": sum(r["tokens_per_second_per_gpu"] for r in timed) / len(timed),
+        "mfu": sum(mfus) / len(mfus) if mfus else None,
+        "peak_memory_bytes": max(r["peak_memory_bytes"] for r in timed),
+    }
+
+
+def peak_flops(args: argparse.Namespace) -> float | None:
+    """The per-GPU peak the MFU divides by: --peak-tflops, 1 TFLOP/s on a dry run (as ours), else the chip's."""
+    if args.peak_tflops or args.dry_run:
+        return (args.peak_tflops or 1) * 1e12
+    import torch
+
+    chip = chip_for_device_name(torch.cuda.get_device_name())
+    return PEAK_BF16_FLOPS.get(chip) if chip else None
+
+
+def torchtitan_row(args: argparse.Namespace, shape: ModelShape, scratch: Path) -> dict:
+    """torchtitan's trainer on the same shape, batch and dtypes, one GPU (bench/torchtitan_run.py)."""
+    python = set_up(args.venv)
+    result = scratch / "torchtitan.json"
+    command = [str(python), "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1",
+        str(ROOT / "bench" / "torchtitan_run.py"), "--vocab", str(shape.vocab_size), "--dim", str(shape.hidden_size),
+        "--ffn-dim", str(shape.intermediate_size), "--layers", str(shape.num_layers), "--heads", str(shape.num_heads),
+        "--kv-heads", str(shape.num_kv_heads), "--seq-len", str(args.seq_len), "--batch-size", str(args.batch_size),
+        "--warmup", str(args.warmup), "--steps", str(args.steps), "--lr", "1e-5", "--loss", "chunked",
+        "--optimizer", "fused", "--dtype", "float32" if args.dry_run else "bfloat16",
+        "--result", str(result)]  # fmt: skip
+    if not args.dry_run:
+        command.append("--compile")  # torchtitan's figure to beat is its compiled one
+    subprocess.run(command, cwd=ROOT, check=True)
+    figures = json.loads(result.read_text())
+    per_gpu = figures["tokens_per_second"]  # one GPU
+    peak = peak_flops(args)
+    return {
+        "trainer": "torchtitan 0.3.0" + ("" if args.dry_run else ", compiled"),
+        "tokens_per_second_per_gpu": per_gpu,
+        "mfu": per_gpu * training_flops_per_token(shape, args.seq_len) / peak if peak else None,
+        "peak_memory_bytes": figures["peak_memory_bytes"],
+    }
+
+
+def report(args: argparse.Namespace, source: ModelSource, rows: list[dict]) -> None:
     print(
         f"\n{source.name}: {source.shape.num_parameters / 1e9:.2f}B parameters, seq {args.seq_len}, batch "
-        f"{args.batch_size}, compile {args.compile}, activation checkpointing {args.activation_checkpointing}"
+        f"{args.batch_size}, activation checkpointing {args.activation_checkpointing}, {args.steps} timed steps"
     )
-    print("| tokens/s/GPU | MFU | peak memory | timed steps |")
-    print("|---|---|---|---|")
-    mfu_text = "n/a (unknown chip: pass --peak-tflops)" if mfu is None else f"{100 * mfu:.1f}%"
-    print(f"| {per_gpu:,.0f} | {mfu_text} | {peak_gib:.1f} GiB | {args.steps} |")
+    print("| trainer | tokens/s/GPU | MFU | peak memory |")
+    print("|---|---:|---:|---:|")
+    for row in rows:
+        mfu = "n/a (unknown chip: pass --peak-tflops)" if row["mfu"] is None else f"{100 * row['mfu']:.1f}%"
+        peak_gib = row["peak_memory_bytes"] / 2**30
+        print(f"| {row['trainer']} | {row['tokens_per_second_per_gpu']:,.0f} | {mfu} | {peak_gib:.1f} GiB |")
     if args.dry_run:
         print("(dry run on CPU: the figures say nothing about a GPU)")
 

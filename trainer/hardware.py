@@ -1,4 +1,4 @@
-"""Peak dense bf16 tensor throughput per accelerator chip: the denominator of MFU.
+"""Peak dense bf16 tensor throughput per accelerator chip (the denominator of MFU) and its memory bandwidth.
 
 Pure data, no torch import. The instance catalog (infra/catalog.py) names the chip of each instance type and
 takes its peak from here, so each figure is written once. Figures are NVIDIA's datasheet numbers without
@@ -16,6 +16,17 @@ PEAK_BF16_FLOPS: dict[str, float] = {
     "A100-SXM": 312e12,
     # L40S datasheet: 362 TFLOPS bf16 dense (733 with sparsity).
     "L40S": 362e12,
+}
+
+HBM_BYTES_PER_S: dict[str, float] = {
+    # H100 SXM5 datasheet: 3.35 TB/s.
+    "H100-SXM": 3.35e12,
+    # H200 SXM datasheet: 4.8 TB/s.
+    "H200-SXM": 4.8e12,
+    # A100 80 GB SXM4 datasheet: 2,039 GB/s (the 40 GB part: 1,555 GB/s).
+    "A100-SXM": 2.039e12,
+    # L40S datasheet: 864 GB/s (GDDR6).
+    "L40S": 0.864e12,
 }
 
 # torch.cuda.get_device_name() substrings -> chip names above, for the trainer's own lookup on a GPU.

@@ -62,6 +62,14 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
     return layers
 
 
+def final_norm(model: nn.Module) -> nn.Module:
+    """The norm after the last decoder layer, before the output layer."""
+    norm = getattr(getattr(model, "model", None), "norm", None)
+    if not isinstance(norm, nn.Module):
+        raise TypeError(f"{type(model).__name__}: expected the final norm at model.model.norm")
+    return norm
+
+
 def canonical_name(name: str) -> str:
     """A parameter's name as in the model's state dict (without wrapper prefixes)."""
     for prefix in WRAPPER_PREFIXES:

@@ -19,7 +19,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from trainer.config import ParallelConfig
-from trainer.model import decoder_layers
+from trainer.model import decoder_layers, final_norm
 from trainer.plan import RunPlan
 
 COMPUTE_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -76,21 +76,36 @@ def apply_fp8(model: nn.Module) -> None:
 
 
 def apply_compile(model: nn.Module) -> None:
-    """torch.compile each decoder layer in place (parameter names stay unchanged, so checkpoints do too)."""
+    """torch.compile each decoder layer in place (parameter names stay unchanged, so checkpoints do too).
+
+    fullgraph=True: each layer is one graph, or compiling fails loudly, instead of quietly running the pieces
+    between graph breaks eagerly.
+    """
     for layer in decoder_layers(model):
-        layer.compile(fullgraph=False)
+        layer.compile(fullgraph=True)
 
 
 def apply_fsdp(
     model: nn.Module, mesh: DeviceMesh, mp_policy: MixedPrecisionPolicy, reshard_after_forward: bool
 ) -> None:
-    """Shard each decoder layer as its own unit (one all-gather per layer), then the root for the rest.
+    """Shard each decoder layer as its own unit (one all-gather per layer), the input embedding as one more, the
+    final norm with the output layer as another, then the root (which then holds no parameters of its own).
 
-    The root (embeddings, final norm, output layer) is never resharded after forward: backward starts with
-    the output layer, so it would be gathered again at once.
+    - The embedding is used first in forward, and its backward needs only the token ids and its output's gradient,
+      never its weight: it is resharded after forward like the layers and not gathered again in backward
+      (set_unshard_in_backward), so its full weight is held only while the embedding runs.
+    - The output layer runs last in forward and first in backward: it stays gathered in between (gathering it
+      again at once would only cost time), and its gradients are reduce-scattered as soon as its backward is done
+      rather than with the embedding's at the end of the step.
+    With tied embeddings the two share one weight, which must be one unit: the root holds it, gathered throughout.
     """
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
+    embeddings, output = model.get_input_embeddings(), model.get_output_embeddings()
+    if output is not None and output.weight is not embeddings.weight:
+        fully_shard(embeddings, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
+        embeddings.set_unshard_in_backward(False)
+        fully_shard([final_norm(model), output], mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
     fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
 
 

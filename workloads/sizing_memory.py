@@ -1,9 +1,11 @@
 """Peak memory per rank of the trainer's FSDP2 fine-tuning step, buffer by buffer. Pure Python, no torch.
 
 What is modelled is what trainer/ builds (trainer/parallelize.py, trainer/train.py, trainer/optim.py):
-- each decoder layer is one FSDP2 unit and the root (embeddings, final norm, output layer) one more; the root is
-  never resharded after forward; SHARD_GRAD_OP and NO_SHARD keep every layer gathered from its forward to its
-  backward (reshard_after_forward=False);
+- each decoder layer is one FSDP2 unit, the input embedding one more (gathered for its forward only: its
+  backward needs no weight), the final norm with the output layer another (the head: gathered from its forward
+  to the end of its backward, its gradients reduce-scattered right after); with tied embeddings the root holds
+  embedding, norm and output together, gathered throughout and reduced last; SHARD_GRAD_OP and NO_SHARD keep
+  every layer gathered from its forward to its backward (reshard_after_forward=False);
 - parameters are fp32 shards; forward and backward run on unsharded copies in the mixed-precision dtype
   (MixedPrecisionPolicy param_dtype), gradients are reduce-scattered in fp32 into fp32 shards;
 - AdamW keeps two fp32 moments per parameter (torch.optim.AdamW: exp_avg and exp_avg_sq);
@@ -59,7 +61,7 @@ class Ranks:
     world_size: int
     per_node: int
     device: str = "gpu"
-    """gpu: AdamW takes its foreach path (a temporary for every parameter at once); cpu: its per-parameter loop."""
+    """gpu or cpu: the runtime term and the collectives' staging buffers differ (gloo on CPU, NCCL on GPU)."""
 
     def shard_size(self, strategy: str) -> int:
         """Ranks one parameter is sharded over (the trainer's mesh, trainer/plan.py)."""
@@ -95,9 +97,21 @@ def layer_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
 
 
 def root_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
-    """The root unit's parameters: input embedding, final norm and (untied) output layer."""
+    """Every parameter outside the decoder layers: input embedding, final norm and (untied) output layer."""
     embeddings = [(shape.vocab_size, shape.hidden_size)] * (1 if shape.tie_word_embeddings else 2)
     return [*embeddings, (shape.hidden_size, 1)]
+
+
+def head_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
+    """The unit that runs last in forward: final norm and output layer (tied: the root, with the embedding)."""
+    if shape.tie_word_embeddings:
+        return root_parameter_shapes(shape)
+    return [(shape.hidden_size, 1), (shape.vocab_size, shape.hidden_size)]
+
+
+def embedding_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
+    """The input embedding's own unit; none when it is tied to the output layer (then it is in the head)."""
+    return [] if shape.tie_word_embeddings else [(shape.vocab_size, shape.hidden_size)]
 
 
 def shard_numel(shapes: list[tuple[int, int]], shard: int) -> int:
@@ -167,15 +181,19 @@ class _Sizes:
 
     layers: int
     layer_shard: int  # numel
-    root_shard: int  # numel
+    head_shard: int  # numel
+    embedding_shard: int  # numel
+    split: bool  # embedding and head are units of their own (untied embeddings)
     gathered_layer: int  # a layer's unsharded parameters in the compute dtype (padded)
-    gathered_root: int
+    gathered_head: int
     all_gather_buffer: int  # the flat all-gather output of one layer; none in a group of one
     layer_grad: int  # a layer's unsharded gradients as autograd makes them (compute dtype)
-    root_grad: int
+    head_grad: int
+    embedding_grad: int
     output_layer_grad: int
     reduce_scatter_layer: int  # fp32 reduce-scatter input of one layer (padded)
-    reduce_scatter_root: int
+    reduce_scatter_head: int
+    reduce_scatter_embedding: int
     saved_layer: int  # what one layer keeps for backward under the job's checkpointing
     recomputed_layer: int  # what recomputing one checkpointed layer adds in its backward
     shared_saved: int  # RoPE cos/sin, token ids, and the final norm's saved tensors
@@ -185,24 +203,28 @@ class _Sizes:
     optimizer_temporaries: int
     all_gather_temporary: int  # what the collective itself allocates while one layer is all-gathered
     reduce_scatter_temporary: int  # ... while one layer's gradients are reduce-scattered
-    root_reduce_scatter_temporary: int
+    head_reduce_scatter_temporary: int
+    embedding_reduce_scatter_temporary: int
     held_layer_grad: int  # the last parameter's unsharded gradient, alive through the reduce-scatter (S > 1)
-    held_root_grad: int
+    held_head_grad: int
+    held_embedding_grad: int
     keeps_layers_gathered: bool
 
 
 def _sizes(job: Job, ranks: Ranks) -> _Sizes:
     shape, e, tokens = job.shape, job.compute_bytes, job.tokens
     shard = ranks.shard_size(job.sharding_strategy)
-    layer, root = layer_parameter_shapes(shape), root_parameter_shapes(shape)
-    layer_shard, root_shard = shard_numel(layer, shard), shard_numel(root, shard)
-    largest = max(-(-rows // shard) * cols for rows, cols in layer + root)
+    layer, head, embedding = (
+        layer_parameter_shapes(shape),
+        head_parameter_shapes(shape),
+        embedding_parameter_shapes(shape),
+    )
+    layer_shard, head_shard, embedding_shard = (shard_numel(p, shard) for p in (layer, head, embedding))
     h, v, i = shape.hidden_size, shape.vocab_size, shape.intermediate_size
     kv = shape.num_kv_heads * shape.head_dim
-    total_shard = shape.num_layers * layer_shard + root_shard
-    # AdamW on CUDA takes the foreach path: sqrt(exp_avg_sq) of a whole parameter group at once. On CPU it loops
-    # over parameters: sqrt(exp_avg_sq) and its quotient for one parameter (torch/optim/adam.py).
-    optimizer_temporaries = FP32 * (total_shard if ranks.device == "gpu" else 2 * largest)
+    # trainer/optim.py takes AdamW's fused kernel on CPU and CUDA: it updates each tensor in place, one element at a
+    # time, with no temporaries (torch/optim/adam.py _fused_adam; aten's FusedAdam kernels).
+    optimizer_temporaries = 0
     # NCCL works in its own fixed buffers (part of the GPU runtime term). gloo's all_gather_into_tensor stages the
     # whole output and its reduce_scatter_tensor a copy of the whole input (measured on torch 2.13: one extra
     # buffer of that size each; all_reduce works in place).
@@ -210,15 +232,19 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
     return _Sizes(
         layers=shape.num_layers,
         layer_shard=layer_shard,
-        root_shard=root_shard,
+        head_shard=head_shard,
+        embedding_shard=embedding_shard,
+        split=not shape.tie_word_embeddings,
         gathered_layer=e * shard * layer_shard,
-        gathered_root=e * shard * root_shard,
+        gathered_head=e * shard * head_shard,
         all_gather_buffer=e * shard * layer_shard if shard > 1 else 0,
         layer_grad=e * numel(layer),
-        root_grad=e * numel(root),
+        head_grad=e * numel(head),
+        embedding_grad=e * numel(embedding),
         output_layer_grad=e * v * h,
         reduce_scatter_layer=FP32 * shard * layer_shard,
-        reduce_scatter_root=FP32 * shard * root_shard,
+        reduce_scatter_head=FP32 * shard * head_shard,
+        reduce_scatter_embedding=FP32 * shard * embedding_shard,
         saved_layer=checkpointed_layer_bytes(shape, tokens, e, job.activation_checkpointing),
         recomputed_layer=recomputed_layer_bytes(shape, tokens, e, job.activation_checkpointing),
         # cos and sin (one per position, shared by all layers), token ids, final norm (as a layer's norm).
@@ -231,10 +257,13 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
         optimizer_temporaries=optimizer_temporaries,
         all_gather_temporary=e * shard * layer_shard if gloo else 0,
         reduce_scatter_temporary=FP32 * shard * layer_shard if gloo else 0,
-        root_reduce_scatter_temporary=FP32 * shard * root_shard if gloo else 0,
-        # Registration order: a layer ends with its post-attention norm weight, the root with the output layer.
+        head_reduce_scatter_temporary=FP32 * shard * head_shard if gloo else 0,
+        embedding_reduce_scatter_temporary=FP32 * shard * embedding_shard if gloo else 0,
+        # Registration order: a layer ends with its post-attention norm weight, the head (and a tied root) with the
+        # output layer, the embedding unit is its one weight.
         held_layer_grad=e * h if shard > 1 else 0,
-        held_root_grad=e * v * h if shard > 1 else 0,
+        held_head_grad=e * v * h if shard > 1 else 0,
+        held_embedding_grad=e * numel(embedding) if shard > 1 else 0,
         # trainer/parallelize.py: reshard_after_forward only for FULL_SHARD and HYBRID_SHARD.
         keeps_layers_gathered=job.sharding_strategy in ("SHARD_GRAD_OP", "NO_SHARD"),
     )
@@ -244,11 +273,12 @@ MOMENTS = (
     "loss backward",
     "last layer prefetch",
     "output layer backward",
+    "head reduce-scatter",
     "last layer backward",
     "first layer backward",
     "first layer reduce-scatter",
     "embedding backward",
-    "root reduce-scatter",
+    "embedding reduce-scatter",
     "optimizer step",
 )
 TERMS = (
@@ -278,10 +308,15 @@ def _reduce_scatter(grads: int, staged: int, output: int, temporary: int, held: 
 def memory_moments(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> list[MemoryEstimate]:
     """Every modelled moment of a step, in `MOMENTS` order, each with its live buffers by kind (`TERMS`)."""
     z = _sizes(job, ranks)
-    total_shard = z.layers * z.layer_shard + z.root_shard
+    total_shard = z.layers * z.layer_shard + z.head_shard + z.embedding_shard
     recompute = z.recomputed_layer
     all_gathered = z.layers * z.gathered_layer if z.keeps_layers_gathered else 0
     prefetch_buffer = 0 if z.keeps_layers_gathered else z.all_gather_buffer
+    # Untied: the head is resharded and reduced right after its backward, before the layers'. Tied: the root stays
+    # gathered to the end of the step, its output-layer gradient waiting for its reduce-scatter there.
+    head_after_backward = 0 if z.split else z.gathered_head
+    output_grad_after_backward = 0 if z.split else z.output_layer_grad
+    head_reduced = z.head_shard if z.split else 0
 
     def moment(name: str, gradient_shards: int, **terms: int) -> MemoryEstimate:
         """The sharded state plus `terms`. `gradient_shards` (numel) have been reduced so far in this backward;
@@ -300,28 +335,36 @@ def memory_moments(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> list[Memor
 
     # While layer i (the last or the first) runs backward: layers up to i still saved (and layer i recomputed
     # under checkpointing), layer i gathered and the next one prefetched (SHARD_GRAD_OP, NO_SHARD: every layer not
-    # yet reduced stays gathered), the previous layer's reduce-scatter input kept, the unsharded output-layer
-    # gradient waiting for the root's reduce-scatter at the very end.
+    # yet reduced stays gathered), the previous layer's reduce-scatter input kept (after the head's, for the last).
     def layer_backward(name: str, index: int) -> MemoryEstimate:
         gathered = (index + 1 if z.keeps_layers_gathered else 1) * z.gathered_layer
-        kept_input = z.reduce_scatter_layer if index < z.layers - 1 else 0
+        kept_input = z.reduce_scatter_layer if index < z.layers - 1 else (z.reduce_scatter_head if z.split else 0)
         return moment(
             name,
-            (z.layers - 1 - index) * z.layer_shard,
-            unsharded_parameters=z.gathered_root + gathered,
-            unsharded_gradients=z.output_layer_grad,
+            head_reduced + (z.layers - 1 - index) * z.layer_shard,
+            unsharded_parameters=head_after_backward + gathered,
+            unsharded_gradients=output_grad_after_backward,
             communication_buffers=(prefetch_buffer if index > 0 else 0) + kept_input,
             activations=saved(index + 1) + recompute + z.in_flight_grads,
             loss_buffers=z.logits,
         )
 
+    head_reduce = _reduce_scatter(
+        z.head_grad, z.reduce_scatter_head, FP32 * z.head_shard, z.head_reduce_scatter_temporary, z.held_head_grad
+    )
+    head_reduce["communication_buffers"] += prefetch_buffer
     first_layer_reduce = _reduce_scatter(
         z.layer_grad, z.reduce_scatter_layer, FP32 * z.layer_shard, z.reduce_scatter_temporary, z.held_layer_grad
     )
-    first_layer_reduce["unsharded_gradients"] += z.output_layer_grad
-    root_reduce = _reduce_scatter(
-        z.root_grad, z.reduce_scatter_root, FP32 * z.root_shard, z.root_reduce_scatter_temporary, z.held_root_grad
-    )
+    first_layer_reduce["unsharded_gradients"] += output_grad_after_backward
+    # The last unit reduced: the embedding's own (untied), else the root with everything outside the layers.
+    last_grad, last_input, last_shard, last_temporary, last_held = (
+        (z.embedding_grad, z.reduce_scatter_embedding, z.embedding_shard, z.embedding_reduce_scatter_temporary,
+         z.held_embedding_grad)
+        if z.split
+        else (z.head_grad, z.reduce_scatter_head, z.head_shard, z.head_reduce_scatter_temporary, z.held_head_grad)
+    )  # fmt: skip
+    last_reduce = _reduce_scatter(last_grad, last_input, FP32 * last_shard, last_temporary, last_held)
     layer_shards = z.layers * z.layer_shard
     return [
         # Cross-entropy backward: nll_loss's dense gradient and log_softmax's input gradient, both fp32, next to
@@ -329,15 +372,15 @@ def memory_moments(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> list[Memor
         moment(
             MOMENTS[0],
             0,
-            unsharded_parameters=z.gathered_root + all_gathered,
+            unsharded_parameters=z.gathered_head + all_gathered,
             activations=saved(z.layers),
             loss_buffers=z.logits + z.log_softmax + 2 * FP32 * job.shape.vocab_size * job.tokens,
         ),
-        # Once the logits' gradient (compute dtype) exists, the root's pre-backward all-gathers layer L-1 ...
+        # Once the logits' gradient (compute dtype) exists, the head's pre-backward all-gathers layer L-1 ...
         moment(
             MOMENTS[1],
             0,
-            unsharded_parameters=z.gathered_root + all_gathered,
+            unsharded_parameters=z.gathered_head + all_gathered,
             communication_buffers=prefetch_buffer + (0 if z.keeps_layers_gathered else z.all_gather_temporary),
             activations=saved(z.layers),
             loss_buffers=2 * z.logits,
@@ -346,37 +389,57 @@ def memory_moments(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> list[Memor
         moment(
             MOMENTS[2],
             0,
-            unsharded_parameters=z.gathered_root + all_gathered,
+            unsharded_parameters=z.gathered_head + all_gathered,
             unsharded_gradients=z.output_layer_grad,
             communication_buffers=prefetch_buffer,
             activations=saved(z.layers),
             loss_buffers=2 * z.logits,
         ),
-        layer_backward(MOMENTS[3], z.layers - 1),
-        layer_backward(MOMENTS[4], 0),
+        # Untied: the head's reduce-scatter, its parameters resharded first, layer L-1 prefetched. Tied: nothing
+        # is reduced yet, as at the output layer's backward.
+        moment(
+            MOMENTS[3],
+            0,
+            unsharded_parameters=all_gathered,
+            **head_reduce,
+            activations=saved(z.layers),
+            loss_buffers=z.logits,
+        )
+        if z.split
+        else moment(
+            MOMENTS[3],
+            0,
+            unsharded_parameters=z.gathered_head + all_gathered,
+            unsharded_gradients=z.output_layer_grad,
+            communication_buffers=prefetch_buffer,
+            activations=saved(z.layers),
+            loss_buffers=z.logits,
+        ),
+        layer_backward(MOMENTS[4], z.layers - 1),
+        layer_backward(MOMENTS[5], 0),
         # Layer 0's reduce-scatter: its parameters are resharded before the fp32 input is allocated.
         moment(
-            MOMENTS[5],
-            (z.layers - 1) * z.layer_shard,
-            unsharded_parameters=z.gathered_root,
+            MOMENTS[6],
+            head_reduced + (z.layers - 1) * z.layer_shard,
+            unsharded_parameters=head_after_backward,
             **first_layer_reduce,
             activations=z.shared_saved,
             loss_buffers=z.logits,
         ),
-        # Embedding backward: the root's whole unsharded gradient exists; layer 0's reduce-scatter input is kept
-        # until the root's own reduce-scatter.
+        # Embedding backward: its whole unsharded gradient exists (its weight is not gathered for it; a tied root's
+        # is); layer 0's reduce-scatter input is kept until the next reduce-scatter.
         moment(
-            MOMENTS[6],
-            layer_shards,
-            unsharded_parameters=z.gathered_root,
-            unsharded_gradients=z.root_grad,
+            MOMENTS[7],
+            head_reduced + layer_shards,
+            unsharded_parameters=head_after_backward,
+            unsharded_gradients=last_grad,
             communication_buffers=z.reduce_scatter_layer,
             loss_buffers=z.logits,
         ),
-        # The root's reduce-scatter, after the root is resharded.
-        moment(MOMENTS[7], layer_shards, **root_reduce, loss_buffers=z.logits),
+        # The last reduce-scatter of the step: the embedding's (or the tied root's, after it is resharded).
+        moment(MOMENTS[8], head_reduced + layer_shards, **last_reduce, loss_buffers=z.logits),
         moment(
-            MOMENTS[8],
+            MOMENTS[9],
             total_shard,
             loss_buffers=z.logits,
             optimizer_temporaries=z.optimizer_temporaries,

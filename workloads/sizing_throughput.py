@@ -4,7 +4,7 @@ A micro step's time is its compute plus the part of its communication that does 
 - compute: the trainer's own FLOPs per token (trainer.metrics.training_flops_per_token: 6N + 12LHT, PaLM,
   Chowdhery et al. 2022, appendix B) times the tokens of a micro step, plus one more forward under full activation
   checkpointing, at `mfu` of the chip's peak bf16 FLOP/s (infra/catalog.py). `mfu` is an assumption (see
-  DEFAULT_MFU); the trainer reports the real figure as `mfu` in its metrics;
+  default_mfu); the trainer reports the real figure as `mfu` in its metrics;
 - communication per micro step (the trainer reduces gradients every micro step): FSDP all-gathers each layer's
   parameters in the compute dtype for forward and, when it resharded them, again for backward; it
   reduce-scatters fp32 gradients; HYBRID_SHARD and NO_SHARD all-reduce the fp32 gradient shards across replicas.
@@ -13,7 +13,9 @@ A micro step's time is its compute plus the part of its communication that does 
 - overlap: FSDP2 prefetches the next layer's all-gather and reduce-scatters on their own streams, so a layer's
   communication runs under the neighbouring layers' compute. Forward communication hides under forward compute,
   backward communication under backward compute; only the excess is exposed, plus what cannot overlap at all:
-  the root's all-gather before the first layer and its reduce-scatter (and all-reduce) after the last.
+  the embedding's all-gather before the first layer and its reduce-scatter (and all-reduce) after the last. The
+  model charges the head's (final norm, output layer) the same way, though it overlaps with the layers' (trainer/
+  parallelize.py): conservative by under 1% of a step for Llama 2 7B on p5.
   Overlapped communication still takes SMs and memory bandwidth from compute: `overlap_cost` of its time is
   charged to the step (an assumption).
 Not modelled: the optimizer step (a few ms of memory-bound work per step), data loading, stragglers.
@@ -24,14 +26,24 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from infra.catalog import InstanceType
+from trainer.hardware import HBM_BYTES_PER_S, PEAK_BF16_FLOPS
 from trainer.metrics import training_flops_per_token
 from workloads.sizing_memory import FP32, Job, Ranks, layer_parameter_shapes, numel, root_parameter_shapes
 
-# Assumed fraction of peak bf16 FLOP/s a GPU reaches on this trainer's math (transformers' Llama with SDPA, no
-# compile) when communication costs nothing. torchtitan's published FSDP2 figures for Llama 3 8B on H100s
-# (docs/performance.md there, with torch.compile) come to roughly a third of peak; A100s run nearer their (lower)
-# peak. Override with --mfu, or better, with the `mfu` the trainer measures on a one-node run.
-DEFAULT_MFU = {"H100-SXM": 0.35, "H200-SXM": 0.35, "A100-SXM": 0.45, "L40S": 0.35}
+# Compute efficiency: the fraction of peak bf16 FLOP/s a GPU reaches on the model's math when communication costs
+# nothing. The matrix multiplies run at a fixed fraction of peak per chip; the element-wise work between them
+# (norms, RoPE, SiLU, residual adds, the loss) is memory-bound, O(h) bytes per token against the multiplies' O(h^2)
+# FLOPs, and costs what ELEMENTWISE_WIDTH more columns of multiplies would cost on an A100, scaled on other chips by
+# their ratio of peak FLOP/s to memory bandwidth (trainer/hardware.py). So mfu(h) = matmul_efficiency * h / (h + w):
+# wide models run nearer peak. Calibrated against published FSDP runs (workloads/sizing_published.py, the table in
+# docs/sizing.md), as the mfu at h = 4096: A100s 0.63 (torchtitan's and IBM's Llama 2 runs, 7B to 70B, all within
+# 2% with w = 1500 columns, where a width-blind constant left the 70B runs 15-18% off), H100s 0.35 (torchtitan's
+# Llama 3.1 8B without compile). H200 is H100's die with more memory bandwidth. L40S keeps an unmeasured 0.35.
+# Override with --mfu, or better, with the `mfu` the trainer measures on a one-node run.
+ELEMENTWISE_WIDTH = 1500
+REFERENCE_WIDTH = 4096
+CALIBRATED_MFU = {"A100-SXM": 0.63, "H100-SXM": 0.35, "L40S": 0.35}
+SAME_DIE = {"H200-SXM": "H100-SXM"}
 # GPUs without NVLink talk over PCIe 4.0 x16: 32 GB/s per direction (PCI-SIG), GB = 1e9 bytes.
 PCIE_GB_PER_S = 32
 # NCCL's latency model (src/graph/tuning.cc): a base cost per collective and a per-step cost per hop of the ring,
@@ -40,10 +52,24 @@ COLLECTIVE_BASE_S = 7e-6
 HOP_S = {"nvlink": 0.6e-6, "network": 5e-6}
 
 
+def elementwise_width(chip: str) -> float:
+    """Columns of matrix multiply that cost as much time as a layer's element-wise work on `chip`."""
+    a100 = PEAK_BF16_FLOPS["A100-SXM"] / HBM_BYTES_PER_S["A100-SXM"]
+    return ELEMENTWISE_WIDTH * (PEAK_BF16_FLOPS[chip] / HBM_BYTES_PER_S[chip]) / a100
+
+
+def default_mfu(chip: str, hidden_size: int) -> float:
+    """The compute efficiency assumed for a model of width `hidden_size` on `chip` (see CALIBRATED_MFU)."""
+    calibrated = SAME_DIE.get(chip, chip)
+    reference = REFERENCE_WIDTH / (REFERENCE_WIDTH + elementwise_width(calibrated))
+    matmul_efficiency = CALIBRATED_MFU[calibrated] / reference
+    return matmul_efficiency * hidden_size / (hidden_size + elementwise_width(chip))
+
+
 @dataclass(frozen=True)
 class Assumptions:
     mfu: float | None = None
-    """Fraction of peak the math reaches; None: DEFAULT_MFU for the chip."""
+    """Fraction of peak the math reaches; None: default_mfu for the chip and the model's width."""
     nvlink_efficiency: float = 0.8
     """Fraction of the one-direction NVLink (or PCIe) bandwidth NCCL reaches (nccl-tests bus bandwidth)."""
     network_efficiency: float = 0.8
@@ -104,7 +130,7 @@ def estimate_throughput(
     """Throughput of `job` (per GPU micro batch, strategy, checkpointing) on `nodes` nodes of `instance`."""
     assumptions = assumptions or Assumptions()
     shape, e = job.shape, job.compute_bytes
-    mfu = assumptions.mfu if assumptions.mfu is not None else DEFAULT_MFU.get(instance.gpu_chip, 0.4)
+    mfu = assumptions.mfu if assumptions.mfu is not None else default_mfu(instance.gpu_chip, shape.hidden_size)
     flops_per_token = training_flops_per_token(shape, job.seq_len)
     forward_flops = flops_per_token / 3  # forward is a third of forward + backward (2N + 4LHT of 6N + 12LHT)
     recompute = forward_flops if job.activation_checkpointing == "full" else 0.0

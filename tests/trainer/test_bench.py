@@ -13,17 +13,33 @@ from tests.trainer.runs import ROOT, trainer_env
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
 
 
-def bench(*args: str) -> subprocess.CompletedProcess[str]:
+def bench(*args: str, timeout: int = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=180
+        [sys.executable, *args], cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=timeout
     )
 
 
-def test_gpu_mfu_dry_run_reports_throughput_and_mfu() -> None:
-    done = bench("bench/gpu_mfu.py", "--dry-run")
-    assert done.returncode == 0, done.stderr
-    assert "| tokens/s/GPU | MFU |" in done.stdout
-    assert "%" in done.stdout.split("| tokens/s/GPU | MFU |")[1]
+# Both run torchtitan too: its environment is set up on first use (bench/torchtitan_setup.py, from PyPI), which on
+# a fresh machine takes a few minutes.
+@pytest.mark.timeout(1200)
+def test_gpu_mfu_dry_run_reports_ours_and_torchtitans_throughput_and_mfu() -> None:
+    done = bench("bench/gpu_mfu.py", "--dry-run", timeout=1100)
+    assert done.returncode == 0, done.stderr[-4000:]
+    table = done.stdout.split("| trainer | tokens/s/GPU | MFU | peak memory |")[1]
+    for trainer in ("| ours (python -m trainer) |", "| torchtitan 0.3.0 |"):
+        row = next(line for line in table.splitlines() if line.startswith(trainer))
+        assert row.count("%") == 1 and "GiB" in row, row
+
+
+@pytest.mark.timeout(1200)
+def test_vs_torchtitan_prints_rounds_ratios_and_memory() -> None:
+    done = bench("bench/vs_torchtitan.py", "--model", "tiny", "--rounds", "1", "--warmup", "2", "--steps", "2",
+                 timeout=1100)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    for row in ("| ours, tokens/s |", "| torchtitan, tokens/s |", "| ours / torchtitan (wall) |",
+                "| ours / torchtitan (CPU time) |", "| ours, peak GiB per rank |", "| torchtitan, peak GiB per rank |"):
+        assert row in done.stdout, row  # fmt: skip
+    assert "median of 1 rounds" in done.stdout
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine this would run the real benchmark")

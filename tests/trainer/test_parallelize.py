@@ -1,0 +1,103 @@
+"""How the model is sharded and compiled: which FSDP units gather their parameters when, and compile's full graphs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+
+from trainer.model import build_meta_model, hf_config, init_buffers, init_weights
+from trainer.model_source import resolve_model
+from trainer.parallelize import apply_compile, apply_fsdp, mixed_precision_policy
+
+
+@pytest.fixture
+def world_of_one() -> Iterator[None]:
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def sharded_tiny(reshard_after_forward: bool) -> nn.Module:
+    config = hf_config(resolve_model("tiny"))
+    model = build_meta_model(config)
+    mesh = init_device_mesh("cpu", (1,))
+    apply_fsdp(model, mesh, mixed_precision_policy("fp32"), reshard_after_forward=reshard_after_forward)
+    model.to_empty(device="cpu")
+    init_buffers(model, torch.device("cpu"))
+    init_weights(model, seed=0, std=config.initializer_range)
+    return model
+
+
+def all_gathers_per_unit(model: nn.Module, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each FSDP unit's parameters become whole (gathered) in one forward and backward."""
+    names = {id(module): name or "root" for name, module in model.named_modules()}
+    gathered: Counter[str] = Counter()
+    to_unsharded = FSDPParamGroup._to_unsharded
+
+    def counting(group: FSDPParamGroup) -> None:
+        if not group.is_unsharded:  # the switch to the gathered parameters, once per all-gather
+            gathered["+".join(names[id(module)] for module in group.modules)] += 1
+        to_unsharded(group)
+
+    monkeypatch.setattr(FSDPParamGroup, "_to_unsharded", counting)
+    tokens = torch.randint(0, 256, (2, 16))
+    model(input_ids=tokens).logits.sum().backward()
+    return gathered
+
+
+@pytest.mark.usefixtures("world_of_one")
+def test_the_embedding_is_gathered_for_forward_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its backward needs the token ids and its output's gradient, never its weight."""
+    model = sharded_tiny(reshard_after_forward=True)
+    gathered = all_gathers_per_unit(model, monkeypatch)
+    assert gathered["model.embed_tokens"] == 1
+    assert model.model.embed_tokens.weight.grad is not None
+
+
+@pytest.mark.usefixtures("world_of_one")
+def test_the_output_layer_and_final_norm_are_one_unit_gathered_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = sharded_tiny(reshard_after_forward=True)
+    gathered = all_gathers_per_unit(model, monkeypatch)
+    assert gathered["model.norm+lm_head"] == 1  # last in forward, first in backward: kept gathered in between
+    assert "root" not in gathered  # the root holds no parameters of its own
+
+
+@pytest.mark.usefixtures("world_of_one")
+@pytest.mark.parametrize(("reshard", "layer_gathers"), [(True, 2), (False, 1)], ids=["reshard", "keep"])
+def test_decoder_layers_are_gathered_again_for_backward_only_when_resharded(
+    reshard: bool, layer_gathers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = sharded_tiny(reshard_after_forward=reshard)
+    gathered = all_gathers_per_unit(model, monkeypatch)
+    assert gathered["model.layers.0"] == gathered["model.layers.1"] == layer_gathers
+
+
+class GraphBreakingLayer(nn.Module):
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.graph_break()
+        return hidden * 2
+
+
+class Stack(nn.Module):
+    """The attribute layout apply_compile looks for: model.model.layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = nn.Module()
+        self.model.layers = nn.ModuleList([GraphBreakingLayer()])
+
+
+def test_compile_takes_each_layer_as_one_graph_or_fails() -> None:
+    model = Stack()
+    apply_compile(model)
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        model.model.layers[0](torch.ones(2))
