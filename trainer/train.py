@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -35,6 +36,8 @@ from trainer.reporting import StepReporter, StepResult
 from trainer.tokenizer import Tokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
+DeviceBatch = tuple[torch.Tensor, torch.Tensor]
+"""(input ids, labels) of one micro batch on the training device."""
 
 
 def pretrained_directory(source: ModelSource, env: DistEnv) -> Path:
@@ -67,19 +70,39 @@ def build_model(
     return model, model_config
 
 
+def to_device(micro_batches: list[tuple[np.ndarray, np.ndarray]], device: torch.device) -> list[DeviceBatch]:
+    """Every micro batch of the step, inputs and labels, copied before the first forward. On CUDA from pinned host
+    memory without blocking, so the host queues the whole step without waiting for the GPU (a pageable copy waits
+    for the GPU's queue to drain, and a copy after the forward would stall it)."""
+    pinned = device.type == "cuda"
+
+    def copy(array: np.ndarray) -> torch.Tensor:
+        host = torch.from_numpy(array)
+        return (host.pin_memory() if pinned else host).to(device, non_blocking=pinned)
+
+    return [(copy(inputs), copy(labels)) for inputs, labels in micro_batches]
+
+
 def train_step(state: TrainState, batch: StepBatch, device: torch.device, dp_size: int, grad_clip: float) -> StepResult:
     """One optimizer step over this rank's micro batches of the global batch.
 
     Each micro batch's summed token loss is divided by the token count of the whole global batch, so the sum
     over micro batches and ranks is the mean over the global batch for any world size. FSDP averages gradients
     over the dp ranks; multiplying by dp_size turns that average back into the sum.
+
+    Nothing here waits for the device except an fp16 step, whose skip decision needs the gradient norm on the host:
+    the loss and the norm stay device tensors until a log step reads them (trainer/reporting.py).
     """
     model, optimizer, scaler = state.model, state.optimizer, state.loss_scaler
     optimizer.zero_grad(set_to_none=True)
     loss_total = torch.zeros((), device=device)
-    for inputs, labels in batch.micro_batches:
-        logits = model(input_ids=torch.from_numpy(inputs).to(device)).logits
-        targets = torch.from_numpy(labels).to(device)
+    micro_batches = to_device(batch.micro_batches, device)
+    for index, (inputs, targets) in enumerate(micro_batches):
+        # Replicated meshes (HYBRID_SHARD, NO_SHARD) all-reduce across replicas once per step: the micro steps
+        # before the last only reduce-scatter within their shard group and accumulate (FSDP2's partial reduce
+        # output). On 1-D meshes there is no all-reduce and this changes nothing.
+        model.set_requires_all_reduce(index == len(micro_batches) - 1)
+        logits = model(input_ids=inputs).logits
         summed = cross_entropy(
             logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
         )
@@ -95,7 +118,8 @@ def train_step(state: TrainState, batch: StepBatch, device: torch.device, dp_siz
     if hasattr(grad_norm, "full_tensor"):
         grad_norm = grad_norm.full_tensor()
     lr = optimizer.param_groups[0]["lr"]
-    if scaler.update(float(grad_norm)):  # False only on an fp16 overflow, and then on every rank alike
+    # fp16 only: an overflow (non-finite norm, alike on every rank) skips the step, which needs the norm on the host.
+    if not scaler.enabled or scaler.update(float(grad_norm)):
         optimizer.step()
     state.scheduler.step()
     return StepResult(loss_total, grad_norm, lr)
