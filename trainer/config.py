@@ -82,6 +82,9 @@ class ParallelConfig:
     """FP8 linear layers in the decoder blocks through torchao (CUDA GPUs of compute capability 8.9+)."""
     device: str = field(default="auto", metadata=_flag("--device", choices=DEVICES))
     """auto: cuda when available, else cpu. NCCL is used on CUDA, gloo on CPU."""
+    timeout_minutes: float = field(default=10.0, metadata=_flag("--timeout-minutes"))
+    """Longest a training collective waits for the other ranks; then the rank fails and torchrun restarts the
+    group. Checkpoints, weight downloads and tokenisation wait under --checkpoint-timeout-minutes instead."""
 
 
 @dataclass
@@ -125,6 +128,14 @@ class CheckpointConfig:
     """Write the final model to this directory in Hugging Face format (config.json, *.safetensors)."""
     export_dtype: str = field(default="bf16", metadata=_flag("--export-dtype", choices=EXPORT_DTYPES))
     """Dtype of the exported weights."""
+    async_save: bool = field(default=False, metadata=_flag("--async-checkpoint", action="store_true"))
+    """Write checkpoints in the background: training waits only while the state is copied to host memory; the next
+    save (or the end of training) waits for the write to finish and commits it."""
+    threads: int = field(default=1, metadata=_flag("--checkpoint-threads"))
+    """Writer threads per rank (torch.distributed.checkpoint FileSystemWriter thread_count), each its own file."""
+    timeout_minutes: float = field(default=30.0, metadata=_flag("--checkpoint-timeout-minutes"))
+    """Longest wait for a checkpoint save or load, a weight download or the tokenisation of the data set by another
+    rank (a process group of its own, so that training keeps the shorter --timeout-minutes)."""
 
 
 @dataclass

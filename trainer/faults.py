@@ -6,6 +6,9 @@ TRAINER_FAULT="<point>:<step>" with point one of
                     the checkpoint is committed (meta.json and the rename).
 Faults fire only in the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a torchrun with --max-restarts
 shows the recovery. SIGKILL gives the process no chance to clean up, like the kernel's OOM killer.
+
+TRAINER_FAKE_DISK_BYTES=<bytes> makes the checkpoint directory a file system of that size, used by nothing but the
+directory itself (trainer/checkpoint_space.py): a full disk without a loop device or root.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import signal
 
 FAULT_ENV = "TRAINER_FAULT"
 FAULT_POINTS = ("kill_after_step", "kill_during_save")
+FAKE_DISK_ENV = "TRAINER_FAKE_DISK_BYTES"
 
 
 def maybe_fault(point: str, step: int) -> None:
@@ -24,3 +28,9 @@ def maybe_fault(point: str, step: int) -> None:
         return
     if os.environ.get(FAULT_ENV) == f"{point}:{step}":
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fake_disk_bytes() -> int | None:
+    """The simulated size of the checkpoint file system, or None for the real one."""
+    value = os.environ.get(FAKE_DISK_ENV)
+    return int(value) if value else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,15 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
 from torch.nn.functional import cross_entropy
 
 from trainer.checkpoint import Checkpointer, Progress, TrainState
 from trainer.checkpoint_layout import model_fingerprint
+from trainer.checkpoint_load import Replicas
 from trainer.config import TrainConfig
 from trainer.data import IGNORE_INDEX, PackedData, SampleOrder, StepBatch, build_packed_data, step_batch
-from trainer.distributed import init_distributed, leave_distributed, pick_device
+from trainer.distributed import init_distributed, io_group, leave_distributed, pick_device
 from trainer.env import DistEnv
 from trainer.errors import InputError
 from trainer.export import export_hf
@@ -40,7 +43,7 @@ DeviceBatch = tuple[torch.Tensor, torch.Tensor]
 """(input ids, labels) of one micro batch on the training device."""
 
 
-def pretrained_directory(source: ModelSource, env: DistEnv) -> Path:
+def pretrained_directory(source: ModelSource, env: DistEnv, io: dist.ProcessGroup) -> Path:
     """The local directory of the weights; a hub model is downloaded by each node's first rank only."""
     if source.directory is not None:
         return source.directory
@@ -49,22 +52,27 @@ def pretrained_directory(source: ModelSource, env: DistEnv) -> Path:
     patterns = ["*.json", "*.safetensors"]
     if env.local_rank == 0:
         snapshot_download(source.name, allow_patterns=patterns)
-    dist.barrier()
+    dist.barrier(group=io)  # a download takes long: the long-timeout group
     # Now in the node's cache: the other ranks only look it up (no request to the hub each).
     return Path(snapshot_download(source.name, allow_patterns=patterns, local_files_only=True))
 
 
 def build_model(
-    source: ModelSource, config: TrainConfig, plan: RunPlan, device: torch.device, env: DistEnv
+    source: ModelSource,
+    config: TrainConfig,
+    mesh: DeviceMesh,
+    device: torch.device,
+    env: DistEnv,
+    io: dist.ProcessGroup,
 ) -> tuple[nn.Module, Any]:
     """Meta device -> parallelize (shard) -> to_empty -> weights (seeded init, or this rank's pretrained rows)."""
     model_config = hf_config(source)
     model = build_meta_model(model_config)
-    parallelize(model, config.parallel, build_mesh(config.parallel.sharding_strategy, plan, device.type))
+    parallelize(model, config.parallel, mesh)
     model.to_empty(device=device)
     init_buffers(model, device)
     if source.pretrained:
-        load_pretrained_weights(model, pretrained_directory(source, env))
+        load_pretrained_weights(model, pretrained_directory(source, env, io))
     else:
         init_weights(model, config.schedule.seed, std=model_config.initializer_range)
     return model, model_config
@@ -144,9 +152,22 @@ class Session:
     checkpointer: Checkpointer | None
 
 
+def replicas(mesh: DeviceMesh, plan: RunPlan, timeout: timedelta) -> Replicas | None:
+    """On a replicated mesh, the groups a checkpoint load reads through once and broadcasts over (every rank calls
+    this: creating a group is collective)."""
+    if plan.replicate == 1:
+        return None
+    first_ranks = mesh.mesh[0].flatten().tolist()  # the mesh is (replicate, shard): row 0 is the first replica
+    first = io_group(timeout, ranks=first_ranks)
+    return Replicas(mesh.get_group("dp_replicate"), first if dist.get_rank() in first_ranks else None)
+
+
 def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.device, plan: RunPlan) -> Session:
     torch.manual_seed(config.schedule.seed)
-    model, model_config = build_model(source, config, plan, device, env)
+    wait = timedelta(minutes=config.checkpoint.timeout_minutes)
+    io = io_group(wait)
+    mesh = build_mesh(config.parallel.sharding_strategy, plan, device.type)
+    model, model_config = build_model(source, config, mesh, device, env, io)
     optimizer = build_optimizer(model, config.optim)
     scheduler = build_scheduler(optimizer, config.optim, config.schedule.steps)
     scaler = LossScaler(enabled=config.parallel.mixed_precision == "fp16")
@@ -160,9 +181,9 @@ def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch
             "dataset": config.data.dataset,
             "seed": config.schedule.seed,
         }
-        checkpointer = Checkpointer(config.checkpoint.directory, config.checkpoint.keep, env, device.type, meta)
-    if checkpointer:
+        checkpointer = Checkpointer(config.checkpoint, env, device.type, meta, io, replicas(mesh, plan, wait))
         checkpointer.restore(state)
+        checkpointer.check_space(state)
     return Session(state, model_config, checkpointer)
 
 
@@ -198,20 +219,27 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
     log_start(config, env, source, plan, data, state.progress.step)
     total, every = config.schedule.steps, config.checkpoint.every
     reporter.restart_clock(state.progress.step)
+    checkpointer = session.checkpointer
     try:
         for step in range(state.progress.step + 1, total + 1):
             consumed = state.progress.consumed_samples
             batch = step_batch(data, order, consumed, plan.global_batch_size, plan.batch_size, env.rank, plan.dp_size)
             result = train_step(state, batch, device, plan.dp_size, config.optim.grad_clip)
             state.progress = Progress(step, consumed + plan.global_batch_size)
+            if checkpointer:
+                checkpointer.poll()  # commit a background save that has finished writing
             if step % config.metrics.log_every == 0 or step == total:
-                reporter.report(step, result)
-            if session.checkpointer and ((every and step % every == 0) or step == total):
-                session.checkpointer.save(state)
+                reporter.report(step, result, checkpointer.stats if checkpointer else None)
+            if checkpointer and ((every and step % every == 0) or step == total):
+                checkpointer.save(state)
                 reporter.restart_clock(step)
             maybe_fault("kill_after_step", step)
+        if checkpointer:
+            checkpointer.finish()  # the last save, committed before the export and the exit
     finally:
         reporter.close()
+        if checkpointer:
+            checkpointer.close()
     return session
 
 
@@ -219,7 +247,8 @@ def run(config: TrainConfig, env: DistEnv, source: ModelSource, device_type: str
     """Tokenise (bad data fails here, before any process group or checkpoint), train, then export."""
     device = pick_device(device_type, env)
     tokenizer, data = load_data(config, source)
-    init_distributed(env, device)
+    timeouts = timedelta(minutes=config.parallel.timeout_minutes), timedelta(minutes=config.checkpoint.timeout_minutes)
+    init_distributed(env, device, *timeouts)
     try:
         session = train(config, env, source, device, data)
         if config.checkpoint.export_hf:

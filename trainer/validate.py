@@ -32,6 +32,9 @@ def _positive(config: TrainConfig) -> list[str]:
         "--log-every": config.metrics.log_every,
         "--keep-checkpoints": config.checkpoint.keep,
         "--lr": config.optim.lr,
+        "--checkpoint-threads": config.checkpoint.threads,
+        "--timeout-minutes": config.parallel.timeout_minutes,
+        "--checkpoint-timeout-minutes": config.checkpoint.timeout_minutes,
     }
     if config.schedule.global_batch_size is not None:
         checks["--global-batch-size"] = config.schedule.global_batch_size
