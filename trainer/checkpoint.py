@@ -42,7 +42,16 @@ from trainer.checkpoint_layout import (
     write_meta,
 )
 from trainer.checkpoint_load import Replicas, load_state
-from trainer.checkpoint_space import Existing, SpacePlan, directory_bytes, format_bytes, free_bytes, plan_space
+from trainer.checkpoint_space import (
+    COPIES_PER_PARAMETER,
+    ITEM_OVERHEAD_BYTES,
+    Existing,
+    SpacePlan,
+    directory_bytes,
+    format_bytes,
+    free_bytes,
+    plan_space,
+)
 from trainer.config import CheckpointConfig
 from trainer.env import DistEnv
 from trainer.errors import StorageError
@@ -50,12 +59,6 @@ from trainer.faults import maybe_fault
 from trainer.loss_scale import LossScaler
 
 log = logging.getLogger(__name__)
-# AdamW (trainer/optim.py) keeps two moments per parameter, each shaped like it and in its dtype (torch.optim.AdamW:
-# exp_avg, exp_avg_sq), plus a step counter: a checkpoint is the parameters three times over.
-COPIES_PER_PARAMETER = 3
-# What DCP stores per item beyond its data: torch.save's framing in the .distcp file and the item's entry in
-# .metadata. Measured on the tiny preset's checkpoint (121 items): 1.5 KiB of framing and 0.3 KiB of metadata each.
-ITEM_OVERHEAD_BYTES = 2048
 
 
 @dataclass
