@@ -56,6 +56,9 @@ class DataConfig:
     """Configuration name for a Hugging Face dataset id (the second argument of datasets.load_dataset)."""
     seq_len: int = field(default=256, metadata=_flag("--seq-len"))
     """Tokens per packed training sequence; at most the model's max_position_embeddings."""
+    cache_dir: str | None = field(default=None, metadata=_flag("--data-cache-dir"))
+    """Directory shared by all ranks for the tokenised data set: rank 0 (or `python -m trainer.stage`) writes it
+    once as memory-mapped arrays and every rank maps it. Without it, every rank tokenises the data set itself."""
 
 
 @dataclass

@@ -24,6 +24,7 @@ from trainer.checkpoint_layout import model_fingerprint
 from trainer.checkpoint_load import Replicas
 from trainer.config import TrainConfig
 from trainer.data import IGNORE_INDEX, PackedData, SampleOrder, StepBatch, build_packed_data, step_batch
+from trainer.data_cache import cached_packed_data
 from trainer.distributed import init_distributed, io_group, leave_distributed, pick_device
 from trainer.env import DistEnv
 from trainer.errors import InputError
@@ -44,16 +45,18 @@ DeviceBatch = tuple[torch.Tensor, torch.Tensor]
 
 
 def pretrained_directory(source: ModelSource, env: DistEnv, io: dist.ProcessGroup) -> Path:
-    """The local directory of the weights; a hub model is downloaded by each node's first rank only."""
+    """The local directory of the weights. Staged (python -m trainer.stage) with the hub offline, every rank finds
+    them in the cache; otherwise each node's first rank downloads them while the node's other ranks wait."""
     if source.directory is not None:
         return source.directory
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import constants, snapshot_download
 
     patterns = ["*.json", "*.safetensors"]
-    if env.local_rank == 0:
-        snapshot_download(source.name, allow_patterns=patterns)
-    dist.barrier(group=io)  # a download takes long: the long-timeout group
-    # Now in the node's cache: the other ranks only look it up (no request to the hub each).
+    if not constants.HF_HUB_OFFLINE:
+        if env.local_rank == 0:
+            snapshot_download(source.name, allow_patterns=patterns)
+        dist.barrier(group=io)  # a download takes long: the long-timeout group
+    # In the node's cache now: every rank only looks it up (no request to the hub each).
     return Path(snapshot_download(source.name, allow_patterns=patterns, local_files_only=True))
 
 
@@ -133,13 +136,18 @@ def train_step(state: TrainState, batch: StepBatch, device: torch.device, dp_siz
     return StepResult(loss_total, grad_norm, lr)
 
 
-def load_data(config: TrainConfig, source: ModelSource) -> tuple[Tokenizer, PackedData]:
+def load_data(config: TrainConfig, source: ModelSource, env: DistEnv | None = None) -> tuple[Tokenizer, PackedData]:
+    """The tokenizer and the packed data set: mapped from --data-cache-dir when given (tokenised there once, by rank
+    0 or a stage step), else tokenised by this rank."""
     tokenizer = load_tokenizer(config.model.tokenizer or source.default_tokenizer())
     if tokenizer.vocab_size > source.shape.vocab_size:
         raise InputError(
             f"--tokenizer {tokenizer.name}: its {tokenizer.vocab_size} ids do not fit the vocabulary of "
             f"{source.name} ({source.shape.vocab_size})"
         )
+    if config.data.cache_dir and env is not None:
+        wait_s = config.checkpoint.timeout_minutes * 60
+        return tokenizer, cached_packed_data(config.data, tokenizer, Path(config.data.cache_dir), env, wait_s)
     return tokenizer, build_packed_data(config.data, tokenizer)
 
 
@@ -246,7 +254,7 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
 def run(config: TrainConfig, env: DistEnv, source: ModelSource, device_type: str) -> None:
     """Tokenise (bad data fails here, before any process group or checkpoint), train, then export."""
     device = pick_device(device_type, env)
-    tokenizer, data = load_data(config, source)
+    tokenizer, data = load_data(config, source, env)
     timeouts = timedelta(minutes=config.parallel.timeout_minutes), timedelta(minutes=config.checkpoint.timeout_minutes)
     init_distributed(env, device, *timeouts)
     try:
