@@ -15,6 +15,7 @@ from typing import Any
 
 from infra.config import StackConfig
 from workloads.job_spec import CHECKPOINT_MOUNT, JobSpec, job_spec
+from workloads.job_staging import stage_container, stage_resources, staged_trainer_args, worker_env
 from workloads.names import (
     COMPONENT_LABEL,
     GPU_NODE_GROUP,
@@ -82,7 +83,7 @@ def trainer_args(spec: JobSpec) -> list[str]:
     args = [part for flag in flags for part in flag]
     if t.compile:
         args.append("--compile")
-    return args
+    return args + staged_trainer_args(spec)
 
 
 def torchrun_command(spec: JobSpec) -> list[str]:
@@ -143,8 +144,8 @@ def container_env(spec: JobSpec) -> list[dict[str, Any]]:
     }
     return [
         hf_token,
-        {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
+        *worker_env(spec),  # the staged Hugging Face cache, hub offline, allocator and compile cache
         *network_env(spec),
     ]
 
@@ -243,6 +244,9 @@ def pod_template(spec: JobSpec) -> dict[str, Any]:
     }
     if spec.checkpoint.shared:
         pod_spec["initContainers"] = [prepare_checkpoints_container(spec)]
+    token = container_env(spec)[0]
+    stage = stage_container(spec, trainer_args(spec), token, stage_resources(resources(spec)))
+    pod_spec["initContainers"] = [*pod_spec.get("initContainers", []), stage]  # after the run directory exists
     return {"metadata": {"labels": labels(spec)}, "spec": pod_spec}
 
 

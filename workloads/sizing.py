@@ -247,6 +247,12 @@ def stack_storage(config: StackConfig) -> StorageEstimate | None:
     )
 
 
+def checkpoint_timeout_minutes(config: StackConfig) -> int | None:
+    """The trainer's --checkpoint-timeout-minutes for the stack's file system, or None (the trainer's default)."""
+    storage = stack_storage(config)
+    return storage.timeout_minutes() if storage else None
+
+
 def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
     """A stack output: the configured job's memory, speed and checkpoint storage in a few figures (None when not
     sizeable)."""
