@@ -288,6 +288,21 @@ class Checkpointer:
         # Always, also where rank 0 has committed already (poll) and others have not yet seen their write finish.
         dist.barrier(group=self.io)
 
+    def settle(self, wait_s: float) -> bool:
+        """On stopping (SIGTERM): commit the save in flight if its write finishes within `wait_s`, else abandon it
+        (its .tmp directory is never read). No collective: peers may already be gone. False when abandoned."""
+        pending, self._pending = self._pending, None
+        if pending is None or pending.future is None:
+            return True
+        try:
+            pending.future.result(timeout=wait_s)
+        except TimeoutError:
+            log.warning("abandoned the save of step %d: still writing after %.0fs", pending.step, wait_s)
+            return False
+        if self.env.is_leader:
+            self._commit(pending)
+        return True
+
     def _commit(self, pending: _Pending) -> None:
         """Rank 0: meta.json, then the rename that makes the checkpoint complete, then pruning."""
         meta = {**self.meta, "step": pending.step, "consumed_samples": pending.consumed_samples}

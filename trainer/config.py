@@ -136,6 +136,9 @@ class CheckpointConfig:
     save (or the end of training) waits for the write to finish and commits it."""
     threads: int = field(default=1, metadata=_flag("--checkpoint-threads"))
     """Writer threads per rank (torch.distributed.checkpoint FileSystemWriter thread_count), each its own file."""
+    stop_wait_s: float = field(default=20.0, metadata=_flag("--checkpoint-stop-wait-seconds"))
+    """After SIGTERM: how long to wait for a checkpoint still being written before abandoning it (keep it below
+    torchrun's --shutdown-timeout, 30 s by default)."""
     timeout_minutes: float = field(default=30.0, metadata=_flag("--checkpoint-timeout-minutes"))
     """Longest wait for a checkpoint save or load, a weight download or the tokenisation of the data set by another
     rank (a process group of its own, so that training keeps the shorter --timeout-minutes)."""

@@ -3,7 +3,9 @@
 TRAINER_FAULT="<point>:<step>" with point one of
 - kill_after_step:  after step <step> (and its checkpoint, if one was due) is complete;
 - kill_during_save: in the save of step <step>, after the shards are written into step_<N>.tmp but before
-                    the checkpoint is committed (meta.json and the rename).
+                    the checkpoint is committed (meta.json and the rename);
+- sigterm_after_step: SIGTERM instead, after step <step> (as the kubelet stopping the pod would send it).
+"<point>:<step>@<rank>" fires on that global rank only (one pod stopped while the others run on).
 Faults fire only in the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a torchrun with --max-restarts
 shows the recovery. SIGKILL gives the process no chance to clean up, like the kernel's OOM killer.
 
@@ -17,7 +19,7 @@ import os
 import signal
 
 FAULT_ENV = "TRAINER_FAULT"
-FAULT_POINTS = ("kill_after_step", "kill_during_save")
+FAULT_POINTS = ("kill_after_step", "kill_during_save", "sigterm_after_step")
 FAKE_DISK_ENV = "TRAINER_FAKE_DISK_BYTES"
 
 
@@ -26,8 +28,10 @@ def maybe_fault(point: str, step: int) -> None:
         raise ValueError(f"unknown fault point {point}")
     if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
         return
-    if os.environ.get(FAULT_ENV) == f"{point}:{step}":
-        os.kill(os.getpid(), signal.SIGKILL)
+    fault = os.environ.get(FAULT_ENV, "")
+    where, _, rank = fault.partition("@")
+    if where == f"{point}:{step}" and (not rank or rank == os.environ.get("RANK", "0")):
+        os.kill(os.getpid(), signal.SIGTERM if point.startswith("sigterm") else signal.SIGKILL)
 
 
 def fake_disk_bytes() -> int | None:

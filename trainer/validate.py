@@ -46,6 +46,7 @@ def _positive(config: TrainConfig) -> list[str]:
         "--checkpoint-every": config.checkpoint.every,
         "--weight-decay": config.optim.weight_decay,
         "--grad-clip": config.optim.grad_clip,
+        "--checkpoint-stop-wait-seconds": config.checkpoint.stop_wait_s,
     }.items():
         if value < 0:
             errors.append(f"{flag} {value}: must not be negative")

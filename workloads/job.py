@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.config import StackConfig
+from workloads.job_shutdown import shutdown_trainer_args, torchrun_shutdown_timeout
 from workloads.job_spec import CHECKPOINT_MOUNT, JobSpec, job_spec
 from workloads.job_staging import stage_container, stage_resources, staged_trainer_args, worker_env
 from workloads.names import (
@@ -83,7 +84,7 @@ def trainer_args(spec: JobSpec) -> list[str]:
     args = [part for flag in flags for part in flag]
     if t.compile:
         args.append("--compile")
-    return args + staged_trainer_args(spec)
+    return args + staged_trainer_args(spec) + shutdown_trainer_args(TERMINATION_GRACE_S)
 
 
 def torchrun_command(spec: JobSpec) -> list[str]:
@@ -99,6 +100,7 @@ def torchrun_command(spec: JobSpec) -> list[str]:
         f"--rdzv-id={spec.rendezvous_id}",
         f"--rdzv-conf=join_timeout={r.join_timeout_s}",
         f"--max-restarts={spec.max_restarts}",
+        f"--shutdown-timeout={torchrun_shutdown_timeout(TERMINATION_GRACE_S)}",  # SIGTERM to SIGKILL of the workers
         "-m",
         "trainer",
         *trainer_args(spec),

@@ -76,3 +76,14 @@ def test_the_checkpoint_timeout_follows_the_stacks_file_system() -> None:
     assert parse_args(trainer_args(job_spec(config, IMAGE))).checkpoint.timeout_minutes == 36
     dev = parse_args(trainer_args(spec_of("dev")))  # an emptyDir: the trainer's default
     assert dev.checkpoint.timeout_minutes == 30
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_wait_after_sigterm_fits_inside_the_one_around_it(stack: str) -> None:
+    """kubelet grace period > torchrun's wait for its workers > the trainer's wait for a background save."""
+    manifest = pytorchjob_manifest(spec_of(stack))
+    grace = pod(manifest)["terminationGracePeriodSeconds"]
+    command = pod(manifest)["containers"][0]["command"]
+    (shutdown,) = [int(arg.split("=", 1)[1]) for arg in command if arg.startswith("--shutdown-timeout=")]
+    stop_wait = parse_args(trainer_args(spec_of(stack))).checkpoint.stop_wait_s
+    assert 0 < stop_wait < shutdown < grace
