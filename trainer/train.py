@@ -23,7 +23,16 @@ from trainer.checkpoint import Checkpointer, Progress, TrainState
 from trainer.checkpoint_layout import model_fingerprint
 from trainer.checkpoint_load import Replicas
 from trainer.config import TrainConfig
-from trainer.data import IGNORE_INDEX, PackedData, SampleOrder, StepBatch, build_packed_data, step_batch
+from trainer.data import (
+    IGNORE_INDEX,
+    PackedData,
+    SampleOrder,
+    StepBatch,
+    build_packed_data,
+    epochs,
+    epochs_warning,
+    step_batch,
+)
 from trainer.data_cache import cached_packed_data
 from trainer.distributed import init_distributed, io_group, leave_distributed, pick_device
 from trainer.env import DistEnv
@@ -201,7 +210,7 @@ def log_start(
 ) -> None:
     log.info(
         "%s: %.1fM parameters | %d ranks, %s, mesh replicate %d x shard %d | global batch %d = %d x %d ranks x %d "
-        "accumulation | %d packed sequences of %d tokens | starting after step %d of %d",
+        "accumulation | %d packed sequences of %d tokens (%.1f epochs in %d steps) | starting after step %d of %d",
         source.name,
         source.shape.num_parameters / 1e6,
         env.world_size,
@@ -214,9 +223,14 @@ def log_start(
         plan.grad_accum,
         data.num_samples,
         config.data.seq_len,
+        epochs(config.schedule.steps, plan.global_batch_size, data.num_samples),
+        config.schedule.steps,
         step,
         config.schedule.steps,
     )
+    warning = epochs_warning(config.schedule.steps, plan.global_batch_size, data.num_samples)
+    if warning:
+        log.warning(warning)
 
 
 def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.device, data: PackedData) -> Session:
