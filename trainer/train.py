@@ -43,7 +43,7 @@ from trainer.loss_scale import LossScaler
 from trainer.model import build_meta_model, hf_config, init_buffers, init_weights, load_pretrained_weights
 from trainer.model_source import ModelSource
 from trainer.optim import build_optimizer, build_scheduler
-from trainer.parallelize import build_mesh, parallelize
+from trainer.parallelize import build_mesh, parallelize, precompute_fp8_scales
 from trainer.plan import RunPlan, make_plan
 from trainer.reporting import StepReporter, StepResult
 from trainer.shutdown import StopRequests
@@ -104,7 +104,9 @@ def to_device(micro_batches: list[tuple[np.ndarray, np.ndarray]], device: torch.
     return [(copy(inputs), copy(labels)) for inputs, labels in micro_batches]
 
 
-def train_step(state: TrainState, batch: StepBatch, device: torch.device, dp_size: int, grad_clip: float) -> StepResult:
+def train_step(
+    state: TrainState, batch: StepBatch, device: torch.device, dp_size: int, grad_clip: float, fp8: bool = False
+) -> StepResult:
     """One optimizer step over this rank's micro batches of the global batch.
 
     Each micro batch's summed token loss is divided by the token count of the whole global batch, so the sum
@@ -142,6 +144,8 @@ def train_step(state: TrainState, batch: StepBatch, device: torch.device, dp_siz
     # fp16 only: an overflow (non-finite norm, alike on every rank) skips the step, which needs the norm on the host.
     if not scaler.enabled or scaler.update(float(grad_norm)):
         optimizer.step()
+        if fp8:
+            precompute_fp8_scales(model)
     state.scheduler.step()
     return StepResult(loss_total, grad_norm, lr)
 
@@ -248,7 +252,7 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
         for step in range(state.progress.step + 1, total + 1):
             consumed = state.progress.consumed_samples
             batch = step_batch(data, order, consumed, plan.global_batch_size, plan.batch_size, env.rank, plan.dp_size)
-            result = train_step(state, batch, device, plan.dp_size, config.optim.grad_clip)
+            result = train_step(state, batch, device, plan.dp_size, config.optim.grad_clip, config.parallel.fp8)
             state.progress = Progress(step, consumed + plan.global_batch_size)
             if checkpointer:
                 checkpointer.poll()  # commit a background save that has finished writing

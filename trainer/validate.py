@@ -79,6 +79,10 @@ def _parallel(config: TrainConfig, env: DistEnv, device_type: str) -> list[str]:
         errors.append(str(error))
     if parallel.device == "cuda" and device_type != "cuda":
         errors.append("--device cuda: no CUDA device is available")
+    if parallel.fp8 and not parallel.compile:
+        # torchao's FP8 linears cast and scale in separate kernels unless torch.compile fuses them (torchtitan's
+        # docs/float8.md: compile is "required for competitive performance").
+        errors.append("--fp8: needs --compile (without it FP8 training is slower than bf16)")
     if parallel.fp8 and device_type != "cuda":
         errors.append(f"--fp8: needs a CUDA GPU with FP8 tensor cores; this run is on {device_type}")
     elif parallel.fp8 and importlib.util.find_spec("torchao") is None:

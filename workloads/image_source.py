@@ -1,7 +1,7 @@
 """What goes into the trainer image, and the tag that names it: a digest of exactly those inputs.
 
 Torch-free and Pulumi-free, so the render CLI can name the image the stack would build. The tag changes when
-and only when the image would: a trainer source file, requirements-trainer.txt, the Dockerfile or a pinned
+and only when the image would: a trainer source file, requirements-trainer*.txt, the Dockerfile or a pinned
 version in its build arguments. That is what lets the ECR repository keep immutable tags.
 """
 
@@ -16,7 +16,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = Path("docker/Dockerfile")
 # The build context is the project root; docker/Dockerfile.dockerignore lets in only these (BuildKit reads a
 # Dockerfile-specific ignore file before the context's own).
-IMAGE_INPUTS = (Path("requirements-trainer.txt"), Path("trainer"), DOCKERFILE)
+IMAGE_INPUTS = (Path("requirements-trainer.txt"), Path("requirements-trainer-gpu.txt"), Path("trainer"), DOCKERFILE)
 TAG_LENGTH = 16
 
 
