@@ -11,7 +11,7 @@ from infra.config import parse_stack_config
 from infra.config_fields import ConfigError
 from infra.stack_files import load_stack_config
 from tests.harness.pulumi_program import run_program
-from trainer.presets import PRESETS
+from trainer.presets import PRESETS, find_shape
 from workloads.sizing import sizing_summary, stack_storage
 from workloads.sizing_cli import main
 from workloads.sizing_storage import GIB, estimate_storage, fsx_capacity_for
@@ -139,3 +139,18 @@ def test_an_invalid_fsx_capacity_is_refused(capsys: pytest.CaptureFixture[str]) 
         main(["--model", "llama2-7b", "--instance", "p5.48xlarge", "--nodes", "1", "--fsx-capacity-gib", "2000"]) == 2
     )
     assert "--fsx-capacity-gib 2000 is not allowed; expected 1200 or a multiple of 2400" in capsys.readouterr().err
+
+
+def test_the_storage_table_in_the_docs_is_what_the_sizing_computes() -> None:
+    from tests.workloads.test_sizing_docs import doc_table
+
+    for row in doc_table("storage-check"):
+        shape = find_shape(row["hub model"])
+        needed = estimate_storage(shape, pretrained=True)
+        small = estimate_storage(shape, pretrained=True, capacity_gib=1200)
+        sized = estimate_storage(shape, pretrained=True, capacity_gib=needed.needed_capacity_gib)
+        assert row["checkpoint"] == f"{needed.checkpoint_bytes / GIB:.1f} GiB"
+        assert row["keep 3 + 1 + staged + export"] == f"{needed.needed_bytes / GIB:.1f} GiB"
+        assert row["FSx size needed"] == f"{needed.needed_capacity_gib} GiB"
+        assert row["save at 1200 GiB x 250"] == f"{small.save_s / 60:.1f} min"
+        assert row["at the size needed x 250"].startswith(f"{sized.save_s / 60:.1f} min")
