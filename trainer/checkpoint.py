@@ -248,6 +248,7 @@ class Checkpointer:
             dcp.save(saved, storage_writer=writer, process_group=self.io)
         self._pending = pending
         self.stats.blocked_s = time.perf_counter() - started
+        maybe_fault("sigterm_during_save", progress.step)
         if not self.config.async_save:
             self.finish()
 
@@ -269,10 +270,10 @@ class Checkpointer:
         pending = self._pending
         if pending is None or pending.future is None or not pending.future.done():
             return
+        self._pending = None  # taken: a SIGTERM from here on has nothing left to settle
         pending.future.result()  # raises a failed write here, on the rank whose write failed
         if self.env.is_leader:
             self._commit(pending)
-        self._pending = None
 
     def finish(self) -> None:
         """Wait for the save in flight, if any, and commit it; every rank calls this at the same points (before a
@@ -282,23 +283,25 @@ class Checkpointer:
             if pending.future is not None:
                 pending.future.result()
             maybe_fault("kill_during_save", pending.step)
+            self._pending = None
             if self.env.is_leader:
                 self._commit(pending)
-            self._pending = None
         # Always, also where rank 0 has committed already (poll) and others have not yet seen their write finish.
         dist.barrier(group=self.io)
 
     def settle(self, wait_s: float) -> bool:
-        """On stopping (SIGTERM): commit the save in flight if its write finishes within `wait_s`, else abandon it
-        (its .tmp directory is never read). No collective: peers may already be gone. False when abandoned."""
+        """On SIGTERM (trainer/shutdown.py): commit the save whose shards are written, or will be within `wait_s`;
+        else abandon it (its .tmp directory is never read). No collective: peers may already be gone. False when
+        a save was abandoned."""
         pending, self._pending = self._pending, None
-        if pending is None or pending.future is None:
+        if pending is None:
             return True
-        try:
-            pending.future.result(timeout=wait_s)
-        except TimeoutError:
-            log.warning("abandoned the save of step %d: still writing after %.0fs", pending.step, wait_s)
-            return False
+        if pending.future is not None:
+            try:
+                pending.future.result(timeout=wait_s)
+            except Exception as failed:  # still writing (TimeoutError), or the write itself failed
+                log.warning("abandoned the save of step %d: %s", pending.step, type(failed).__name__)
+                return False
         if self.env.is_leader:
             self._commit(pending)
         return True

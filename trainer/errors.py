@@ -8,7 +8,3 @@ class InputError(ValueError):
 
 class StorageError(RuntimeError):
     """The checkpoint file system cannot take the next checkpoint; the message names the sizes."""
-
-
-class RunStoppedError(Exception):
-    """The run stopped early, on every rank alike, because one was asked to (SIGTERM, trainer/shutdown.py)."""

@@ -4,8 +4,9 @@ TRAINER_FAULT="<point>:<step>" with point one of
 - kill_after_step:  after step <step> (and its checkpoint, if one was due) is complete;
 - kill_during_save: in the save of step <step>, after the shards are written into step_<N>.tmp but before
                     the checkpoint is committed (meta.json and the rename);
-- sigterm_after_step: SIGTERM instead, after step <step> (as the kubelet stopping the pod would send it).
-"<point>:<step>@<rank>" fires on that global rank only (one pod stopped while the others run on).
+- sigterm_during_save: SIGTERM instead (as the kubelet stopping the pod would send it), in the save of step <step>
+                    once its shards are written (synchronous) or being written (--async-checkpoint), before the commit.
+"<point>:<step>@<rank>" fires on that global rank only.
 Faults fire only in the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a torchrun with --max-restarts
 shows the recovery. SIGKILL gives the process no chance to clean up, like the kernel's OOM killer.
 
@@ -19,7 +20,7 @@ import os
 import signal
 
 FAULT_ENV = "TRAINER_FAULT"
-FAULT_POINTS = ("kill_after_step", "kill_during_save", "sigterm_after_step")
+FAULT_POINTS = ("kill_after_step", "kill_during_save", "sigterm_during_save")
 FAKE_DISK_ENV = "TRAINER_FAKE_DISK_BYTES"
 
 

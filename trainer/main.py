@@ -10,18 +10,16 @@
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 
 from trainer.config import parse_args
 from trainer.env import DistEnv, read_env
-from trainer.errors import InputError, RunStoppedError, StorageError
+from trainer.errors import InputError, StorageError
 from trainer.model_source import resolve_model
 from trainer.validate import validate
 
 EXIT_BAD_INPUT = 2  # argparse's status for bad arguments; invalid combinations use the same
 EXIT_NO_SPACE = 3  # the checkpoint file system cannot take the next checkpoint (trainer/checkpoint_space.py)
-EXIT_TERMINATED = 128 + signal.SIGTERM  # stopped by SIGTERM (trainer/shutdown.py), as a shell reports it
 
 log = logging.getLogger("trainer")
 
@@ -75,6 +73,4 @@ def main(argv: list[str] | None = None) -> int:
     except StorageError as error:
         refuse([str(error)], env)
         return EXIT_NO_SPACE
-    except RunStoppedError:
-        return EXIT_TERMINATED
     return 0

@@ -36,7 +36,7 @@ from trainer.data import (
 from trainer.data_cache import cached_packed_data
 from trainer.distributed import init_distributed, io_group, leave_distributed, pick_device
 from trainer.env import DistEnv
-from trainer.errors import InputError, RunStoppedError
+from trainer.errors import InputError
 from trainer.export import export_hf
 from trainer.faults import maybe_fault
 from trainer.loss_scale import LossScaler
@@ -46,7 +46,7 @@ from trainer.optim import build_optimizer, build_scheduler
 from trainer.parallelize import build_mesh, parallelize, precompute_fp8_scales
 from trainer.plan import RunPlan, make_plan
 from trainer.reporting import StepReporter, StepResult
-from trainer.shutdown import StopRequests
+from trainer.shutdown import SigtermHandler
 from trainer.tokenizer import Tokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,7 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
     total, every = config.schedule.steps, config.checkpoint.every
     reporter.restart_clock(state.progress.step)
     checkpointer = session.checkpointer
-    stop = StopRequests(dist.new_group(backend="gloo"))  # a group of its own: never interleaved with another's
+    sigterm = SigtermHandler(checkpointer, config.checkpoint.stop_wait_s)
     try:
         for step in range(state.progress.step + 1, total + 1):
             consumed = state.progress.consumed_samples
@@ -262,15 +262,10 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
                 checkpointer.save(state)
                 reporter.restart_clock(step)
             maybe_fault("kill_after_step", step)
-            maybe_fault("sigterm_after_step", step)
-            if stop.agreed():
-                settled = checkpointer.settle(config.checkpoint.stop_wait_s) if checkpointer else True
-                log.warning("stopped after step %d (SIGTERM)%s", step, "" if settled else "; a save was abandoned")
-                raise RunStoppedError(step)
         if checkpointer:
             checkpointer.finish()  # the last save, committed before the export and the exit
     finally:
-        stop.close()
+        sigterm.close()
         reporter.close()
         if checkpointer:
             checkpointer.close()
