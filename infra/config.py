@@ -26,6 +26,12 @@ from infra.config_fields import (
     setting,
 )
 from workloads.sizing import fit_problems
+from workloads.sizing_storage import (
+    DEFAULT_FSX_CAPACITY_GIB,
+    DEFAULT_FSX_THROUGHPUT_PER_TIB,
+    FSX_THROUGHPUT_PER_TIB,
+    fsx_capacity_problem,
+)
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 CAPACITY_TYPES = ("ON_DEMAND", "CAPACITY_BLOCK", "SPOT")
@@ -225,12 +231,15 @@ class StorageConfig:
     )
     fsx_capacity_gib: int = setting(
         "fsxCapacityGiB",
-        1200,
+        DEFAULT_FSX_CAPACITY_GIB,
         "FSx for Lustre capacity: 1200, or a multiple of 2400 (PERSISTENT_2 sizes).",
-        lambda v: None if v == 1200 or (v > 0 and v % 2400 == 0) else "1200 or a multiple of 2400",
+        fsx_capacity_problem,
     )
     fsx_throughput_per_tib: int = setting(
-        "fsxThroughputPerTiB", 250, "FSx for Lustre MB/s per TiB of capacity.", one_of_ints(125, 250, 500, 1000)
+        "fsxThroughputPerTiB",
+        DEFAULT_FSX_THROUGHPUT_PER_TIB,
+        "FSx for Lustre MB/s per TiB of capacity.",
+        one_of_ints(*FSX_THROUGHPUT_PER_TIB),
     )
 
 

@@ -56,6 +56,9 @@ class DataConfig:
     """Configuration name for a Hugging Face dataset id (the second argument of datasets.load_dataset)."""
     seq_len: int = field(default=256, metadata=_flag("--seq-len"))
     """Tokens per packed training sequence; at most the model's max_position_embeddings."""
+    cache_dir: str | None = field(default=None, metadata=_flag("--data-cache-dir"))
+    """Directory shared by all ranks for the tokenised data set: rank 0 (or `python -m trainer.stage`) writes it
+    once as memory-mapped arrays and every rank maps it. Without it, every rank tokenises the data set itself."""
 
 
 @dataclass
@@ -82,6 +85,9 @@ class ParallelConfig:
     """FP8 linear layers in the decoder blocks through torchao (CUDA GPUs of compute capability 8.9+)."""
     device: str = field(default="auto", metadata=_flag("--device", choices=DEVICES))
     """auto: cuda when available, else cpu. NCCL is used on CUDA, gloo on CPU."""
+    timeout_minutes: float = field(default=10.0, metadata=_flag("--timeout-minutes"))
+    """Longest a training collective waits for the other ranks; then the rank fails and torchrun restarts the
+    group. Checkpoints, weight downloads and tokenisation wait under --checkpoint-timeout-minutes instead."""
 
 
 @dataclass
@@ -125,6 +131,17 @@ class CheckpointConfig:
     """Write the final model to this directory in Hugging Face format (config.json, *.safetensors)."""
     export_dtype: str = field(default="bf16", metadata=_flag("--export-dtype", choices=EXPORT_DTYPES))
     """Dtype of the exported weights."""
+    async_save: bool = field(default=False, metadata=_flag("--async-checkpoint", action="store_true"))
+    """Write checkpoints in the background: training waits only while the state is copied to host memory; the next
+    save (or the end of training) waits for the write to finish and commits it."""
+    threads: int = field(default=1, metadata=_flag("--checkpoint-threads"))
+    """Writer threads per rank (torch.distributed.checkpoint FileSystemWriter thread_count), each its own file."""
+    stop_wait_s: float = field(default=20.0, metadata=_flag("--checkpoint-stop-wait-seconds"))
+    """After SIGTERM: how long to wait for a checkpoint still being written before abandoning it (keep it below
+    torchrun's --shutdown-timeout, 30 s by default)."""
+    timeout_minutes: float = field(default=30.0, metadata=_flag("--checkpoint-timeout-minutes"))
+    """Longest wait for a checkpoint save or load, a weight download or the tokenisation of the data set by another
+    rank (a process group of its own, so that training keeps the shorter --timeout-minutes)."""
 
 
 @dataclass

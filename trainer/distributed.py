@@ -1,4 +1,13 @@
-"""Joining the job: the device this rank uses and its process group (NCCL on CUDA, gloo on CPU)."""
+"""Joining the job: the device this rank uses, its process group (NCCL on CUDA, gloo on CPU), and a second group
+for the waits that are not training.
+
+Two timeouts, because two kinds of waiting: a training collective that waits minutes for a peer means the peer is
+gone (--timeout-minutes: fail, and let torchrun restart the group), while a rank waiting for another to finish
+writing a 70B checkpoint, downloading weights or tokenising the data set is expected to wait long
+(--checkpoint-timeout-minutes). The slow waits go through `io_group`, a gloo group of all ranks with the long
+timeout: gloo because DCP's asynchronous save needs a CPU backend for its background collectives
+(torch.distributed.checkpoint.async_save), and its own group so that those never interleave with training's.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +16,11 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from trainer.config import CheckpointConfig, ParallelConfig
 from trainer.env import DistEnv
 
-# Long enough for rank 0 to download a 70B checkpoint while the others wait in a barrier.
-COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+TRAINING_TIMEOUT = timedelta(minutes=ParallelConfig.timeout_minutes)
+WAIT_TIMEOUT = timedelta(minutes=CheckpointConfig.timeout_minutes)
 
 
 def pick_device(device_type: str, env: DistEnv) -> torch.device:
@@ -20,21 +30,30 @@ def pick_device(device_type: str, env: DistEnv) -> torch.device:
     return torch.device("cpu")
 
 
-def init_distributed(env: DistEnv, device: torch.device) -> None:
-    """Join the process group torchrun describes; a plain process joins a group of one (same code path after)."""
+def init_distributed(
+    env: DistEnv, device: torch.device, timeout: timedelta = TRAINING_TIMEOUT, wait_timeout: timedelta = WAIT_TIMEOUT
+) -> None:
+    """Join the process group torchrun describes; a plain process joins a group of one (same code path after).
+    `timeout` bounds training collectives; `wait_timeout` the rendezvous (ranks start as their pods do)."""
     backend = "nccl" if device.type == "cuda" else "gloo"
     device_id = device if device.type == "cuda" else None
     if env.launched:
         # torchrun's c10d rendezvous keeps one TCP store for all restarts of the workers, so the addresses the
         # previous attempt's ranks published would still be there: peers would connect to dead processes. Each
         # attempt therefore works under its own key prefix.
-        store, rank, world_size = next(dist.rendezvous("env://", timeout=COLLECTIVE_TIMEOUT))
+        store, rank, world_size = next(dist.rendezvous("env://", timeout=wait_timeout))
         store = dist.PrefixStore(f"trainer/attempt_{env.restart_count}", store)
         dist.init_process_group(
-            backend, store=store, rank=rank, world_size=world_size, device_id=device_id, timeout=COLLECTIVE_TIMEOUT
+            backend, store=store, rank=rank, world_size=world_size, device_id=device_id, timeout=timeout
         )
     else:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, device_id=device_id)
+
+
+def io_group(timeout: timedelta = WAIT_TIMEOUT, ranks: list[int] | None = None) -> dist.ProcessGroup:
+    """A gloo group with the long timeout, of all ranks or of `ranks`. Every rank must call this, in the same order,
+    member or not (torch.distributed.new_group)."""
+    return dist.new_group(ranks=ranks, backend="gloo", timeout=timeout)
 
 
 def leave_distributed() -> None:

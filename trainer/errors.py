@@ -4,3 +4,7 @@ tokenizer too large for the model). `trainer.main` turns it into a message and e
 
 class InputError(ValueError):
     """A problem with the run's inputs, named by flag and value; raised before training starts."""
+
+
+class StorageError(RuntimeError):
+    """The checkpoint file system cannot take the next checkpoint; the message names the sizes."""

@@ -3,9 +3,15 @@
 TRAINER_FAULT="<point>:<step>" with point one of
 - kill_after_step:  after step <step> (and its checkpoint, if one was due) is complete;
 - kill_during_save: in the save of step <step>, after the shards are written into step_<N>.tmp but before
-                    the checkpoint is committed (meta.json and the rename).
+                    the checkpoint is committed (meta.json and the rename);
+- sigterm_during_save: SIGTERM instead (as the kubelet stopping the pod would send it), in the save of step <step>
+                    once its shards are written (synchronous) or being written (--async-checkpoint), before the commit.
+"<point>:<step>@<rank>" fires on that global rank only.
 Faults fire only in the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a torchrun with --max-restarts
 shows the recovery. SIGKILL gives the process no chance to clean up, like the kernel's OOM killer.
+
+TRAINER_FAKE_DISK_BYTES=<bytes> makes the checkpoint directory a file system of that size, used by nothing but the
+directory itself (trainer/checkpoint_space.py): a full disk without a loop device or root.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import os
 import signal
 
 FAULT_ENV = "TRAINER_FAULT"
-FAULT_POINTS = ("kill_after_step", "kill_during_save")
+FAULT_POINTS = ("kill_after_step", "kill_during_save", "sigterm_during_save")
+FAKE_DISK_ENV = "TRAINER_FAKE_DISK_BYTES"
 
 
 def maybe_fault(point: str, step: int) -> None:
@@ -22,5 +29,13 @@ def maybe_fault(point: str, step: int) -> None:
         raise ValueError(f"unknown fault point {point}")
     if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
         return
-    if os.environ.get(FAULT_ENV) == f"{point}:{step}":
-        os.kill(os.getpid(), signal.SIGKILL)
+    fault = os.environ.get(FAULT_ENV, "")
+    where, _, rank = fault.partition("@")
+    if where == f"{point}:{step}" and (not rank or rank == os.environ.get("RANK", "0")):
+        os.kill(os.getpid(), signal.SIGTERM if point.startswith("sigterm") else signal.SIGKILL)
+
+
+def fake_disk_bytes() -> int | None:
+    """The simulated size of the checkpoint file system, or None for the real one."""
+    value = os.environ.get(FAKE_DISK_ENV)
+    return int(value) if value else None

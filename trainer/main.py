@@ -14,11 +14,12 @@ import sys
 
 from trainer.config import parse_args
 from trainer.env import DistEnv, read_env
-from trainer.errors import InputError
+from trainer.errors import InputError, StorageError
 from trainer.model_source import resolve_model
 from trainer.validate import validate
 
 EXIT_BAD_INPUT = 2  # argparse's status for bad arguments; invalid combinations use the same
+EXIT_NO_SPACE = 3  # the checkpoint file system cannot take the next checkpoint (trainer/checkpoint_space.py)
 
 log = logging.getLogger("trainer")
 
@@ -69,4 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         run(config, env, source, device_type)
     except InputError as error:
         return refuse([str(error)], env)
+    except StorageError as error:
+        refuse([str(error)], env)
+        return EXIT_NO_SPACE
     return 0

@@ -28,6 +28,21 @@ METRIC_FIELDS: dict[str, tuple[str, str]] = {
     "grad_norm": ("trainer_grad_norm", "Global gradient norm before clipping"),
     "world_size": ("trainer_world_size", "Number of ranks"),
     "restarts": ("trainer_restarts", "Elastic restarts of the workers (TORCHELASTIC_RESTART_COUNT)"),
+    "peak_reserved_bytes": (
+        "trainer_peak_reserved_bytes",
+        "Peak GPU memory the caching allocator reserved on the busiest rank (NaN on CPU)",
+    ),
+    "checkpoint_save_s": ("trainer_checkpoint_save_seconds", "Wall time of the last checkpoint save, start to commit"),
+    "checkpoint_blocked_s": (
+        "trainer_checkpoint_blocked_seconds",
+        "Time the last checkpoint save held training up (all of it, or the copy to host memory when asynchronous)",
+    ),
+    "checkpoint_bytes": ("trainer_checkpoint_bytes", "Tensor bytes of the last checkpoint"),
+    "checkpoint_load_s": ("trainer_checkpoint_load_seconds", "Wall time of the checkpoint load at start"),
+    "checkpoint_read_bytes": (
+        "trainer_checkpoint_read_bytes",
+        "Bytes read from the checkpoint files by all ranks at start",
+    ),
 }
 PROMETHEUS_METRICS: tuple[str, ...] = tuple(name for name, _ in METRIC_FIELDS.values())
 
@@ -66,6 +81,14 @@ class StepMetrics:
     """Tokens trained on so far in this run, counting from the resumed step."""
     cpu_time_per_step_s: float
     """Rank 0's process CPU time (all threads) per step: host-side work, unaffected by waiting for a busy CPU."""
+    peak_reserved_bytes: int | None = None
+    """Max over ranks of torch.cuda.max_memory_reserved: allocated plus what the caching allocator keeps (CPU: None)."""
+    checkpoint_save_s: float | None = None
+    checkpoint_blocked_s: float | None = None
+    checkpoint_bytes: int | None = None
+    checkpoint_load_s: float | None = None
+    checkpoint_read_bytes: int | None = None
+    """The last save and the load at start (trainer/checkpoint.py CheckpointStats); None until there is one."""
 
     def log_line(self, total_steps: int) -> str:
         mfu = "n/a" if self.mfu is None else f"{100 * self.mfu:.1f}%"
@@ -73,6 +96,7 @@ class StepMetrics:
             f"step {self.step}/{total_steps} | loss {self.loss:.4f} | lr {self.lr:.2e} | grad norm {self.grad_norm:.3f}"
             f" | {self.tokens_per_second:,.0f} tok/s ({self.tokens_per_second_per_gpu:,.0f}/rank) | mfu {mfu}"
             f" | step {self.step_time_s:.3f}s | peak mem {self.peak_memory_bytes / 2**30:.2f} GiB"
+            + ("" if self.peak_reserved_bytes is None else f" ({self.peak_reserved_bytes / 2**30:.2f} reserved)")
         )
 
 

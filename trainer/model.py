@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor, Shard
 
+from trainer.attention import causal_sdpa
 from trainer.model_source import ModelSource
 
 # Wrappers that activation checkpointing and torch.compile may add to a module's parameter names.
@@ -49,8 +50,11 @@ def build_meta_model(config: Any) -> nn.Module:
     """The model's structure on the meta device: no memory, no initialisation yet."""
     from transformers import AutoModelForCausalLM
 
+    # Master weights are fp32 whatever the config says: from_config builds in `config.dtype` (transformers 5), and
+    # Llama 2's configs say float16, so parameters, gradients and AdamW moments would be fp16 (AdamW's eps 1e-8
+    # is 0 in fp16, and the loss turns NaN). Compute in bf16/fp16 comes from the MixedPrecisionPolicy instead.
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")  # fp32: the default dtype
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=causal_sdpa(), dtype=torch.float32)
     return model
 
 

@@ -37,6 +37,7 @@ def _selective_policy(ctx: object, op: object, *args: object, **kwargs: object) 
 
     aten = torch.ops.aten
     keep = {
+        aten._scaled_mm.default,  # FP8 matmuls (torchao); torchtitan's selective checkpointing keeps them too
         aten.mm.default,
         aten.addmm.default,
         aten.bmm.default,
@@ -65,14 +66,27 @@ def apply_activation_checkpointing(model: nn.Module, mode: str) -> None:
 
 
 def apply_fp8(model: nn.Module) -> None:
-    """Swap the decoder layers' linear layers for torchao's FP8 training linears (dims divisible by 16)."""
-    from torchao.float8 import convert_to_float8_training
+    """Swap the decoder layers' linear layers for torchao's FP8 training linears (dims divisible by 16).
+
+    With FP8 all-gather FSDP2 gathers the weights already cast to FP8, half the bytes of bf16; their scales are
+    computed for all layers at once after each optimizer step (`precompute_fp8_scales`), in one all-reduce
+    (torchao.float8: Float8LinearConfig.enable_fsdp_float8_all_gather, precompute_float8_dynamic_scale_for_fsdp).
+    """
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     def wanted(module: nn.Module, name: str) -> bool:
         return isinstance(module, nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
 
+    config = Float8LinearConfig(enable_fsdp_float8_all_gather=True)
     for layer in decoder_layers(model):
-        convert_to_float8_training(layer, module_filter_fn=wanted)
+        convert_to_float8_training(layer, config=config, module_filter_fn=wanted)
+
+
+def precompute_fp8_scales(model: nn.Module) -> None:
+    """After each optimizer step under --fp8: the FP8 weights' scales for the next all-gathers."""
+    from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
+
+    precompute_float8_dynamic_scale_for_fsdp(model)
 
 
 def apply_compile(model: nn.Module) -> None:

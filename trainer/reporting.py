@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from trainer.checkpoint import CheckpointStats
 from trainer.config import TrainConfig
 from trainer.env import DistEnv
 from trainer.hardware import PEAK_BF16_FLOPS, chip_for_device_name
@@ -33,6 +34,12 @@ def peak_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
     return peak_rss_bytes()
+
+
+def peak_reserved_bytes(device: torch.device) -> int:
+    """GPU memory the caching allocator reserved at its peak (what nvidia-smi sees of torch); 0 on CPU, which has no
+    such allocator (reported as None)."""
+    return int(torch.cuda.max_memory_reserved(device)) if device.type == "cuda" else 0
 
 
 def peak_rss_bytes() -> int:
@@ -59,6 +66,18 @@ def peak_flops(config: TrainConfig, device: torch.device) -> float | None:
     return None
 
 
+def checkpoint_figures(stats: CheckpointStats | None) -> dict[str, float | int | None]:
+    """The StepMetrics fields of the checkpoint figures (rank 0's: it commits saves and writes the metrics)."""
+    stats = stats or CheckpointStats()
+    return {
+        "checkpoint_save_s": stats.save_s,
+        "checkpoint_blocked_s": stats.blocked_s,
+        "checkpoint_bytes": stats.bytes,
+        "checkpoint_load_s": stats.load_s,
+        "checkpoint_read_bytes": stats.read_bytes,
+    }
+
+
 class StepReporter:
     def __init__(
         self, config: TrainConfig, env: DistEnv, shape: ModelShape, global_batch: int, device: torch.device
@@ -76,10 +95,11 @@ class StepReporter:
         """Time from here: the next report covers the steps after `step` (setup and saves are not training)."""
         self.last_time, self.last_cpu_time, self.last_step = time.perf_counter(), time.process_time(), step
 
-    def report(self, step: int, result: StepResult) -> None:
+    def report(self, step: int, result: StepResult, checkpoint: CheckpointStats | None = None) -> None:
         loss = result.loss.clone()
         dist.all_reduce(loss)
-        memory = torch.tensor([peak_memory_bytes(self.device)], dtype=torch.int64, device=self.device)
+        peaks = [peak_memory_bytes(self.device), peak_reserved_bytes(self.device)]
+        memory = torch.tensor(peaks, dtype=torch.int64, device=self.device)
         dist.all_reduce(memory, op=dist.ReduceOp.MAX)  # the busiest rank is the one that limits the job
         steps = step - self.last_step
         step_time = (time.perf_counter() - self.last_time) / steps
@@ -101,6 +121,8 @@ class StepReporter:
             restarts=self.env.restart_count,
             tokens=self.tokens,
             cpu_time_per_step_s=cpu_time,
+            peak_reserved_bytes=int(memory[1]) if self.device.type == "cuda" else None,
+            **checkpoint_figures(checkpoint),
         )
         if self.sink:
             log.info(metrics.log_line(self.total_steps))

@@ -8,19 +8,33 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
 from torch.nn.functional import cross_entropy
 
 from trainer.checkpoint import Checkpointer, Progress, TrainState
 from trainer.checkpoint_layout import model_fingerprint
+from trainer.checkpoint_load import Replicas
 from trainer.config import TrainConfig
-from trainer.data import IGNORE_INDEX, PackedData, SampleOrder, StepBatch, build_packed_data, step_batch
-from trainer.distributed import init_distributed, leave_distributed, pick_device
+from trainer.data import (
+    IGNORE_INDEX,
+    PackedData,
+    SampleOrder,
+    StepBatch,
+    build_packed_data,
+    epochs,
+    epochs_warning,
+    step_batch,
+)
+from trainer.data_cache import cached_packed_data
+from trainer.distributed import init_distributed, io_group, leave_distributed, pick_device
 from trainer.env import DistEnv
 from trainer.errors import InputError
 from trainer.export import export_hf
@@ -29,57 +43,89 @@ from trainer.loss_scale import LossScaler
 from trainer.model import build_meta_model, hf_config, init_buffers, init_weights, load_pretrained_weights
 from trainer.model_source import ModelSource
 from trainer.optim import build_optimizer, build_scheduler
-from trainer.parallelize import build_mesh, parallelize
+from trainer.parallelize import build_mesh, parallelize, precompute_fp8_scales
 from trainer.plan import RunPlan, make_plan
 from trainer.reporting import StepReporter, StepResult
+from trainer.shutdown import SigtermHandler
 from trainer.tokenizer import Tokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
+DeviceBatch = tuple[torch.Tensor, torch.Tensor]
+"""(input ids, labels) of one micro batch on the training device."""
 
 
-def pretrained_directory(source: ModelSource, env: DistEnv) -> Path:
-    """The local directory of the weights; a hub model is downloaded by each node's first rank only."""
+def pretrained_directory(source: ModelSource, env: DistEnv, io: dist.ProcessGroup) -> Path:
+    """The local directory of the weights. Staged (python -m trainer.stage) with the hub offline, every rank finds
+    them in the cache; otherwise each node's first rank downloads them while the node's other ranks wait."""
     if source.directory is not None:
         return source.directory
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import constants, snapshot_download
 
     patterns = ["*.json", "*.safetensors"]
-    if env.local_rank == 0:
-        snapshot_download(source.name, allow_patterns=patterns)
-    dist.barrier()
-    # Now in the node's cache: the other ranks only look it up (no request to the hub each).
+    if not constants.HF_HUB_OFFLINE:
+        if env.local_rank == 0:
+            snapshot_download(source.name, allow_patterns=patterns)
+        dist.barrier(group=io)  # a download takes long: the long-timeout group
+    # In the node's cache now: every rank only looks it up (no request to the hub each).
     return Path(snapshot_download(source.name, allow_patterns=patterns, local_files_only=True))
 
 
 def build_model(
-    source: ModelSource, config: TrainConfig, plan: RunPlan, device: torch.device, env: DistEnv
+    source: ModelSource,
+    config: TrainConfig,
+    mesh: DeviceMesh,
+    device: torch.device,
+    env: DistEnv,
+    io: dist.ProcessGroup,
 ) -> tuple[nn.Module, Any]:
     """Meta device -> parallelize (shard) -> to_empty -> weights (seeded init, or this rank's pretrained rows)."""
     model_config = hf_config(source)
     model = build_meta_model(model_config)
-    parallelize(model, config.parallel, build_mesh(config.parallel.sharding_strategy, plan, device.type))
+    parallelize(model, config.parallel, mesh)
     model.to_empty(device=device)
     init_buffers(model, device)
     if source.pretrained:
-        load_pretrained_weights(model, pretrained_directory(source, env))
+        load_pretrained_weights(model, pretrained_directory(source, env, io))
     else:
         init_weights(model, config.schedule.seed, std=model_config.initializer_range)
     return model, model_config
 
 
-def train_step(state: TrainState, batch: StepBatch, device: torch.device, dp_size: int, grad_clip: float) -> StepResult:
+def to_device(micro_batches: list[tuple[np.ndarray, np.ndarray]], device: torch.device) -> list[DeviceBatch]:
+    """Every micro batch of the step, inputs and labels, copied before the first forward. On CUDA from pinned host
+    memory without blocking, so the host queues the whole step without waiting for the GPU (a pageable copy waits
+    for the GPU's queue to drain, and a copy after the forward would stall it)."""
+    pinned = device.type == "cuda"
+
+    def copy(array: np.ndarray) -> torch.Tensor:
+        host = torch.from_numpy(array)
+        return (host.pin_memory() if pinned else host).to(device, non_blocking=pinned)
+
+    return [(copy(inputs), copy(labels)) for inputs, labels in micro_batches]
+
+
+def train_step(
+    state: TrainState, batch: StepBatch, device: torch.device, dp_size: int, grad_clip: float, fp8: bool = False
+) -> StepResult:
     """One optimizer step over this rank's micro batches of the global batch.
 
     Each micro batch's summed token loss is divided by the token count of the whole global batch, so the sum
     over micro batches and ranks is the mean over the global batch for any world size. FSDP averages gradients
     over the dp ranks; multiplying by dp_size turns that average back into the sum.
+
+    Nothing here waits for the device except an fp16 step, whose skip decision needs the gradient norm on the host:
+    the loss and the norm stay device tensors until a log step reads them (trainer/reporting.py).
     """
     model, optimizer, scaler = state.model, state.optimizer, state.loss_scaler
     optimizer.zero_grad(set_to_none=True)
     loss_total = torch.zeros((), device=device)
-    for inputs, labels in batch.micro_batches:
-        logits = model(input_ids=torch.from_numpy(inputs).to(device)).logits
-        targets = torch.from_numpy(labels).to(device)
+    micro_batches = to_device(batch.micro_batches, device)
+    for index, (inputs, targets) in enumerate(micro_batches):
+        # Replicated meshes (HYBRID_SHARD, NO_SHARD) all-reduce across replicas once per step: the micro steps
+        # before the last only reduce-scatter within their shard group and accumulate (FSDP2's partial reduce
+        # output). On 1-D meshes there is no all-reduce and this changes nothing.
+        model.set_requires_all_reduce(index == len(micro_batches) - 1)
+        logits = model(input_ids=inputs).logits
         summed = cross_entropy(
             logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
         )
@@ -95,19 +141,27 @@ def train_step(state: TrainState, batch: StepBatch, device: torch.device, dp_siz
     if hasattr(grad_norm, "full_tensor"):
         grad_norm = grad_norm.full_tensor()
     lr = optimizer.param_groups[0]["lr"]
-    if scaler.update(float(grad_norm)):  # False only on an fp16 overflow, and then on every rank alike
+    # fp16 only: an overflow (non-finite norm, alike on every rank) skips the step, which needs the norm on the host.
+    if not scaler.enabled or scaler.update(float(grad_norm)):
         optimizer.step()
+        if fp8:
+            precompute_fp8_scales(model)
     state.scheduler.step()
     return StepResult(loss_total, grad_norm, lr)
 
 
-def load_data(config: TrainConfig, source: ModelSource) -> tuple[Tokenizer, PackedData]:
+def load_data(config: TrainConfig, source: ModelSource, env: DistEnv | None = None) -> tuple[Tokenizer, PackedData]:
+    """The tokenizer and the packed data set: mapped from --data-cache-dir when given (tokenised there once, by rank
+    0 or a stage step), else tokenised by this rank."""
     tokenizer = load_tokenizer(config.model.tokenizer or source.default_tokenizer())
     if tokenizer.vocab_size > source.shape.vocab_size:
         raise InputError(
             f"--tokenizer {tokenizer.name}: its {tokenizer.vocab_size} ids do not fit the vocabulary of "
             f"{source.name} ({source.shape.vocab_size})"
         )
+    if config.data.cache_dir and env is not None:
+        wait_s = config.checkpoint.timeout_minutes * 60
+        return tokenizer, cached_packed_data(config.data, tokenizer, Path(config.data.cache_dir), env, wait_s)
     return tokenizer, build_packed_data(config.data, tokenizer)
 
 
@@ -120,9 +174,22 @@ class Session:
     checkpointer: Checkpointer | None
 
 
+def replicas(mesh: DeviceMesh, plan: RunPlan, timeout: timedelta) -> Replicas | None:
+    """On a replicated mesh, the groups a checkpoint load reads through once and broadcasts over (every rank calls
+    this: creating a group is collective)."""
+    if plan.replicate == 1:
+        return None
+    first_ranks = mesh.mesh[0].flatten().tolist()  # the mesh is (replicate, shard): row 0 is the first replica
+    first = io_group(timeout, ranks=first_ranks)
+    return Replicas(mesh.get_group("dp_replicate"), first if dist.get_rank() in first_ranks else None)
+
+
 def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.device, plan: RunPlan) -> Session:
     torch.manual_seed(config.schedule.seed)
-    model, model_config = build_model(source, config, plan, device, env)
+    wait = timedelta(minutes=config.checkpoint.timeout_minutes)
+    io = io_group(wait)
+    mesh = build_mesh(config.parallel.sharding_strategy, plan, device.type)
+    model, model_config = build_model(source, config, mesh, device, env, io)
     optimizer = build_optimizer(model, config.optim)
     scheduler = build_scheduler(optimizer, config.optim, config.schedule.steps)
     scaler = LossScaler(enabled=config.parallel.mixed_precision == "fp16")
@@ -136,9 +203,9 @@ def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch
             "dataset": config.data.dataset,
             "seed": config.schedule.seed,
         }
-        checkpointer = Checkpointer(config.checkpoint.directory, config.checkpoint.keep, env, device.type, meta)
-    if checkpointer:
+        checkpointer = Checkpointer(config.checkpoint, env, device.type, meta, io, replicas(mesh, plan, wait))
         checkpointer.restore(state)
+        checkpointer.check_space(state)
     return Session(state, model_config, checkpointer)
 
 
@@ -147,7 +214,7 @@ def log_start(
 ) -> None:
     log.info(
         "%s: %.1fM parameters | %d ranks, %s, mesh replicate %d x shard %d | global batch %d = %d x %d ranks x %d "
-        "accumulation | %d packed sequences of %d tokens | starting after step %d of %d",
+        "accumulation | %d packed sequences of %d tokens (%.1f epochs in %d steps) | starting after step %d of %d",
         source.name,
         source.shape.num_parameters / 1e6,
         env.world_size,
@@ -160,9 +227,14 @@ def log_start(
         plan.grad_accum,
         data.num_samples,
         config.data.seq_len,
+        epochs(config.schedule.steps, plan.global_batch_size, data.num_samples),
+        config.schedule.steps,
         step,
         config.schedule.steps,
     )
+    warning = epochs_warning(config.schedule.steps, plan.global_batch_size, data.num_samples)
+    if warning:
+        log.warning(warning)
 
 
 def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.device, data: PackedData) -> Session:
@@ -174,28 +246,38 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
     log_start(config, env, source, plan, data, state.progress.step)
     total, every = config.schedule.steps, config.checkpoint.every
     reporter.restart_clock(state.progress.step)
+    checkpointer = session.checkpointer
+    sigterm = SigtermHandler(checkpointer, config.checkpoint.stop_wait_s)
     try:
         for step in range(state.progress.step + 1, total + 1):
             consumed = state.progress.consumed_samples
             batch = step_batch(data, order, consumed, plan.global_batch_size, plan.batch_size, env.rank, plan.dp_size)
-            result = train_step(state, batch, device, plan.dp_size, config.optim.grad_clip)
+            result = train_step(state, batch, device, plan.dp_size, config.optim.grad_clip, config.parallel.fp8)
             state.progress = Progress(step, consumed + plan.global_batch_size)
+            if checkpointer:
+                checkpointer.poll()  # commit a background save that has finished writing
             if step % config.metrics.log_every == 0 or step == total:
-                reporter.report(step, result)
-            if session.checkpointer and ((every and step % every == 0) or step == total):
-                session.checkpointer.save(state)
+                reporter.report(step, result, checkpointer.stats if checkpointer else None)
+            if checkpointer and ((every and step % every == 0) or step == total):
+                checkpointer.save(state)
                 reporter.restart_clock(step)
             maybe_fault("kill_after_step", step)
+        if checkpointer:
+            checkpointer.finish()  # the last save, committed before the export and the exit
     finally:
+        sigterm.close()
         reporter.close()
+        if checkpointer:
+            checkpointer.close()
     return session
 
 
 def run(config: TrainConfig, env: DistEnv, source: ModelSource, device_type: str) -> None:
     """Tokenise (bad data fails here, before any process group or checkpoint), train, then export."""
     device = pick_device(device_type, env)
-    tokenizer, data = load_data(config, source)
-    init_distributed(env, device)
+    tokenizer, data = load_data(config, source, env)
+    timeouts = timedelta(minutes=config.parallel.timeout_minutes), timedelta(minutes=config.checkpoint.timeout_minutes)
+    init_distributed(env, device, *timeouts)
     try:
         session = train(config, env, source, device, data)
         if config.checkpoint.export_hf:

@@ -32,6 +32,9 @@ def _positive(config: TrainConfig) -> list[str]:
         "--log-every": config.metrics.log_every,
         "--keep-checkpoints": config.checkpoint.keep,
         "--lr": config.optim.lr,
+        "--checkpoint-threads": config.checkpoint.threads,
+        "--timeout-minutes": config.parallel.timeout_minutes,
+        "--checkpoint-timeout-minutes": config.checkpoint.timeout_minutes,
     }
     if config.schedule.global_batch_size is not None:
         checks["--global-batch-size"] = config.schedule.global_batch_size
@@ -43,6 +46,7 @@ def _positive(config: TrainConfig) -> list[str]:
         "--checkpoint-every": config.checkpoint.every,
         "--weight-decay": config.optim.weight_decay,
         "--grad-clip": config.optim.grad_clip,
+        "--checkpoint-stop-wait-seconds": config.checkpoint.stop_wait_s,
     }.items():
         if value < 0:
             errors.append(f"{flag} {value}: must not be negative")
@@ -75,6 +79,10 @@ def _parallel(config: TrainConfig, env: DistEnv, device_type: str) -> list[str]:
         errors.append(str(error))
     if parallel.device == "cuda" and device_type != "cuda":
         errors.append("--device cuda: no CUDA device is available")
+    if parallel.fp8 and not parallel.compile:
+        # torchao's FP8 linears cast and scale in separate kernels unless torch.compile fuses them (torchtitan's
+        # docs/float8.md: compile is "required for competitive performance").
+        errors.append("--fp8: needs --compile (without it FP8 training is slower than bf16)")
     if parallel.fp8 and device_type != "cuda":
         errors.append(f"--fp8: needs a CUDA GPU with FP8 tensor cores; this run is on {device_type}")
     elif parallel.fp8 and importlib.util.find_spec("torchao") is None:

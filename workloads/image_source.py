@@ -1,7 +1,7 @@
 """What goes into the trainer image, and the tag that names it: a digest of exactly those inputs.
 
 Torch-free and Pulumi-free, so the render CLI can name the image the stack would build. The content tag changes
-when and only when the image would: a trainer source file, requirements-trainer.txt, the Dockerfile or a pinned
+when and only when the image would: a trainer source file, requirements-trainer*.txt, the Dockerfile or a pinned
 version in its build arguments.
 
 The ECR repository's tags are immutable, and ECR refuses to push an existing tag again even for an identical
@@ -21,7 +21,13 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = Path("docker/Dockerfile")
 # The build context is the project root; docker/Dockerfile.dockerignore lets in only these (BuildKit reads a
 # Dockerfile-specific ignore file before the context's own).
-IMAGE_INPUTS = (Path("requirements-trainer.txt"), Path("trainer"), DOCKERFILE, Path("docker/verify_efa_installer.sh"))
+IMAGE_INPUTS = (
+    Path("requirements-trainer.txt"),
+    Path("requirements-trainer-gpu.txt"),
+    Path("trainer"),
+    DOCKERFILE,
+    Path("docker/verify_efa_installer.sh"),
+)
 TAG_LENGTH = 16
 
 

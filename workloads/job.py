@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.config import StackConfig
+from workloads.job_shutdown import shutdown_trainer_args, torchrun_shutdown_timeout
 from workloads.job_spec import CHECKPOINT_MOUNT, JobSpec, job_spec
+from workloads.job_staging import stage_container, stage_resources, staged_trainer_args, worker_env
 from workloads.names import (
     COMPONENT_LABEL,
     GPU_NODE_GROUP,
@@ -106,7 +108,7 @@ def trainer_args(spec: JobSpec) -> list[str]:
     args = [part for flag in flags for part in flag]
     if t.compile:
         args.append("--compile")
-    return args
+    return args + staged_trainer_args(spec) + shutdown_trainer_args(TERMINATION_GRACE_S)
 
 
 def torchrun_command(spec: JobSpec) -> list[str]:
@@ -123,6 +125,7 @@ def torchrun_command(spec: JobSpec) -> list[str]:
         f"--rdzv-conf=join_timeout={r.join_timeout_s}",
         f"--max-restarts={spec.max_restarts}",
         f"--signals-to-handle={TORCHRUN_SIGNALS}",
+        f"--shutdown-timeout={torchrun_shutdown_timeout(TERMINATION_GRACE_S)}",  # SIGTERM to SIGKILL of the workers
         "-m",
         "trainer",
         *trainer_args(spec),
@@ -170,8 +173,8 @@ def container_env(spec: JobSpec) -> list[dict[str, Any]]:
     }
     return [
         hf_token,
-        {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
+        *worker_env(spec),  # the staged Hugging Face cache, hub offline, allocator and compile cache
         *network_env(spec),
     ]
 
@@ -271,6 +274,9 @@ def pod_template(spec: JobSpec) -> dict[str, Any]:
     }
     if spec.checkpoint.shared:
         pod_spec["initContainers"] = [prepare_checkpoints_container(spec)]
+    token = container_env(spec)[0]
+    stage = stage_container(spec, trainer_args(spec), token, stage_resources(resources(spec)))
+    pod_spec["initContainers"] = [*pod_spec.get("initContainers", []), stage]  # after the run directory exists
     return {"metadata": {"labels": labels(spec)}, "spec": pod_spec}
 
 

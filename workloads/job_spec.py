@@ -16,6 +16,7 @@ from infra.catalog import InstanceType
 from infra.config import StackConfig
 from infra.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 from workloads.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
+from workloads.sizing import checkpoint_timeout_minutes
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
 # FSx for Lustre file system when there is one (see docs/job.md).
@@ -82,6 +83,8 @@ class Training:
     steps: int
     lr: float
     checkpoint_every: int
+    checkpoint_timeout_minutes: int | None = None
+    """From the time a save takes on the stack's file system (workloads/sizing_storage.py); None: the default."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
             steps=job.steps,
             lr=job.learning_rate,
             checkpoint_every=job.checkpoint_every,
+            checkpoint_timeout_minutes=checkpoint_timeout_minutes(config),
         ),
         checkpoint=CheckpointStorage(
             # The stack's FSx file system when it has one (also on one node: checkpoints then outlive the node);

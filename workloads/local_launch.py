@@ -200,6 +200,7 @@ def local_trainer_config(
     config.checkpoint.directory = remap_path(config.checkpoint.directory or "", mounts) or None
     config.checkpoint.export_hf = remap_path(config.checkpoint.export_hf or "", mounts) or None
     config.metrics.file = remap_path(config.metrics.file or "", mounts) or None
+    config.data.cache_dir = remap_path(config.data.cache_dir or "", mounts) or None
     if config.schedule.global_batch_size is None:
         # Fixed, so that losing an agent changes the gradient accumulation and not the optimisation: the smallest
         # global batch that divides evenly at every node count of the elastic range (one rank per agent here).

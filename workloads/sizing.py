@@ -27,6 +27,7 @@ from workloads.sizing_memory import (
     Ranks,
     peak_memory,
 )
+from workloads.sizing_storage import StorageEstimate, estimate_storage, storage_problem, storage_summary
 from workloads.sizing_throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ class Sizing:
     throughput: ThroughputEstimate | None
     """None in fp32: the catalog's peaks are bf16 tensor-core rates, and the trainer leaves TF32 off."""
     scaling_efficiency: float | None
+    storage: StorageEstimate | None = None
+    """Its checkpoints on an FSx for Lustre file system (workloads/sizing_storage.py), when one is given."""
 
     @property
     def gpus(self) -> int:
@@ -110,6 +113,7 @@ class Sizing:
             "gpu_memory_bytes": self.gpu_memory_bytes,
             "fits": self.fits,
             **speed,
+            "storage": storage_summary(self.storage, t.step_s if t else None, 0) if self.storage else None,
         }
 
 
@@ -163,7 +167,13 @@ def make_job(
     )  # fmt: skip
 
 
-def size_job(job: Job, instance: InstanceType, nodes: int, assumptions: Assumptions | None = None) -> Sizing:
+def size_job(
+    job: Job,
+    instance: InstanceType,
+    nodes: int,
+    assumptions: Assumptions | None = None,
+    storage: StorageEstimate | None = None,
+) -> Sizing:
     if nodes < 1:
         raise SizingError(f"{nodes} nodes is not allowed; expected at least 1")
     ranks = Ranks(nodes * instance.gpus, instance.gpus, device="gpu")
@@ -175,6 +185,7 @@ def size_job(job: Job, instance: InstanceType, nodes: int, assumptions: Assumpti
         memory=peak_memory(job, ranks),
         throughput=estimate_throughput(job, instance, nodes, assumptions) if estimated else None,
         scaling_efficiency=scaling_efficiency(job, instance, nodes, assumptions) if estimated else None,
+        storage=storage,
     )
 
 
@@ -221,12 +232,35 @@ def stack_sizing(
     return size_job(*fleet, assumptions) if fleet else None
 
 
+def stack_storage(config: StackConfig) -> StorageEstimate | None:
+    """The job's checkpoints on the stack's FSx file system; None without one (a claim of the user's, or an emptyDir
+    on one node: the trainer checks the free space there itself) or for a model not known here."""
+    job, storage = config.job, config.storage
+    shape = find_shape(job.model)
+    if not job.enabled or shape is None or not storage.fsx or job.checkpoint_claim is not None:
+        return None
+    return estimate_storage(
+        shape,
+        pretrained=job.model not in PRESETS,  # a preset is randomly initialised: no weights to stage
+        capacity_gib=storage.fsx_capacity_gib,
+        per_tib=storage.fsx_throughput_per_tib,
+    )
+
+
+def checkpoint_timeout_minutes(config: StackConfig) -> int | None:
+    """The trainer's --checkpoint-timeout-minutes for the stack's file system, or None (the trainer's default)."""
+    storage = stack_storage(config)
+    return storage.timeout_minutes() if storage else None
+
+
 def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
-    """A stack output: the configured job's memory and speed in a few figures (None when not sizeable)."""
+    """A stack output: the configured job's memory, speed and checkpoint storage in a few figures (None when not
+    sizeable)."""
     sizing = stack_sizing(config)
     if sizing is None:
         return None
     speed, efficiency = sizing.throughput, sizing.scaling_efficiency
+    storage = stack_storage(config)
     return {
         "shardingStrategy": sizing.job.sharding_strategy,
         "peakAllocatedGiB": round(sizing.memory.total / GIB, 1),
@@ -236,6 +270,9 @@ def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
         "tokensPerSecond": round(speed.tokens_per_second) if speed else None,
         "mfu": round(speed.mfu, 3) if speed else None,
         "scalingEfficiency": round(efficiency, 3) if efficiency is not None else None,
+        "storage": (
+            storage_summary(storage, speed.step_s if speed else None, config.job.checkpoint_every) if storage else None
+        ),
     }
 
 
@@ -295,11 +332,17 @@ def _combined_change(config: StackConfig) -> str | None:
 
 
 def fit_problems(config: StackConfig) -> list[str]:
-    """Config problems for a job that cannot fit its GPUs' memory: what it needs, what the GPU has, and the
-    smallest changes that would fit. Empty when it fits or cannot be sized (job off, no nodes, or a model whose
-    shape is only in its config.json)."""
+    """Config problems for a job that cannot fit: its GPUs' memory (what it needs, what the GPU has, the smallest
+    changes that would fit) and its checkpoint file system (what the checkpoints need, what the file system has).
+    Empty when it fits or cannot be sized (job off, no nodes, or a model whose shape is only in its config.json)."""
     if not config.job.enabled:
         return []
+    storage = stack_storage(config)
+    problem = storage_problem(storage, config.job.model) if storage else None
+    return _memory_problems(config) + ([problem] if problem else [])
+
+
+def _memory_problems(config: StackConfig) -> list[str]:
     sizing = stack_sizing(config, nodes=fewest_nodes(config))
     if sizing is None or sizing.fits:
         return []
@@ -314,9 +357,8 @@ def fit_problems(config: StackConfig) -> list[str]:
         advice = f"no single change fits; these together do: {combined}"
     else:
         larger = [t.name for t in CATALOG.values() if t.gpu_memory_gib > instance.gpu_memory_gib]
-        advice = (
-            f"nothing fits on up to {MAX_NODES_SUGGESTED} nodes; expected a shorter job.seqLen"
-            + (f" or an instance type with more GPU memory ({', '.join(larger)})" if larger else "")
+        advice = f"nothing fits on up to {MAX_NODES_SUGGESTED} nodes; expected a shorter job.seqLen" + (
+            f" or an instance type with more GPU memory ({', '.join(larger)})" if larger else ""
         )
     elastic = " (job.minNodes: the fewest it runs on)" if sizing.nodes < config.gpu_nodes.count else ""
     return [

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from workloads.sizing import (
     GIB,
     GPU_RUNTIME_BYTES,
+    PRESETS,
     Sizing,
     SizingError,
     make_job,
@@ -18,6 +20,13 @@ from workloads.sizing import (
     strategies_for,
 )
 from workloads.sizing_memory import CHECKPOINTING, COMPUTE_BYTES, STRATEGIES
+from workloads.sizing_storage import (
+    DEFAULT_FSX_THROUGHPUT_PER_TIB,
+    FSX_THROUGHPUT_PER_TIB,
+    StorageEstimate,
+    estimate_storage,
+    fsx_capacity_problem,
+)
 from workloads.sizing_throughput import Assumptions
 
 EXIT_BAD_INPUT = 2  # argparse's status for bad arguments
@@ -50,8 +59,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mixed-precision", choices=tuple(COMPUTE_BYTES), default="bf16")
     parser.add_argument("--activation-checkpointing", choices=CHECKPOINTING, default="none")
     parser.add_argument("--mfu", type=float, default=None, help="assumed model FLOPs utilisation (default: per chip)")
+    parser.add_argument(
+        "--fsx-capacity-gib", type=int, default=None, help="FSx for Lustre capacity (default: the smallest that holds "
+        "the checkpoints, the staged weights and the export)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--fsx-throughput-per-tib", type=int, choices=FSX_THROUGHPUT_PER_TIB, default=DEFAULT_FSX_THROUGHPUT_PER_TIB,
+        help=f"FSx for Lustre MB/s per TiB (default: {DEFAULT_FSX_THROUGHPUT_PER_TIB})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=None, help="steps between checkpoints, for their time per hour"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object per strategy, as a list")
     return parser
+
+
+def storage_of(args: argparse.Namespace) -> StorageEstimate:
+    """The job's checkpoint storage: a hub id is staged (pretrained), a preset is not."""
+    shape = resolve_shape(args.model)
+    estimate = estimate_storage(shape, pretrained=args.model not in PRESETS, per_tib=args.fsx_throughput_per_tib)
+    capacity = args.fsx_capacity_gib or estimate.needed_capacity_gib
+    problem = fsx_capacity_problem(capacity)
+    if problem:
+        raise SizingError(f"--fsx-capacity-gib {capacity} is not allowed; expected {problem}")
+    return dataclasses.replace(estimate, capacity_gib=capacity)
 
 
 def sizings(args: argparse.Namespace) -> list[Sizing]:
@@ -61,6 +92,7 @@ def sizings(args: argparse.Namespace) -> list[Sizing]:
     if args.mfu is not None and not 0 < args.mfu <= 1:
         raise SizingError(f"--mfu {args.mfu} is not allowed; expected a fraction in (0, 1]")
     seq_len = args.seq_len or min(4096, shape.max_position_embeddings)
+    storage = storage_of(args)
     result = []
     for strategy in args.strategy or strategies_for(args.nodes):
         job = make_job(
@@ -73,11 +105,37 @@ def sizings(args: argparse.Namespace) -> list[Sizing]:
             mixed_precision=args.mixed_precision,
             activation_checkpointing=args.activation_checkpointing,
         )
-        result.append(size_job(job, instance, args.nodes, Assumptions(mfu=args.mfu)))
+        result.append(size_job(job, instance, args.nodes, Assumptions(mfu=args.mfu), storage))
     return result
 
 
-def render_table(results: list[Sizing]) -> str:
+def render_storage(sizing: Sizing, every: int | None) -> list[str]:
+    """The checkpoint lines of the table: size, file system, save and load time, cost."""
+    storage = sizing.storage
+    if storage is None:
+        return []
+    gib = storage.checkpoint_bytes / GIB
+    lines = [
+        "",
+        f"Checkpoints: {gib:.1f} GiB each (fp32 weights + AdamW moments); {storage.keep} kept + 1 being written + "
+        f"{(storage.staged_bytes + storage.export_bytes) / GIB:.1f} GiB staged weights and export = "
+        f"{storage.needed_bytes / GIB:.1f} GiB: FSx for Lustre of {storage.needed_capacity_gib} GiB or more",
+        f"On {storage.capacity_gib} GiB at {storage.per_tib} MB/s/TiB ({storage.throughput_bytes_per_s / 1e6:,.0f} "
+        f"MB/s, ${storage.cost_per_hour:.2f}/h{'' if storage.fits else ', TOO SMALL'}): a save takes "
+        f"{storage.save_s / 60:.1f} min, a load {storage.load_s / 60:.1f} min "
+        f"(--checkpoint-timeout-minutes {storage.timeout_minutes()})",
+    ]
+    speed = sizing.throughput
+    if speed is not None and every:
+        per_hour = storage.seconds_per_hour(speed.step_s, every) or 0.0
+        lines.append(
+            f"Saving every {every} steps of {speed.step_s:.2f} s ({sizing.job.sharding_strategy}): "
+            f"{per_hour / 60:.1f} min of every hour of training goes to checkpoints"
+        )
+    return lines
+
+
+def render_table(results: list[Sizing], every: int | None = None) -> str:
     first = results[0]
     job, instance = first.job, first.instance
     lines = [
@@ -110,6 +168,7 @@ def render_table(results: list[Sizing]) -> str:
         f"needed = peak alloc x 1.1 (allocator headroom) + {GPU_RUNTIME_BYTES / GIB:.0f} GiB (CUDA context, NCCL); "
         "scaling = per-GPU throughput against one node. Estimates: see docs/sizing.md."
     )
+    lines += render_storage(first, every)
     return "\n".join(lines)
 
 
@@ -123,5 +182,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps([s.to_dict() for s in results], indent=2))
     else:
-        print(render_table(results))
+        print(render_table(results, args.checkpoint_every))
     return 0

@@ -5,9 +5,9 @@ A micro step's time is its compute plus the part of its communication that does 
   Chowdhery et al. 2022, appendix B) times the tokens of a micro step, plus one more forward under full activation
   checkpointing, at `mfu` of the chip's peak bf16 FLOP/s (infra/catalog.py). `mfu` is an assumption (see
   default_mfu); the trainer reports the real figure as `mfu` in its metrics;
-- communication per micro step (the trainer reduces gradients every micro step): FSDP all-gathers each layer's
-  parameters in the compute dtype for forward and, when it resharded them, again for backward; it
-  reduce-scatters fp32 gradients; HYBRID_SHARD and NO_SHARD all-reduce the fp32 gradient shards across replicas.
+- communication per micro step: FSDP all-gathers each layer's parameters in the compute dtype for forward and,
+  when it resharded them, again for backward; it reduce-scatters fp32 gradients every micro step; HYBRID_SHARD and
+  NO_SHARD all-reduce the fp32 gradient shards across replicas on an optimizer step's last micro step only.
   Collective times follow the ring model of nccl-tests' PERFORMANCE.md (all-gather and reduce-scatter move
   (n-1)/n of the buffer, all-reduce twice that) over the slowest link the ring crosses;
 - overlap: FSDP2 prefetches the next layer's all-gather and reduce-scatters on their own streams, so a layer's
@@ -85,9 +85,9 @@ class ThroughputEstimate:
     compute_s: float
     """One micro step's compute on one GPU."""
     communication_s: float
-    """One micro step's communication, as if nothing overlapped."""
+    """A micro step's communication, as if nothing overlapped (the mean over an optimizer step's micro steps)."""
     exposed_s: float
-    """Communication time the micro step waits for, including the overlap cost."""
+    """Communication time a micro step waits for, including the overlap cost (the mean, likewise)."""
     micro_step_s: float
     step_s: float
     """One optimizer step: grad_accum micro steps."""
@@ -153,18 +153,28 @@ def estimate_throughput(
     # at once, sharing its network. NO_SHARD: one ring over every GPU, like FULL_SHARD's.
     replica_link = _Link(inter.bytes_per_s / instance.gpus, "network") if shard > 1 else inter
 
-    def reduce(params: int) -> float:
+    def reduce(params: int, across_replicas: bool) -> float:
         scatter = _ring(FP32 * params, shard, shard_link)
-        return scatter + _ring(FP32 * params / shard, replicate, replica_link, all_reduce=True)
+        return scatter + (
+            _ring(FP32 * params / shard, replicate, replica_link, all_reduce=True) if across_replicas else 0
+        )
 
-    forward_comm = layers * gather(layer)
-    backward_comm = layers * ((gather(layer) if resharded else 0.0) + reduce(layer))
-    unhidden = gather(root) + reduce(root)
-    exposed = max(0.0, forward_comm - forward_s) + max(0.0, backward_comm - backward_s) + unhidden
-    overlapped = min(forward_comm, forward_s) + min(backward_comm, backward_s)
-    exposed += assumptions.overlap_cost * overlapped
+    def micro_step(last: bool) -> tuple[float, float]:
+        """(communication, exposed communication) of a micro step; only the last all-reduces across replicas."""
+        forward_comm = layers * gather(layer)
+        backward_comm = layers * ((gather(layer) if resharded else 0.0) + reduce(layer, last))
+        unhidden = gather(root) + reduce(root, last)
+        exposed = max(0.0, forward_comm - forward_s) + max(0.0, backward_comm - backward_s) + unhidden
+        overlapped = min(forward_comm, forward_s) + min(backward_comm, backward_s)
+        return forward_comm + backward_comm + unhidden, exposed + assumptions.overlap_cost * overlapped
 
+    # Gradient accumulation all-reduces across replicas once per optimizer step, on the last micro step; the others
+    # only reduce-scatter within their shard group (trainer/train.py, FSDP2's set_requires_all_reduce).
     compute_s = forward_s + backward_s
+    last, other = micro_step(last=True), micro_step(last=False)
+    others = job.grad_accum - 1
+    communication_s = (last[0] + others * other[0]) / job.grad_accum
+    exposed = (last[1] + others * other[1]) / job.grad_accum
     micro_step_s = compute_s + exposed
     gpus = nodes * instance.gpus
     per_gpu = job.tokens / micro_step_s
@@ -172,7 +182,7 @@ def estimate_throughput(
         nodes=nodes,
         gpus=gpus,
         compute_s=compute_s,
-        communication_s=forward_comm + backward_comm + unhidden,
+        communication_s=communication_s,
         exposed_s=exposed,
         micro_step_s=micro_step_s,
         step_s=job.grad_accum * micro_step_s,

@@ -82,7 +82,9 @@ def test_trainer_runs_on_cpu_with_metrics_on_loopback(plan: LocalPlan) -> None:
 def test_paths_in_volume_mounts_move_to_the_run_directory(plan: LocalPlan, manifest: dict[str, Any]) -> None:
     assert str(plan.trainer.checkpoint.directory).startswith(f"{RUN_DIR}/checkpoints/")
     assert str(plan.trainer.metrics.file).startswith(f"{RUN_DIR}/checkpoints/")
-    assert plan.agents[0].env["HF_HOME"] == f"{RUN_DIR}/cache/huggingface"
+    # the run's staged Hugging Face cache and tokenised data live on the checkpoint volume (workloads/job_staging.py)
+    assert plan.agents[0].env["HF_HOME"] == f"{RUN_DIR}/checkpoints/fsdp-dev/run-1/huggingface"
+    assert str(plan.trainer.data.cache_dir) == f"{RUN_DIR}/checkpoints/fsdp-dev/run-1/data-cache"
 
 
 def test_global_batch_is_the_same_at_every_node_count_of_the_elastic_range(plan: LocalPlan) -> None:

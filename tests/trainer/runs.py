@@ -64,21 +64,24 @@ def run_trainer(
     fault: str | None = None,
     max_restarts: int = 0,
     timeout: float = 150,
+    module: str = "trainer",
+    env: dict[str, str] | None = None,
 ) -> TrainerRun:
-    """Run the trainer; torchrun (standalone rendezvous on a free port) unless it is one plain process."""
+    """Run the trainer (or a module that wraps it, such as a probe); torchrun (standalone rendezvous on a free port)
+    unless it is one plain process. `env` adds to the environment the trainer runs with."""
     if "--metrics-file" not in args:
         args = [*args, "--metrics-file", str(workdir / f"metrics-{uuid.uuid4().hex[:8]}.jsonl")]
     metrics_file = Path(args[args.index("--metrics-file") + 1])
     if torchrun is None:
         torchrun = nproc > 1
-    launcher = [sys.executable, "-m", "trainer"]
+    launcher = [sys.executable, "-m", module]
     if torchrun:
         launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1"]
-        launcher += ["--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts), "-m", "trainer"]
+        launcher += ["--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts), "-m", module]
     process = subprocess.Popen(
         [*launcher, *args],
         cwd=ROOT,
-        env=trainer_env(fault),
+        env={**trainer_env(fault), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -14,6 +14,8 @@ from trainer.data import (
     SampleOrder,
     build_packed_data,
     detect_format,
+    epochs,
+    epochs_warning,
     pack,
     read_local_records,
     render,
@@ -116,3 +118,14 @@ def test_ranks_train_on_different_rows() -> None:
     order = SampleOrder(data.num_samples, seed=0)
     first, second = (step_batch(data, order, 0, 8, 2, rank, 2).micro_batches[0][0] for rank in (0, 1))
     assert not np.array_equal(first, second)
+
+
+def test_steps_that_make_many_epochs_of_a_small_data_set_are_pointed_out() -> None:
+    """A data set of 800 packed sequences (dialogsum is of that order at 4096 tokens), 128 per step, 1000 steps."""
+    assert epochs(1000, 128, 800) == 160
+    warning = epochs_warning(1000, 128, 800)
+    assert warning == (
+        "--steps 1000: 160 epochs of the data set (800 sequences, 128 per step); one epoch is 7 steps, "
+        "and fine-tuning usually runs a few"
+    )
+    assert epochs_warning(60, 128, 800) is None  # 9.6 epochs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -23,6 +24,28 @@ def test_gradients_are_unscaled_exactly() -> None:
     assert torch.equal(param.grad, torch.full((3,), 2.0 * INITIAL_SCALE))
     scaler.unscale([param])
     assert torch.equal(param.grad, torch.full((3,), 2.0))
+
+
+def test_unscaling_is_one_foreach_operation_over_all_gradients() -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            self.seen.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    scaler = LossScaler(enabled=True)
+    params = [torch.nn.Parameter(torch.ones(3)) for _ in range(5)]
+    for param in params:
+        param.grad = torch.full((3,), INITIAL_SCALE)
+    with Ops() as ops:
+        scaler.unscale(params)
+    assert ops.seen == ["_foreach_mul_.Scalar"]
+    assert all(torch.equal(param.grad, torch.ones(3)) for param in params)
 
 
 def test_an_overflow_skips_the_step_and_halves_the_scale() -> None:

@@ -59,7 +59,9 @@ def test_the_dockerignore_lets_in_exactly_the_tagged_inputs() -> None:
     copied = {Path(entry) for entry in IMAGE_INPUTS} - {Path("docker/Dockerfile")}
     assert {Path(a) for a in allowed} == copied
     assert any(line.strip() == "*" for line in DOCKERIGNORE.splitlines())
-    assert {path.parts[0] for path in image_files()} == {"requirements-trainer.txt", "trainer", "docker"}
+    assert {path.parts[0] for path in image_files()} == {
+        "requirements-trainer.txt", "requirements-trainer-gpu.txt", "trainer", "docker",
+    }  # fmt: skip
 
 
 def test_versions_come_only_from_build_args() -> None:
@@ -77,7 +79,7 @@ def test_the_image_runs_as_a_non_root_user() -> None:
 def test_the_image_installs_only_the_trainers_requirements() -> None:
     installs = re.findall(r"pip install[^\n]*", DOCKERFILE)
     assert installs == [
-        "pip install --no-cache-dir -r /tmp/requirements-trainer.txt && rm /tmp/requirements-trainer.txt"
+        "pip install --no-cache-dir -r /tmp/requirements-trainer.txt -r /tmp/requirements-trainer-gpu.txt \\"
     ]
     names = {r.name.lower() for r in REQUIREMENTS}
     assert not {n for n in names if n.startswith("pulumi") or n.startswith("kube")}
@@ -95,3 +97,12 @@ def test_the_tests_run_the_torch_the_image_runs() -> None:
     makefile_torch = re.search(r"torch==(\d+\.\d+\.\d+)", (PROJECT_ROOT / "Makefile").read_text()).group(1)
     installed_torch = Version(installed_version("torch")).base_version  # "2.13.0+cpu" is the CPU build of 2.13.0
     assert image_torch == makefile_torch == installed_torch
+
+
+def test_the_image_has_torchao_for_fp8_built_for_its_torch() -> None:
+    """torchao publishes no torch requirement; 0.17 and later are built against torch's stable ABI from 2.11 on."""
+    lines = (PROJECT_ROOT / "requirements-trainer-gpu.txt").read_text().splitlines()
+    (torchao,) = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
+    assert torchao.name == "torchao" and str(torchao.specifier) == "==0.17.0"
+    torch_version = re.search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
+    assert Version(torch_version) >= Version("2.11.0")

@@ -146,3 +146,17 @@ def test_bad_job_inputs_name_the_value(changes: dict, message: str) -> None:
 def test_zero_nodes_cannot_be_sized() -> None:
     with pytest.raises(SizingError, match="0 nodes"):
         size_job(job_7b(), P5, 0)
+
+
+def test_accumulation_all_reduces_across_replicas_once_per_step() -> None:
+    """HYBRID_SHARD's cross-node all-reduce is paid on the last micro step only (trainer/train.py), so its share of a
+    micro step falls as accumulation grows; FULL_SHARD has none and stays the same."""
+    hybrid = job_7b(sharding_strategy="HYBRID_SHARD")
+    once = estimate_throughput(hybrid, P5, 2)
+    accumulating = estimate_throughput(replace(hybrid, grad_accum=8), P5, 2)
+    assert accumulating.communication_s < once.communication_s
+    assert accumulating.step_s < 8 * once.step_s
+    full = job_7b()
+    assert estimate_throughput(replace(full, grad_accum=8), P5, 2).step_s == pytest.approx(
+        8 * estimate_throughput(full, P5, 2).step_s
+    )

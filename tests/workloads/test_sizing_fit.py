@@ -19,13 +19,18 @@ ROOT = Path(__file__).resolve().parents[2]
 STACK_FILES = sorted(p for p in ROOT.glob("Pulumi.*.yaml"))
 
 
-def config_for(job: dict, gpu_nodes: dict):
-    return parse_stack_config({"aws:region": "us-east-1", "fsdp-eks:job": job, "fsdp-eks:gpuNodes": gpu_nodes}, "t")
+# Room for a 70B model's checkpoints (tests/workloads/test_sizing_storage.py): these tests are about GPU memory.
+LARGE_FSX = {"fsxCapacityGiB": 4800}
 
 
-def problems_for(job: dict, gpu_nodes: dict) -> list[str]:
+def config_for(job: dict, gpu_nodes: dict, storage: dict | None = None):
+    raw = {"aws:region": "us-east-1", "fsdp-eks:job": job, "fsdp-eks:gpuNodes": gpu_nodes}
+    return parse_stack_config({**raw, "fsdp-eks:storage": storage or LARGE_FSX}, "t")
+
+
+def problems_for(job: dict, gpu_nodes: dict, storage: dict | None = None) -> list[str]:
     with pytest.raises(ConfigError) as error:
-        config_for(job, gpu_nodes)
+        config_for(job, gpu_nodes, storage)
     return error.value.problems
 
 

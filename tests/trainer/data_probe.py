@@ -1,0 +1,47 @@
+"""Run the trainer and record, per rank, how its data set came to be: tokenised by this rank, or mapped.
+
+Launched like the trainer (`python -m tests.trainer.data_probe <trainer flags>`, or under torchrun), it runs
+`trainer.main.main` unchanged with the two tokenising entry points (`build_packed_data` as trainer/train.py and
+trainer/data_cache.py call it) counted, and the data set the training loop receives inspected. Each rank appends
+{"rank", "tokenised", "memory_mapped", "tokens"} as one JSON line to the file named by PROBE_OUTPUT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+
+def main(argv: list[str]) -> int:
+    import trainer.data_cache
+    import trainer.train
+    from trainer.env import read_env
+    from trainer.main import main as trainer_main
+
+    record: dict[str, Any] = {"rank": read_env().rank, "tokenised": 0, "memory_mapped": None, "tokens": None}
+    build, train = trainer.train.build_packed_data, trainer.train.train
+
+    def counted_build(*args: Any, **kwargs: Any) -> Any:
+        record["tokenised"] += 1
+        return build(*args, **kwargs)
+
+    def inspected_train(config: Any, env: Any, source: Any, device: Any, data: Any) -> Any:
+        record["memory_mapped"] = isinstance(data.tokens, np.memmap) and isinstance(data.trainable, np.memmap)
+        record["tokens"] = len(data.tokens)
+        return train(config, env, source, device, data)
+
+    trainer.train.build_packed_data = counted_build  # type: ignore[assignment]
+    trainer.data_cache.build_packed_data = counted_build  # type: ignore[assignment]
+    trainer.train.train = inspected_train  # type: ignore[assignment]
+    status = trainer_main(argv)
+    with open(os.environ["PROBE_OUTPUT"], "a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

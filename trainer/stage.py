@@ -1,0 +1,116 @@
+"""`python -m trainer.stage <trainer flags>`: fetch and prepare a run's inputs once, before the workers start.
+
+    HF_HOME=/checkpoints/job/run-1/huggingface python -m trainer.stage --model meta-llama/Llama-2-7b-hf \\
+        --dataset knkarthick/dialogsum --data-cache-dir /checkpoints/job/run-1/data-cache ...
+
+Takes the trainer's own flags and stages what they name onto shared storage:
+- a hub model's weights (config, safetensors) and tokenizer files into the Hugging Face cache (HF_HOME);
+- the data set, tokenised into --data-cache-dir (trainer/data_cache.py) as the trainer will map it.
+The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub, none downloads, none tokenises.
+In the PyTorchJob every pod runs this as an init container; an exclusive lock on the shared volume (flock: FSx for
+Lustre is mounted with the flock option, workloads/job.py) lets the first pod stage while the others wait, and a
+marker naming what was staged lets them, and restarts, skip it. Exit status 2 for bad input, as the trainer's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from trainer.config import TrainConfig, parse_args
+from trainer.errors import InputError
+from trainer.main import EXIT_BAD_INPUT, configure_logging
+from trainer.model_source import BYTE_TOKENIZER, ModelSource, resolve_model
+from trainer.validate import is_local_dataset
+
+log = logging.getLogger("trainer.stage")
+WEIGHT_FILES = ["*.json", "*.safetensors"]  # what the trainer reads of a model (trainer/train.py)
+TOKENIZER_FILES = ["*.json", "*.model", "*.txt"]  # tokenizer.json / tokenizer.model (sentencepiece) / vocab files
+LOCK = ".stage.lock"
+MARKER = ".staged.json"
+
+
+def staged_items(config: TrainConfig, source: ModelSource) -> dict[str, object]:
+    """What this staging covers; a marker equal to it means there is nothing to do."""
+    from trainer.data_cache import dataset_identity
+
+    return {
+        "model": source.name if source.kind == "hub" else None,
+        "tokenizer": config.model.tokenizer or source.default_tokenizer(),
+        "data": dataset_identity(config.data) | {"format": config.data.dataset_format},
+        "data_cache": config.data.cache_dir,
+    }
+
+
+@contextmanager
+def exclusive(directory: Path) -> Iterator[None]:
+    """One stager at a time across every pod that mounts `directory` (POSIX advisory lock)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def download(repo: str, patterns: list[str]) -> Path:
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(repo, allow_patterns=patterns))
+
+
+def stage(config: TrainConfig) -> None:
+    """Download what the hub serves and tokenise the data set; idempotent."""
+    source = resolve_model(config.model.name)  # a hub model's config.json: fetched (or found in the cache)
+    if not config.data.cache_dir:
+        raise InputError("--data-cache-dir: staging needs the shared directory the workers map the data set from")
+    root = Path(config.data.cache_dir)
+    wanted = staged_items(config, source)
+    with exclusive(root):
+        marker = root / MARKER
+        if marker.is_file() and json.loads(marker.read_text()) == wanted:
+            log.info("already staged: %s", wanted)
+            return
+        if source.kind == "hub":
+            log.info("weights of %s in %s", source.name, download(source.name, WEIGHT_FILES))
+        tokenizer_name = config.model.tokenizer or source.default_tokenizer()
+        if tokenizer_name != BYTE_TOKENIZER and not Path(tokenizer_name).expanduser().is_dir():
+            log.info("tokenizer %s in %s", tokenizer_name, download(tokenizer_name, TOKENIZER_FILES))
+        tokenise(config, source, root)
+        marker.write_text(json.dumps(wanted, indent=2))
+
+
+def tokenise(config: TrainConfig, source: ModelSource, root: Path) -> None:
+    from trainer.data_cache import build_entry
+    from trainer.tokenizer import load_tokenizer
+
+    dataset = config.data.dataset
+    if dataset != "synthetic" and is_local_dataset(dataset) and not Path(dataset).expanduser().is_file():
+        raise InputError(f"--dataset {dataset}: no such file")
+    tokenizer = load_tokenizer(config.model.tokenizer or source.default_tokenizer())
+    build_entry(config.data, tokenizer, root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    from trainer.env import read_env
+
+    configure_logging(read_env())
+    try:
+        stage(config)
+    except InputError as error:
+        print(f"python -m trainer.stage: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    log.info("staged into %s (HF_HOME %s)", config.data.cache_dir, os.environ.get("HF_HOME", "default"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Checkpoint storage of a job: bytes per checkpoint, the FSx for Lustre file system that holds them, what a save and
+a load take at its throughput, and what it costs. Pure Python (no torch).
+
+What the trainer writes (trainer/checkpoint.py): fp32 master weights and AdamW's two fp32 moments, 12 bytes per
+parameter (trainer/checkpoint_space.py), whatever the compute dtype. A save writes the new checkpoint before it
+deletes the oldest of the --keep-checkpoints kept, so the file system holds keep + 1 of them at that moment. The same
+file system also holds the run's staged hub weights (trainer/stage.py) and its Hugging Face export.
+
+FSx for Lustre facts (PERSISTENT_2 SSD, the deployment type infra/storage.py creates):
+- capacity: 1200 GiB, or a multiple of 2400 GiB (Amazon FSx API reference, CreateFileSystem StorageCapacity);
+- throughput: capacity in TiB x the per-unit storage throughput, 125, 250, 500 or 1000 MB/s/TiB (API reference,
+  LustreFileSystemConfiguration PerUnitStorageThroughput; FSx for Lustre user guide, "Managing provisioned
+  throughput capacity"). That is the baseline; reads may burst above it on network credits (user guide,
+  "Performance characteristics of SSD and HDD storage classes"), writes of checkpoints do not count on it;
+- price per GB-month of capacity, us-east-1, by throughput tier (aws.amazon.com/fsx/lustre/pricing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from trainer.checkpoint_space import COPIES_PER_PARAMETER, MASTER_WEIGHT_BYTES
+from trainer.config import CheckpointConfig
+from trainer.presets import ModelShape
+
+GIB = 2**30
+TIB_GIB = 1024
+MB = 10**6  # FSx quotes throughput in MB/s (decimal)
+FSX_THROUGHPUT_PER_TIB = (125, 250, 500, 1000)
+FSX_SMALLEST_GIB = 1200
+FSX_INCREMENT_GIB = 2400
+DEFAULT_FSX_CAPACITY_GIB = FSX_SMALLEST_GIB
+DEFAULT_FSX_THROUGHPUT_PER_TIB = 250
+FSX_PRICE_PER_GB_MONTH = {125: 0.145, 250: 0.210, 500: 0.340, 1000: 0.600}
+HOURS_PER_MONTH = 730  # AWS prices a month as 730 hours
+# Hub checkpoints of Llama 2 are stored in 16-bit floats, as is the trainer's default export (--export-dtype bf16).
+STAGED_WEIGHT_BYTES = 2
+EXPORT_WEIGHT_BYTES = 2
+KEEP_CHECKPOINTS = CheckpointConfig.keep  # the trainer's default; the job does not change it
+# The checkpoint timeout a job gets: this many times the predicted save or load, and never less than the trainer's
+# default. The baseline throughput is a floor for a file system the job has to itself; the factor covers other
+# writers (the export, staging) and a slower first write.
+TIMEOUT_FACTOR = 3
+MIN_TIMEOUT_MINUTES = CheckpointConfig.timeout_minutes
+
+
+def fsx_capacity_problem(capacity_gib: int) -> str | None:
+    """None for a valid PERSISTENT_2 SSD capacity, else what is allowed (for the config's check)."""
+    valid = capacity_gib == FSX_SMALLEST_GIB or (capacity_gib > 0 and capacity_gib % FSX_INCREMENT_GIB == 0)
+    return None if valid else f"{FSX_SMALLEST_GIB} or a multiple of {FSX_INCREMENT_GIB}"
+
+
+def fsx_capacity_for(needed_bytes: int) -> int:
+    """The smallest valid capacity (GiB) that holds `needed_bytes`."""
+    needed_gib = math.ceil(needed_bytes / GIB)
+    if needed_gib <= FSX_SMALLEST_GIB:
+        return FSX_SMALLEST_GIB
+    return math.ceil(needed_gib / FSX_INCREMENT_GIB) * FSX_INCREMENT_GIB
+
+
+def fsx_throughput_bytes_per_s(capacity_gib: int, per_tib: int) -> float:
+    return capacity_gib / TIB_GIB * per_tib * MB
+
+
+def fsx_cost_per_hour(capacity_gib: int, per_tib: int) -> float:
+    return capacity_gib * FSX_PRICE_PER_GB_MONTH[per_tib] / HOURS_PER_MONTH
+
+
+@dataclass(frozen=True)
+class StorageEstimate:
+    """A job's checkpoints on an FSx for Lustre file system of `capacity_gib` at `per_tib` MB/s/TiB."""
+
+    checkpoint_bytes: int
+    keep: int
+    staged_bytes: int
+    """Hub weights staged on the volume before the workers start (0 for a randomly initialised preset)."""
+    export_bytes: int
+    capacity_gib: int
+    per_tib: int
+
+    @property
+    def needed_bytes(self) -> int:
+        """keep + 1 checkpoints (a save writes before it prunes), the staged weights and the export."""
+        return (self.keep + 1) * self.checkpoint_bytes + self.staged_bytes + self.export_bytes
+
+    @property
+    def needed_capacity_gib(self) -> int:
+        return fsx_capacity_for(self.needed_bytes)
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes <= self.capacity_gib * GIB
+
+    @property
+    def throughput_bytes_per_s(self) -> float:
+        return fsx_throughput_bytes_per_s(self.capacity_gib, self.per_tib)
+
+    @property
+    def save_s(self) -> float:
+        """Writing one checkpoint at the file system's baseline throughput (every rank writes its shard at once)."""
+        return self.checkpoint_bytes / self.throughput_bytes_per_s
+
+    @property
+    def load_s(self) -> float:
+        """Reading it back at start: once, however many replica groups the mesh has (trainer/checkpoint_load.py)."""
+        return self.checkpoint_bytes / self.throughput_bytes_per_s
+
+    @property
+    def cost_per_hour(self) -> float:
+        return fsx_cost_per_hour(self.capacity_gib, self.per_tib)
+
+    def seconds_per_hour(self, step_s: float | None, every: int) -> float | None:
+        """Seconds of checkpoint writing per hour of training (saves every `every` steps of `step_s`): time lost
+        to synchronous saves, or the share of the time the file system is busy with background ones."""
+        if not step_s or every < 1:
+            return None
+        interval_s = every * step_s
+        return 3600 * self.save_s / (interval_s + self.save_s)
+
+    def timeout_minutes(self) -> int:
+        """The trainer's --checkpoint-timeout-minutes for this job."""
+        longest = max(self.save_s, self.load_s)
+        return max(int(MIN_TIMEOUT_MINUTES), math.ceil(TIMEOUT_FACTOR * longest / 60))
+
+
+def checkpoint_bytes(shape: ModelShape) -> int:
+    return shape.num_parameters * MASTER_WEIGHT_BYTES * COPIES_PER_PARAMETER
+
+
+def estimate_storage(
+    shape: ModelShape,
+    *,
+    pretrained: bool,
+    capacity_gib: int = DEFAULT_FSX_CAPACITY_GIB,
+    per_tib: int = DEFAULT_FSX_THROUGHPUT_PER_TIB,
+    keep: int = KEEP_CHECKPOINTS,
+) -> StorageEstimate:
+    return StorageEstimate(
+        checkpoint_bytes=checkpoint_bytes(shape),
+        keep=keep,
+        staged_bytes=shape.num_parameters * STAGED_WEIGHT_BYTES if pretrained else 0,
+        export_bytes=shape.num_parameters * EXPORT_WEIGHT_BYTES,
+        capacity_gib=capacity_gib,
+        per_tib=per_tib,
+    )
+
+
+def storage_problem(estimate: StorageEstimate, model: str) -> str | None:
+    """The config problem of a file system too small for the job's checkpoints, naming both sizes; None if it fits."""
+    if estimate.fits:
+        return None
+    gib = estimate.checkpoint_bytes / GIB
+    extra = (f"{estimate.staged_bytes / GIB:.1f} GiB of staged hub weights and " if estimate.staged_bytes else "") + (
+        f"{estimate.export_bytes / GIB:.1f} GiB for the export"
+    )
+    better = replace(estimate, capacity_gib=estimate.needed_capacity_gib)
+    return (
+        f"fsdp-eks:storage.fsxCapacityGiB: {estimate.capacity_gib} is too small for {model}'s checkpoints: one is "
+        f"{gib:.1f} GiB (fp32 weights and AdamW's two moments), and a save writes the next before it deletes the "
+        f"oldest of the {estimate.keep} kept, so {estimate.keep + 1} x {gib:.1f} GiB = "
+        f"{(estimate.keep + 1) * gib:.1f} GiB, plus {extra}: "
+        f"{estimate.needed_bytes / GIB:.1f} GiB needed; expected {estimate.needed_capacity_gib} or more "
+        f"(at {estimate.per_tib} MB/s/TiB a save then takes {better.save_s / 60:.1f} min, "
+        f"${better.cost_per_hour:.2f}/h)"
+    )
+
+
+def storage_summary(estimate: StorageEstimate, step_s: float | None, every: int) -> dict[str, float | int | None]:
+    """The storage figures of a stack output and of the sizing JSON."""
+    per_hour = estimate.seconds_per_hour(step_s, every)
+    return {
+        "checkpointGiB": round(estimate.checkpoint_bytes / GIB, 1),
+        "keepCheckpoints": estimate.keep,
+        "storageNeededGiB": round(estimate.needed_bytes / GIB, 1),
+        "fsxCapacityNeededGiB": estimate.needed_capacity_gib,
+        "fsxCapacityGiB": estimate.capacity_gib,
+        "fsxThroughputMBps": round(estimate.throughput_bytes_per_s / MB),
+        "checkpointSaveMinutes": round(estimate.save_s / 60, 1),
+        "checkpointLoadMinutes": round(estimate.load_s / 60, 1),
+        "checkpointSecondsPerHour": None if per_hour is None else round(per_hour),
+        "checkpointTimeoutMinutes": estimate.timeout_minutes(),
+        "fsxCostPerHour": round(estimate.cost_per_hour, 2),
+    }
