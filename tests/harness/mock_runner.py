@@ -121,6 +121,9 @@ class RecordingMonitor(mocks.MockMonitor):
                     "deleteBeforeReplace": request.deleteBeforeReplace,
                     "replaceOnChanges": list(request.replaceOnChanges),
                     "inputs": self.fake.inputs.get((request.type, request.name), {}),
+                    # A remote component is constructed by its provider; the engine never analyzes these inputs.
+                    "remote": request.remote,
+                    "propertyDependencies": {k: list(v.urns) for k, v in request.propertyDependencies.items()},
                 }
             )
         return response
@@ -137,8 +140,8 @@ def _resolve_outputs() -> dict[str, Any]:
     return resolved
 
 
-def run(stack: str) -> dict[str, Any]:
-    fake = FakeCloud()
+def run(stack: str, fake: FakeCloud | None = None) -> dict[str, Any]:
+    fake = fake or FakeCloud()
     monitor = RecordingMonitor(fake)
     mocks.set_mocks(fake, project="fsdp-eks", stack=stack, preview=True, monitor=monitor)
     result: dict[str, Any] = {"stack": stack, "error": None, "resources": [], "outputs": {}}
