@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,13 +33,16 @@ class Registered:
     delete_before_replace: bool
     replace_on_changes: list[str]
     inputs: dict[str, Any]
+    remote: bool = False  # a component its provider constructs (pulumi-eks, kustomize v2, ...)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs
 
 
 def registered(records: list[dict[str, Any]]) -> list[Registered]:
     """The mock runner's JSON records (tests/harness/mock_runner.py RecordingMonitor) as Registered values."""
     return [
         Registered(r["type"], r["name"], r["urn"], r["parent"], r["provider"], r["dependencies"],
-                   r["deleteBeforeReplace"], r["replaceOnChanges"], r["inputs"])
+                   r["deleteBeforeReplace"], r["replaceOnChanges"], r["inputs"], r.get("remote", False),
+                   r.get("propertyDependencies", {}))
         for r in records
     ]
 
@@ -50,6 +53,7 @@ class ProgramRun:
     resources: list[Registered]
     outputs: dict[str, Any]
     error: dict[str, Any] | None
+    invokes: list[str] = field(default_factory=list)  # data-source tokens the program called (preview runs)
 
     def of_type(self, type_token: str) -> list[Registered]:
         return [r for r in self.resources if r.type == type_token]
@@ -70,9 +74,13 @@ def engine_config(raw: dict[str, Any]) -> str:
 
 
 def run_program(
-    stack: str, overrides: dict[str, Any] | None = None, secrets: dict[str, str] | None = None
+    stack: str,
+    overrides: dict[str, Any] | None = None,
+    secrets: dict[str, str] | None = None,
+    preview: str | None = None,
 ) -> ProgramRun:
-    """Overrides replace whole top-level keys; a value of None removes the key."""
+    """Overrides replace whole top-level keys; a value of None removes the key. `preview` "first" or "update" runs
+    the program as that kind of preview sees it (tests/harness/preview_runs.py)."""
     raw = raw_stack_config(stack) if (PROJECT_ROOT / f"Pulumi.{stack}.yaml").exists() else {}
     for key, value in (overrides or {}).items():
         if value is None:
@@ -80,16 +88,18 @@ def run_program(
         else:
             raw[key] = value
     raw |= secrets or {}
-    return _run(stack, engine_config(raw), json.dumps(sorted(secrets or {})))
+    return _run(stack, engine_config(raw), json.dumps(sorted(secrets or {})), preview)
 
 
 @lru_cache(maxsize=32)
-def _run(stack: str, config_json: str, secret_keys_json: str) -> ProgramRun:
+def _run(stack: str, config_json: str, secret_keys_json: str, preview: str | None = None) -> ProgramRun:
     env = {**os.environ, "PULUMI_CONFIG": config_json, "PULUMI_CONFIG_SECRET_KEYS": secret_keys_json}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         completed = subprocess.run(
-            [sys.executable, "-m", "tests.harness.mock_runner", stack, str(out)],
+            [sys.executable, "-m", "tests.harness.mock_runner", stack, str(out)]
+            if preview is None
+            else [sys.executable, "-m", "tests.harness.preview_runs", preview, stack, str(out)],
             cwd=PROJECT_ROOT,
             env=env,
             capture_output=True,
@@ -99,4 +109,4 @@ def _run(stack: str, config_json: str, secret_keys_json: str) -> ProgramRun:
         if not out.exists():
             raise RuntimeError(f"mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
         data = json.loads(out.read_text())
-    return ProgramRun(stack, registered(data["resources"]), data["outputs"], data["error"])
+    return ProgramRun(stack, registered(data["resources"]), data["outputs"], data["error"], data.get("invokes", []))
