@@ -88,9 +88,7 @@ if config.job.enabled:
 
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("region", config.region)
-pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", config.cost_per_hour)
 pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from workloads.sizing
-pulumi.export("grafanaPassword", platform.grafana_password)
 pulumi.export("nextCommands", platform.next_commands)
