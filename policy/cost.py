@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import CATALOG
-from policy.node_groups import NODE_GROUP_TYPES
+from policy.node_groups import NODE_GROUP
 from policy.props import StackResource, as_int, get, is_unknown
 
 # $/hour. Above the 2-node p5 stacks, below a 16-node p5 fleet (about $1,570/h at list price): a default that makes
@@ -66,13 +66,9 @@ def node_group_cost(group: StackResource, prices: Mapping[str, float]) -> NodeGr
 
 
 def counted_node_groups(resources: Sequence[StackResource]) -> list[StackResource]:
-    """Node groups, each counted once: the aws:eks NodeGroup that pulumi_eks' ManagedNodeGroup creates is the same
-    nodes as its parent."""
-    return [
-        r for r in resources
-        if r.type in NODE_GROUP_TYPES
-        and not (r.type != NODE_GROUP_TYPES[0] and f"{NODE_GROUP_TYPES[0]}$" in r.qualified_type)
-    ]
+    """The EKS node groups: the aws:eks NodeGroup that carries instance types and sizes. pulumi-eks's
+    ManagedNodeGroup around it reaches the pack with no inputs (it is a remote component), so it is never counted."""
+    return [r for r in resources if r.type == NODE_GROUP]
 
 
 def stack_cost(resources: Sequence[StackResource], prices: Mapping[str, float]) -> list[NodeGroupCost]:
@@ -86,5 +82,10 @@ def budget_violations(resources: Sequence[StackResource], config: Mapping[str, A
     if total <= budget:
         return []
     parts = ", ".join(f"{c.nodes} x {c.instance_type} at ${c.price_per_node_hour:,.2f}" for c in costs)
-    return [(None, f"GPU nodes cost about ${total:,.2f}/hour ({parts}), above the budget of ${budget:,.2f}/hour "
-                   "(policy config maxCostPerHour)")]
+    return [
+        (
+            None,
+            f"GPU nodes cost about ${total:,.2f}/hour ({parts}), above the budget of ${budget:,.2f}/hour "
+            "(policy config maxCostPerHour)",
+        )
+    ]
