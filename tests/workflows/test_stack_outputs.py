@@ -4,6 +4,7 @@ kubeconfig comes from `aws eks update-kubeconfig`, Grafana's password from its K
 
 from __future__ import annotations
 
+from infra.stack_files import raw_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
 
 SECRET = "[secret]"  # how the mock runner reports an output marked secret
@@ -30,7 +31,13 @@ def test_next_commands_say_where_both_come_from(stack_run: ProgramRun) -> None:
 
 def test_an_existing_clusters_kubeconfig_secret_is_not_exported_either() -> None:
     kubeconfig = '{"kind": "Config", "users": [{"name": "ci", "user": {"token": "not-for-ci-logs"}}]}'
-    run = run_program("p5-2", {"fsdp-eks:cluster": {"existing": True}}, secrets={"fsdp-eks:kubeconfig": kubeconfig})
+    # A multi-node job on an existing cluster names its shared checkpoint claim (docs/aws.md, "An existing cluster").
+    job = raw_stack_config("p5-2")["fsdp-eks:job"] | {"checkpointClaim": "shared-checkpoints"}
+    run = run_program(
+        "p5-2",
+        {"fsdp-eks:cluster": {"existing": True}, "fsdp-eks:job": job},
+        secrets={"fsdp-eks:kubeconfig": kubeconfig},
+    )
     assert run.error is None, run.error
     assert [k for k, v in _exported(run).items() if v == SECRET] == []
     assert not any("not-for-ci-logs" in str(v) for v in run.outputs.values())
