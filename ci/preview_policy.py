@@ -19,14 +19,16 @@ from typing import Any
 # calls one missing here). pulumi-aws data sources, from their Terraform data sources' API calls.
 INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
     "aws:index/getPartition:getPartition": (),  # answered from the provider's configuration
+    # sts:GetCallerIdentity needs no permission (AWS STS API reference: "No permissions are required to perform
+    # this operation").
+    "aws:index/getCallerIdentity:getCallerIdentity": (),
     "aws:eks/getAddonVersion:getAddonVersion": ("eks:DescribeAddonVersions",),
     "aws:ecr/getAuthorizationToken:getAuthorizationToken": ("ecr:GetAuthorizationToken",),
 }
 # Called by pulumi-eks's own code inside its components during a preview, which mocks cannot see
 # (nodejs/eks/cluster/cluster.ts: aws.getRegion for the cluster's OIDC provider).
 COMPONENT_ACTIONS: tuple[str, ...] = ("ec2:DescribeRegions",)
-# sts:GetCallerIdentity, which the AWS provider calls at start-up to learn the account, needs no permission
-# (AWS STS API reference: "No permissions are required to perform this operation").
+# The AWS provider also calls sts:GetCallerIdentity at start-up to learn the account, which needs no permission.
 
 
 def preview_actions() -> list[str]:
