@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 
 from tests.harness.fake_cloud import UNMODELED, FakeCloud
-from tests.harness.fake_eks import ProviderRefusalError, cluster_outputs, node_group_outputs
+from tests.harness.fake_eks import (
+    ProviderRefusalError,
+    check_managed_node_group_args,
+    cluster_outputs,
+    node_group_outputs,
+)
 from tests.harness.pulumi_program import ProgramRun
 
 CLUSTER_INPUTS = {"name": "demo", "version": "1.35", "vpcId": "vpc-0123456789abcdef0"}
@@ -67,6 +72,19 @@ NODE_GROUP = {"nodeRoleArn": "arn:aws:iam::123456789012:role/node", "launchTempl
 def test_node_groups_are_refused_where_eks_refuses_them(group: dict, template: dict, refusal: str) -> None:
     with pytest.raises(ProviderRefusalError, match=refusal):
         node_group_outputs("gpu", {**NODE_GROUP, **group}, "us-east-1", "demo", template)
+
+
+@pytest.mark.parametrize(
+    ("group", "refusal"),
+    [
+        ({"userData": "#!/bin/bash", "kubeletExtraArgs": "--max-pods=110"}, "custom userData"),
+        ({"amiId": "ami-0123456789abcdef0", "amiType": "AL2023_x86_64_NVIDIA"}, "amiId and amiType"),
+        ({"nodeRole": "node-role"}, "both nodeRole and nodeRoleArn"),
+    ],
+)
+def test_pulumi_eks_refuses_arguments_that_contradict_each_other(group: dict, refusal: str) -> None:
+    with pytest.raises(ProviderRefusalError, match=refusal):
+        check_managed_node_group_args({"nodeRoleArn": NODE_GROUP["nodeRoleArn"], **group})
 
 
 def test_a_capacity_block_group_with_the_type_in_its_template_is_accepted() -> None:

@@ -26,16 +26,17 @@ import pulumi_aws as aws
 from pulumi._types import input_type_py_to_pulumi_names
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
+from tests.harness.fake_eks import (
+    CUSTOM_LAUNCH_TEMPLATE_ARGS,
+    CUSTOM_USER_DATA_ARGS,
+    check_managed_node_group_args,
+)
 from tests.harness.pulumi_program import Registered
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 # The inputs aws.eks.NodeGroup takes; pulumi-eks spreads its args into that constructor, which keeps only these.
 NODE_GROUP_INPUTS = frozenset(input_type_py_to_pulumi_names(aws.eks.NodeGroupArgs).values())
-# ManagedNodeGroup options that make pulumi-eks build its own launch template (nodejs/eks/nodes/nodegroup.ts,
-# customLaunchTemplateArgs and customUserDataArgs).
-CUSTOM_USER_DATA_ARGS = ("kubeletExtraArgs", "bootstrapExtraArgs", "bottlerocketSettings", "nodeadmExtraOptions")
-CUSTOM_LAUNCH_TEMPLATE_ARGS = (*CUSTOM_USER_DATA_ARGS, "enableIMDSv2", "userData", "amiId", "enableEfaSupport")
 
 
 class NotModeledError(Exception):
@@ -64,7 +65,11 @@ def is_unknown(value: Any) -> bool:
 
 def managed_node_group_children(component: Registered, inputs: Mapping[str, Any]) -> list[Child]:
     """pulumi-eks createManagedNodeGroup (nodejs/eks/nodes/nodegroup.ts): one aws.eks.NodeGroup named like the
-    component, plus a launch template of its own when a custom-template option is set."""
+    component, plus a launch template of its own when a custom-template option is set. Arguments pulumi-eks refuses
+    (a launch template of the program's together with a custom-template option, both or neither node role) raise its
+    refusal, as the preview would fail. The node group gets what the program gives: a name prefix, the program's
+    launch template, no instance types where a capacity block names its type in that template."""
+    check_managed_node_group_args(inputs)
     if inputs.get("enableEfaSupport"):
         raise NotModeledError("enableEfaSupport: pulumi-eks then adds a placement group and EFA interfaces of its own")
     if inputs.get("operatingSystem") is not None and inputs.get("amiType") is None:
@@ -73,6 +78,10 @@ def managed_node_group_children(component: Registered, inputs: Mapping[str, Any]
     children: list[Child] = []
     group = {k: v for k, v in inputs.items() if k in NODE_GROUP_INPUTS}
     group_deps = {k: list(deps.get(k, [])) for k in group}
+    if inputs.get("version") is None and inputs.get("launchTemplate") is None:
+        # Without a launch template of the program's, the group follows the cluster's Kubernetes version output.
+        group["version"] = UNKNOWN_STRING_VALUE
+        group_deps["version"] = list(deps.get("cluster", []))
     custom_template = any(inputs.get(k) is not None for k in CUSTOM_LAUNCH_TEMPLATE_ARGS)
     if custom_template:
         template = Child(LAUNCH_TEMPLATE, f"{component.name}-launchTemplate", _custom_launch_template(inputs))
