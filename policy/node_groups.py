@@ -22,12 +22,23 @@ NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 EFA_INTERFACE_TYPES = ("efa", "efa-only")
 
 
-def node_group_instance(props: Mapping[str, Any]) -> InstanceType | None:
-    """The catalog entry of the group's instance type; None for types outside the catalog (the CPU system nodes)."""
-    types = get(props, "instanceTypes")
+def instance_types(node_group: Mapping[str, Any], template: Mapping[str, Any] | None = None) -> list[str]:
+    """The group's instance types: its instanceTypes, or, where it names none, its launch template's instanceType. A
+    capacity block's group names its type in the template only: EKS refuses it in both places (EKS user guide,
+    "Create a managed node group with Capacity Blocks for ML"). Empty where unknown during preview."""
+    types = get(node_group, "instanceTypes")
+    if types is None:
+        types = [get(template, "instanceType")]
     if not isinstance(types, Sequence) or isinstance(types, str):
-        return None
-    known = [CATALOG[t] for t in types if isinstance(t, str) and t in CATALOG]
+        return []
+    return [t for t in types if isinstance(t, str)]
+
+
+def node_group_instance(
+    node_group: Mapping[str, Any], template: Mapping[str, Any] | None = None
+) -> InstanceType | None:
+    """The catalog entry of the group's instance type; None for types outside the catalog (the CPU system nodes)."""
+    known = [CATALOG[t] for t in instance_types(node_group, template) if t in CATALOG]
     return known[0] if known else None
 
 
@@ -50,7 +61,8 @@ def single_az_violations(group: StackResource, by_urn: Mapping[str, StackResourc
     On a first preview the subnet ids are unknown (the subnets do not exist yet), so the check reads the subnets
     the list is built from (the property dependencies of subnetIds) and their configured availability zones.
     Where neither is visible it says so, rather than passing a check it did not make."""
-    instance = node_group_instance(group.props)
+    template = launch_template_of(group, by_urn)
+    instance = node_group_instance(group.props, template.props if template else None)
     if instance is None or not instance.supports_efa:
         return []
     subnets = get(group.props, "subnetIds")
@@ -124,7 +136,7 @@ def efa_layout_violations(instance: InstanceType, template: Mapping[str, Any]) -
 
 def efa_node_group_violations(node_group: Mapping[str, Any], template: Mapping[str, Any] | None) -> list[str]:
     """A node group of an EFA instance type launches from a template with one EFA per network card."""
-    instance = node_group_instance(node_group)
+    instance = node_group_instance(node_group, template)
     if instance is None or not instance.supports_efa:
         return []
     if template is None:

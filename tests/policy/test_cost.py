@@ -5,7 +5,7 @@ from __future__ import annotations
 from infra.catalog import CATALOG
 from policy.cost import DEFAULT_MAX_COST_PER_HOUR, budget_violations, stack_cost
 from policy.props import UNKNOWN, StackResource
-from tests.policy.examples import NODE_GROUP, node_group
+from tests.policy.examples import NODE_GROUP, launch_template, node_group, node_group_resources
 
 STACK = "urn:pulumi:s::fsdp-eks::"
 
@@ -59,3 +59,17 @@ def test_a_size_unknown_during_preview_is_left_out() -> None:
     group = _group("p5.48xlarge", 4)
     unknown = StackResource(group.type, group.urn, {**group.props, "scalingConfig": UNKNOWN})
     assert stack_cost([unknown], {}) == []
+
+
+def test_a_capacity_block_group_is_priced_by_the_type_its_launch_template_names() -> None:
+    template, group = node_group_resources("p5.48xlarge")
+    block = StackResource(
+        group.type,
+        group.urn,
+        {k: v for k, v in node_group("p5.48xlarge", 16).items() if k != "instanceTypes"},
+        dependencies=group.dependencies,
+        property_dependencies=group.property_dependencies,
+    )
+    in_template = StackResource(template.type, template.urn, {**launch_template(), "instanceType": "p5.48xlarge"})
+    assert [(c.instance_type, c.nodes) for c in stack_cost([in_template, block], {})] == [("p5.48xlarge", 16)]
+    assert stack_cost([template, block], {}) == []  # no type anywhere: EKS's default, outside the catalog

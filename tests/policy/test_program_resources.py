@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from infra.stack_files import load_stack_config
+from infra.stack_files import load_stack_config, raw_stack_config
 from policy.cost import DEFAULT_MAX_COST_PER_HOUR
 from policy.pack import POLICIES
 from tests.harness.mock_runner import UNKNOWN_MARKER
@@ -184,3 +184,19 @@ def test_a_changed_registration_of_a_real_stack_fires_exactly_its_policy(policy:
 
 def test_every_policy_of_the_pack_has_a_case_that_fires() -> None:
     assert {p.name for p in POLICIES} == set(MUTATIONS)
+
+
+# A capacity block's group names its instance type in its launch template only (EKS refuses it in both places).
+CAPACITY_BLOCK = {"capacityType": "CAPACITY_BLOCK", "capacityReservationId": "cr-0123456789abcdef1"}
+
+
+@pytest.mark.parametrize("preview", PREVIEWS)
+@pytest.mark.parametrize("policy", ["efa-on-every-network-card", "gpu-node-group-one-az", "gpu-cost-per-hour-budget"])
+def test_a_capacity_block_group_is_judged_by_the_type_its_launch_template_names(policy: str, preview: str) -> None:
+    gpu = raw_stack_config(MUTATED_STACK)["fsdp-eks:gpuNodes"] | CAPACITY_BLOCK
+    run = run_program(MUTATED_STACK, {"fsdp-eks:gpuNodes": gpu}, preview=preview)
+    assert run.error is None, run.error
+    assert not any("instanceTypes" in g.inputs for g in run.of_type(MANAGED_NODE_GROUP) if g.name == "gpu-nodes")
+    type_token, name, change = MUTATIONS[policy]
+    assert _fired(run.resources) == set()
+    assert _fired(_mutated(run, type_token, change, name)) == {policy}
