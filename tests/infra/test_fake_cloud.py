@@ -13,6 +13,7 @@ from tests.harness.fake_eks import (
     cluster_outputs,
     node_group_outputs,
 )
+from tests.harness.preview_runs import FirstPreviewCloud
 from tests.harness.pulumi_program import ProgramRun
 
 CLUSTER_INPUTS = {"name": "demo", "version": "1.35", "vpcId": "vpc-0123456789abcdef0"}
@@ -109,6 +110,19 @@ def test_the_fake_refuses_a_resource_type_it_does_not_model() -> None:
 
     with pytest.raises(NotImplementedError, match="aws:s3/bucket:Bucket"):
         FakeCloud().new_resource(mocks.MockResourceArgs("aws:s3/bucket:Bucket", "b", {}, "", "", True))
+
+
+def test_a_first_preview_answers_no_id_and_only_the_inputs_and_refuses_the_same_types() -> None:
+    from pulumi.runtime import mocks
+
+    cloud = FirstPreviewCloud()
+    group = {"vpcId": "vpc-0123456789abcdef0", "description": "nodes"}
+    args = mocks.MockResourceArgs("aws:ec2/securityGroup:SecurityGroup", "g", group, "", "", True)
+    assert cloud.new_resource(args) == ("", group)
+    remote = mocks.MockResourceArgs("eks:index:ManagedNodeGroup", "n", {"nodeRoleArn": "r"}, "", "", False)
+    assert cloud.new_resource(remote) == ("", {})
+    with pytest.raises(NotImplementedError, match="aws:s3/bucket:Bucket"):
+        cloud.new_resource(mocks.MockResourceArgs("aws:s3/bucket:Bucket", "b", {}, "", "", True))
 
 
 def test_every_resource_of_a_type_has_its_own_id(stack_run: ProgramRun) -> None:
