@@ -45,6 +45,18 @@ policy/venv/.installed: policy/requirements.txt
 	touch $@
 
 # make preview STACK=p5-16   (needs the Pulumi CLI, a backend login and AWS credentials)
+# Checked when the Makefile is read, before any prerequisite runs: without STACK, `--stack --policy-pack` would make
+# Pulumi take "--policy-pack" for the stack's name.
+STACKS := $(sort $(patsubst Pulumi.%.yaml,%,$(wildcard Pulumi.*.yaml)))
+ifneq ($(filter preview,$(MAKECMDGOALS)),)
+ifeq ($(strip $(STACK)),)
+$(error make preview needs STACK, one of: $(STACKS) (for example: make preview STACK=p5-16))
+endif
+ifeq ($(filter $(STACK),$(STACKS)),)
+$(error make preview STACK=$(STACK): there is no Pulumi.$(STACK).yaml; stacks: $(STACKS))
+endif
+endif
+
 preview: $(STAMP) policy/venv/.installed
 	pulumi preview --stack $(STACK) --policy-pack policy
 

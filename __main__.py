@@ -9,6 +9,7 @@ from infra.cluster import Cluster, ClusterArgs, ExistingCluster
 from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.network import Network, NetworkArgs
 from infra.pulumi_config import read_stack_config
+from infra.role_boundary import require_role_boundary
 from infra.storage import CheckpointStorage, CheckpointStorageArgs
 from workloads.image import TrainerImage, TrainerImageArgs
 from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
@@ -16,6 +17,7 @@ from workloads.platform import Platform, PlatformArgs
 from workloads.sizing import sizing_summary
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
+require_role_boundary(config.cluster.role_permissions_boundary)  # before any role is registered
 secrets = pulumi.Config("fsdp-eks")
 checkpoint_fs = None
 node_groups: list[pulumi.Resource] = []
@@ -106,9 +108,7 @@ if config.job.enabled:
 
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("region", config.region)
-pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", config.cost_per_hour)
 pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from workloads.sizing
-pulumi.export("grafanaPassword", platform.grafana_password)
 pulumi.export("nextCommands", platform.next_commands)

@@ -42,6 +42,7 @@ CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
 VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
 IAM_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+IAM_POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:policy/[\w+=,.@/-]+$")
 REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 # Kubernetes object names (RFC 1123 subdomain), such as a PersistentVolumeClaim's.
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -149,6 +150,12 @@ class ClusterConfig:
         "existing",
         False,
         "Use an existing cluster (kubeconfig from the secret fsdp-eks:kubeconfig) instead of creating one.",
+    )
+    role_permissions_boundary: str | None = setting(
+        "rolePermissionsBoundary",
+        None,
+        "IAM policy ARN set as the permissions boundary of every IAM role the stack creates (pulumi-eks's too); "
+        "the CI deploy role only creates roles that carry it (docs/ci.md).",
     )
 
 

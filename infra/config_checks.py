@@ -14,6 +14,7 @@ from infra.config import (
     ALL_CONTROL_PLANE_LOGS,
     CAPACITY_RESERVATION_ID,
     DNS_SUBDOMAIN,
+    IAM_POLICY_ARN,
     IAM_ROLE_ARN,
     PLACEMENT_GROUP_NAME,
     SUBNET_ID,
@@ -160,6 +161,12 @@ def _cluster_problems(config: StackConfig) -> list[str]:
                 f"{where}.adminRoleArns: {arn!r} is not allowed; expected an IAM role ARN such as "
                 "arn:aws:iam::123456789012:role/Admin"
             )
+    boundary = config.cluster.role_permissions_boundary
+    if boundary is not None and not IAM_POLICY_ARN.match(boundary):
+        problems.append(
+            f"{where}.rolePermissionsBoundary: {boundary!r} is not allowed; expected an IAM policy ARN such as "
+            "arn:aws:iam::123456789012:policy/fsdp-eks-role-boundary"
+        )
     for log in config.cluster.control_plane_logs:
         if log not in ALL_CONTROL_PLANE_LOGS:
             problems.append(

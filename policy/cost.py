@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import CATALOG
-from policy.node_groups import NODE_GROUP_TYPES
+from policy.node_groups import NODE_GROUP, instance_types, launch_template_of
 from policy.props import StackResource, as_int, get, is_unknown
 
 # $/hour. Above the 2-node p5 stacks, below a 16-node p5 fleet (about $1,570/h at list price): a default that makes
@@ -48,11 +48,14 @@ class NodeGroupCost:
         return self.nodes * self.price_per_node_hour
 
 
-def node_group_cost(group: StackResource, prices: Mapping[str, float]) -> NodeGroupCost | None:
+def node_group_cost(
+    group: StackResource, prices: Mapping[str, float], template: Mapping[str, Any] | None = None
+) -> NodeGroupCost | None:
     """What one GPU node group costs per hour at its desired size; None for groups of types with no price (the
-    CPU system nodes are outside the catalog and the estimate, as in the stack's own figure)."""
-    types = get(group.props, "instanceTypes")
-    if not isinstance(types, Sequence) or isinstance(types, str) or not types or not isinstance(types[0], str):
+    CPU system nodes are outside the catalog and the estimate, as in the stack's own figure). `template`: the
+    properties of the group's launch template, where a capacity block names the type."""
+    types = instance_types(group.props, template)
+    if not types:
         return None
     name = types[0]
     price = prices.get(name, CATALOG[name].price_per_hour_usd if name in CATALOG else None)
@@ -66,17 +69,18 @@ def node_group_cost(group: StackResource, prices: Mapping[str, float]) -> NodeGr
 
 
 def counted_node_groups(resources: Sequence[StackResource]) -> list[StackResource]:
-    """Node groups, each counted once: the aws:eks NodeGroup that pulumi_eks' ManagedNodeGroup creates is the same
-    nodes as its parent."""
-    return [
-        r for r in resources
-        if r.type in NODE_GROUP_TYPES
-        and not (r.type != NODE_GROUP_TYPES[0] and f"{NODE_GROUP_TYPES[0]}$" in r.qualified_type)
-    ]
+    """The EKS node groups: the aws:eks NodeGroup that carries instance types and sizes. pulumi-eks's
+    ManagedNodeGroup around it reaches the pack with no inputs (it is a remote component), so it is never counted."""
+    return [r for r in resources if r.type == NODE_GROUP]
 
 
 def stack_cost(resources: Sequence[StackResource], prices: Mapping[str, float]) -> list[NodeGroupCost]:
-    return [c for c in (node_group_cost(g, prices) for g in counted_node_groups(resources)) if c is not None]
+    by_urn = {r.urn: r for r in resources}
+    costs = []
+    for group in counted_node_groups(resources):
+        template = launch_template_of(group, by_urn)
+        costs.append(node_group_cost(group, prices, template.props if template else None))
+    return [c for c in costs if c is not None]
 
 
 def budget_violations(resources: Sequence[StackResource], config: Mapping[str, Any]) -> list[tuple[str | None, str]]:
@@ -86,5 +90,10 @@ def budget_violations(resources: Sequence[StackResource], config: Mapping[str, A
     if total <= budget:
         return []
     parts = ", ".join(f"{c.nodes} x {c.instance_type} at ${c.price_per_node_hour:,.2f}" for c in costs)
-    return [(None, f"GPU nodes cost about ${total:,.2f}/hour ({parts}), above the budget of ${budget:,.2f}/hour "
-                   "(policy config maxCostPerHour)")]
+    return [
+        (
+            None,
+            f"GPU nodes cost about ${total:,.2f}/hour ({parts}), above the budget of ${budget:,.2f}/hour "
+            "(policy config maxCostPerHour)",
+        )
+    ]

@@ -15,18 +15,30 @@ from infra.catalog import CATALOG, InstanceType
 from policy.props import StackResource, as_int, get, is_unknown
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-# pulumi_eks' ManagedNodeGroup (a component) and the aws:eks NodeGroup it creates, which the engine also shows
-# the pack; both carry instanceTypes, subnetIds and launchTemplate.
-NODE_GROUP_TYPES = ("eks:index:ManagedNodeGroup", "aws:eks/nodeGroup:NodeGroup")
+SUBNET = "aws:ec2/subnet:Subnet"
+# The EKS managed node group itself. pulumi-eks's ManagedNodeGroup is a remote component: the engine shows the pack
+# the component with no inputs at all and this child with its instance types, sizes, subnets and launch template.
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 EFA_INTERFACE_TYPES = ("efa", "efa-only")
 
 
-def node_group_instance(props: Mapping[str, Any]) -> InstanceType | None:
-    """The catalog entry of the group's instance type; None for types outside the catalog (the CPU system nodes)."""
-    types = get(props, "instanceTypes")
+def instance_types(node_group: Mapping[str, Any], template: Mapping[str, Any] | None = None) -> list[str]:
+    """The group's instance types: its instanceTypes, or, where it names none, its launch template's instanceType. A
+    capacity block's group names its type in the template only: EKS refuses it in both places (EKS user guide,
+    "Create a managed node group with Capacity Blocks for ML"). Empty where unknown during preview."""
+    types = get(node_group, "instanceTypes")
+    if types is None:
+        types = [get(template, "instanceType")]
     if not isinstance(types, Sequence) or isinstance(types, str):
-        return None
-    known = [CATALOG[t] for t in types if isinstance(t, str) and t in CATALOG]
+        return []
+    return [t for t in types if isinstance(t, str)]
+
+
+def node_group_instance(
+    node_group: Mapping[str, Any], template: Mapping[str, Any] | None = None
+) -> InstanceType | None:
+    """The catalog entry of the group's instance type; None for types outside the catalog (the CPU system nodes)."""
+    known = [CATALOG[t] for t in instance_types(node_group, template) if t in CATALOG]
     return known[0] if known else None
 
 
@@ -43,21 +55,44 @@ def imdsv2_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]
     ]
 
 
-def single_az_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """A node group of an EFA instance type lists exactly one subnet, so all its nodes share one AZ."""
-    if resource_type not in NODE_GROUP_TYPES:
+def single_az_violations(group: StackResource, by_urn: Mapping[str, StackResource]) -> list[str]:
+    """A node group of an EFA instance type lists exactly one subnet, so all its nodes share one AZ.
+
+    On a first preview the subnet ids are unknown (the subnets do not exist yet), so the check reads the subnets
+    the list is built from (the property dependencies of subnetIds) and their configured availability zones.
+    Where neither is visible it says so, rather than passing a check it did not make."""
+    template = launch_template_of(group, by_urn)
+    instance = node_group_instance(group.props, template.props if template else None)
+    if instance is None or not instance.supports_efa:
         return []
-    instance = node_group_instance(props)
-    subnets = get(props, "subnetIds")
-    if instance is None or not instance.supports_efa or is_unknown(subnets):
-        return []
-    count = len(subnets) if isinstance(subnets, Sequence) and not isinstance(subnets, str) else 0
-    if count == 1:
-        return []
+    subnets = get(group.props, "subnetIds")
+    if not is_unknown(subnets):
+        count = len(subnets) if isinstance(subnets, Sequence) and not isinstance(subnets, str) else 0
+        return [] if count == 1 else [_one_az_message(instance, f"{count} subnets")]
+    sources = [by_urn[u] for u in group.property_dependencies.get("subnetIds", ()) if u in by_urn]
+    created = [s for s in sources if s.type == SUBNET]
+    if created and len(created) == len(sources):
+        if len(created) == 1:
+            return []
+        zones = sorted({str(get(s.props, "availabilityZone")) for s in created})
+        return [_one_az_message(instance, f"{len(created)} subnets (availability zones {', '.join(zones)})")]
     return [
-        f"{instance.name} node group has {count} subnets; give it exactly one (in the AZ of its capacity): EFA "
-        "traffic does not cross availability zones"
+        f"not checked: the {instance.name} node group's subnet ids are unknown during this preview and do not come "
+        "from subnets this stack creates; give it exactly one subnet, named by id, so the policy can see it"
     ]
+
+
+def _one_az_message(instance: InstanceType, what: str) -> str:
+    return (
+        f"{instance.name} node group has {what}; give it exactly one (in the AZ of its capacity): EFA traffic "
+        "does not cross availability zones"
+    )
+
+
+def single_az_stack_violations(resources: Sequence[StackResource]) -> list[tuple[str, str]]:
+    """(urn, message) for every EFA node group that is not in exactly one subnet."""
+    by_urn = {r.urn: r for r in resources}
+    return [(g.urn, m) for g in resources if g.type == NODE_GROUP for m in single_az_violations(g, by_urn)]
 
 
 def efa_layout_violations(instance: InstanceType, template: Mapping[str, Any]) -> list[str]:
@@ -101,7 +136,7 @@ def efa_layout_violations(instance: InstanceType, template: Mapping[str, Any]) -
 
 def efa_node_group_violations(node_group: Mapping[str, Any], template: Mapping[str, Any] | None) -> list[str]:
     """A node group of an EFA instance type launches from a template with one EFA per network card."""
-    instance = node_group_instance(node_group)
+    instance = node_group_instance(node_group, template)
     if instance is None or not instance.supports_efa:
         return []
     if template is None:
@@ -130,7 +165,7 @@ def efa_stack_violations(resources: Sequence[StackResource]) -> list[tuple[str, 
     by_urn = {r.urn: r for r in resources}
     found: list[tuple[str, str]] = []
     for group in resources:
-        if group.type not in NODE_GROUP_TYPES:
+        if group.type != NODE_GROUP:
             continue
         template = launch_template_of(group, by_urn)
         for message in efa_node_group_violations(group.props, template.props if template else None):

@@ -105,10 +105,10 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
         "GPU node groups of EFA instance types launch from a template with one EFA interface per network card.",
         _ignore_config(node_groups.efa_stack_violations),
     ),
-    resource_policy(
+    stack_policy(
         "gpu-node-group-one-az",
         "GPU node groups of EFA instance types sit in exactly one subnet, so in one availability zone.",
-        node_groups.single_az_violations,
+        _ignore_config(node_groups.single_az_stack_violations),
     ),
     resource_policy(
         "launch-template-imdsv2",

@@ -89,9 +89,3 @@ class StackResource:
     parent: str | None = None
     dependencies: tuple[str, ...] = ()  # URNs of every resource this one depends on
     property_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # input name -> URNs
-
-    @property
-    def qualified_type(self) -> str:
-        """The URN's type chain (parent types, then this one), e.g. `...$eks:index:ManagedNodeGroup$aws:eks/...`."""
-        parts = self.urn.split("::")
-        return parts[2] if len(parts) > 3 else self.type

@@ -1,8 +1,9 @@
 """Which stacks a pull request changes, for the preview matrix of .github/workflows/pull-request.yml.
 
 A stack is changed when its Pulumi.<stack>.yaml changed, or when anything every stack is built from changed (the
-program, its dependencies, the trainer image's sources, the policy pack): then every stack is previewed. Docs,
-tests and workflow edits change no stack. Runs on a bare runner: standard library and git only.
+program, its dependencies, every input of the trainer image, the policy pack): then every stack is previewed. Docs,
+tests and workflow edits change no stack. Runs on a bare runner: standard library and git only (the image's inputs
+come from workloads/image_source.py, which imports nothing else).
 
     python -m tools.changed_stacks --base origin/main                 # prints a JSON list
     python -m tools.changed_stacks --base "$BASE_SHA" --github-output "$GITHUB_OUTPUT"   # stacks=[...]
@@ -18,12 +19,21 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from workloads.image_source import IMAGE_INPUTS
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^/]+)\.yaml$")
-# Paths whose change can change every stack's preview: the program and its inputs, the image the job runs
-# (its content tag is part of the job), and the pack that judges them.
-SHARED_PATHS = ("__main__.py", "Pulumi.yaml", "requirements.txt", "infra/", "workloads/", "trainer/", "docker/",
-                "policy/")
+# Paths whose change can change every stack's preview: the program and its dependencies, the pack that judges it,
+# and everything the trainer image is built from (its content tag is part of the job): the image's own inputs and
+# docker/, which also holds the build's ignore file.
+PROGRAM_PATHS = ("__main__.py", "Pulumi.yaml", "requirements.txt", "infra/", "workloads/", "policy/")
+
+
+def _as_prefix(path: Path) -> str:
+    return f"{path.as_posix()}/" if (PROJECT_ROOT / path).is_dir() else path.as_posix()
+
+
+SHARED_PATHS = (*PROGRAM_PATHS, *(_as_prefix(p) for p in IMAGE_INPUTS), "docker/")
 
 
 def stack_names(root: Path = PROJECT_ROOT) -> list[str]:
@@ -33,8 +43,11 @@ def stack_names(root: Path = PROJECT_ROOT) -> list[str]:
 def affected_stacks(changed_files: Iterable[str], stacks: Iterable[str]) -> list[str]:
     """The stacks (of those that still exist) whose preview the changed files can change."""
     existing, changed = sorted(stacks), list(changed_files)
-    if any(path == shared or (shared.endswith("/") and path.startswith(shared))
-           for path in changed for shared in SHARED_PATHS):
+    if any(
+        path == shared or (shared.endswith("/") and path.startswith(shared))
+        for path in changed
+        for shared in SHARED_PATHS
+    ):
         return existing
     named = {m.group("stack") for path in changed if (m := STACK_FILE.match(path))}
     return [stack for stack in existing if stack in named]
@@ -42,8 +55,9 @@ def affected_stacks(changed_files: Iterable[str], stacks: Iterable[str]) -> list
 
 def changed_files(base: str, root: Path = PROJECT_ROOT) -> list[str]:
     """Files changed between the merge base of `base` and HEAD (what the pull request itself changes)."""
-    result = subprocess.run(["git", "diff", "--name-only", f"{base}...HEAD"], cwd=root, check=True,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["git", "diff", "--name-only", f"{base}...HEAD"], cwd=root, check=True, capture_output=True, text=True
+    )
     return [line for line in result.stdout.splitlines() if line]
 
 

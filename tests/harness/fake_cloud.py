@@ -21,10 +21,26 @@ from tests.harness.fake_ids import auto_name, digest, key_uuid
 from tests.harness.sdk_classes import computed_outputs, resource_class
 
 UNMODELED = "<unmodeled output>"
+PULUMI_EKS_COMPONENTS = ("eks:index:Cluster", "eks:index:ManagedNodeGroup")
+RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
+RANDOM_ID = "random:index/randomId:RandomId"
+DOCKER_IMAGE = "docker-build:index:Image"
 
 
 def unmodeled(type_token: str, output: str) -> str:
     return f"{UNMODELED} {type_token}.{output}"
+
+
+def refuse_unmodeled(typ: str, custom: bool) -> None:
+    """Every registration the fake does not answer as its provider would fails the run: a type outside the models,
+    unless it is the program's own component (no provider, outputs only those it registers)."""
+    if not custom and resource_class(typ) is None:
+        return
+    if typ in AWS_MODELS or typ in PULUMI_EKS_COMPONENTS or typ in (RANDOM_PASSWORD, RANDOM_ID) or typ == DOCKER_IMAGE:
+        return
+    if typ.startswith(("pulumi:providers:", "kubernetes:")):
+        return
+    raise NotImplementedError(f"the fake cloud does not model {typ}; add what its provider returns")
 
 
 class FakeCloud(mocks.Mocks):
@@ -37,9 +53,11 @@ class FakeCloud(mocks.Mocks):
         self._eks_cluster_names: dict[str, str] = {}  # component URN -> EKS cluster name
         self._launch_templates: dict[str, dict[str, Any]] = {}  # launch template id -> inputs
         self.current_urn = ""  # set by the recording monitor before each registration
+        self.invokes: list[str] = []  # every data source the program called, for the CI preview role
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
         inputs = dict(args.inputs)
+        refuse_unmodeled(args.typ, args.custom)
         if not args.custom and resource_class(args.typ) is None:
             return "", {}  # the program's own component: no provider, no outputs but those it registers
         resource_id, computed = self._model(args.typ, args.name, inputs)
@@ -71,7 +89,7 @@ class FakeCloud(mocks.Mocks):
             return _kubernetes(typ, name, inputs)
         if typ.startswith("random:"):
             return _random(typ, name, inputs)
-        if typ == "docker-build:index:Image":
+        if typ == DOCKER_IMAGE:
             image_digest = "sha256:" + digest("image", name, *inputs.get("tags", []))
             return name, {
                 "ref": f"{inputs['tags'][0]}@{image_digest}",
@@ -81,6 +99,7 @@ class FakeCloud(mocks.Mocks):
         raise NotImplementedError(f"the fake cloud does not model {typ}; add what its provider returns")
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict, list | None]:
+        self.invokes.append(args.token)
         answer = aws_invoke(args.token, dict(args.args), self.region)
         if answer is None:
             raise NotImplementedError(f"the fake cloud does not answer {args.token}")
@@ -109,12 +128,12 @@ def _kubernetes(typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[
 
 def _random(typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     seed = digest("random", typ, name)
-    if typ == "random:index/randomPassword:RandomPassword":
+    if typ == RANDOM_PASSWORD:
         alphabet = string.ascii_letters + string.digits
         length = int(inputs.get("length", 16))
         result = "".join(alphabet[int(seed[2 * i : 2 * i + 2], 16) % len(alphabet)] for i in range(length))
         return "none", {"result": result, "bcryptHash": "$2a$10$" + seed[:53]}
-    if typ == "random:index/randomId:RandomId":
+    if typ == RANDOM_ID:
         raw = bytes.fromhex(seed[: 2 * int(inputs.get("byteLength", 8))])
         b64_url = base64.urlsafe_b64encode(raw).decode().rstrip("=")
         return b64_url, {

@@ -20,22 +20,16 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tests.harness.fake_ids import ACCOUNT, arn, auto_name, digest, ec2_id, key_uuid, prefixed_unique_id
 
-# nodejs/eks/nodes/nodegroup.ts customLaunchTemplateArgs: options for which pulumi-eks builds its own template.
-CUSTOM_LAUNCH_TEMPLATE_ARGS = (
-    "kubeletExtraArgs",
-    "bootstrapExtraArgs",
-    "bottlerocketSettings",
-    "nodeadmExtraOptions",
-    "enableIMDSv2",
-    "userData",
-    "amiId",
-    "enableEfaSupport",
-)
+# nodejs/eks/nodes/nodegroup.ts customUserDataArgs and customLaunchTemplateArgs: options for which pulumi-eks
+# writes its own user data, and builds its own launch template.
+CUSTOM_USER_DATA_ARGS = ("kubeletExtraArgs", "bootstrapExtraArgs", "bottlerocketSettings", "nodeadmExtraOptions")
+CUSTOM_LAUNCH_TEMPLATE_ARGS = (*CUSTOM_USER_DATA_ARGS, "enableIMDSv2", "userData", "amiId", "enableEfaSupport")
 # The @pulumi/aws version pulumi-eks 4.4.0 is built with (nodejs/eks/package.json; its Python SDK requires
 # pulumi-aws>=7.25.0 accordingly): the engine stamps it on the resource references the components return, and
 # the program's pulumi-aws must satisfy it for the reference to become a resource object.
@@ -186,14 +180,25 @@ def node_group_outputs(
     return {"nodeGroup": node_group, "placementGroupName": ""}
 
 
-def _check_node_group(inputs: dict[str, Any], template: dict[str, Any] | None) -> None:
+def check_managed_node_group_args(inputs: Mapping[str, Any]) -> None:
+    """pulumi-eks's own validation of a ManagedNodeGroup's arguments, which runs in every preview
+    (nodejs/eks/nodes/nodegroup.ts createManagedNodeGroup)."""
     if inputs.get("nodeRole") and inputs.get("nodeRoleArn"):
         raise ProviderRefusalError("You cannot specify both nodeRole and nodeRoleArn for a managed node group.")
+    for key in ("gpu", "amiType"):
+        if inputs.get("amiId") and inputs.get(key):
+            raise ProviderRefusalError(f"You cannot specify both amiId and {key} when creating a managed node group.")
     if not inputs.get("nodeRole") and not inputs.get("nodeRoleArn"):
         raise ProviderRefusalError("An IAM role, or role ARN must be provided to create a managed node group")
     custom = [key for key in CUSTOM_LAUNCH_TEMPLATE_ARGS if inputs.get(key) is not None]
     if inputs.get("launchTemplate") and custom:
         raise ProviderRefusalError(f"If you provide a custom launch template, you cannot provide any of {custom}.")
+    if inputs.get("userData") and any(inputs.get(key) is not None for key in CUSTOM_USER_DATA_ARGS):
+        raise ProviderRefusalError(f"If you provide custom userData, you cannot provide any of {CUSTOM_USER_DATA_ARGS}")
+
+
+def _check_node_group(inputs: dict[str, Any], template: dict[str, Any] | None) -> None:
+    check_managed_node_group_args(inputs)
     if inputs.get("nodeGroupName") and inputs.get("nodeGroupNamePrefix"):
         raise ProviderRefusalError('"node_group_name": conflicts with node_group_name_prefix')
     if template is None:

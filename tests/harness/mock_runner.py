@@ -2,11 +2,15 @@
 it registered as JSON. Run in a fresh process per stack (see pulumi_program.py), with the stack's config in the
 PULUMI_CONFIG environment variable exactly as the engine passes it.
 
-Usage: python -m tests.harness.mock_runner STACK OUT.json
+Two kinds of preview (tests/harness/preview_runs.py): "update", the stack exists and every resource has its id and
+outputs (the default), and "first", nothing exists yet.
+
+Usage: python -m tests.harness.mock_runner STACK OUT.json [update|first]
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -25,6 +29,7 @@ from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 from infra.config_fields import ConfigError
 from tests.harness.fake_cloud import FakeCloud, child_reference
 from tests.harness.fake_eks import Child
+from tests.harness.preview_runs import PREVIEW_CLOUDS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SECRET_SENTINEL = "[secret]"
@@ -53,7 +58,10 @@ class RecordingMonitor(mocks.MockMonitor):
     dependencies, provider, replace settings) and the outputs the fake returned, so tests can check ordering,
     provider wiring and what the program read. Resources a component returns as outputs (pulumi-eks's
     `eksCluster`, a ManagedNodeGroup's `nodeGroup`) travel as resource references, as the engine sends them,
-    and the program reads them back through the engine's getResource call."""
+    and the program reads them back through the engine's getResource call. The stack's transforms run on every
+    registration before the fake or the record sees it, as the engine's resource monitor runs them (pulumi/pulumi
+    pkg/resource/deploy/source_eval.go, RegisterResource appends `rm.stackTransforms` to the transforms it runs);
+    the SDK's mock monitor only collects them."""
 
     def __init__(self, fake: FakeCloud):
         super().__init__(fake)
@@ -78,7 +86,7 @@ class RecordingMonitor(mocks.MockMonitor):
         if request.type == "pulumi:pulumi:Stack":
             return resource_pb2.RegisterResourceResponse(urn=urn)
         _ensure_event_loop()
-        inputs = rpc.deserialize_properties(request.object)
+        inputs = self._transformed(request, rpc.deserialize_properties(request.object))
         self.fake.current_urn = urn
         resource_id, state = self.fake.new_resource(
             mocks.MockResourceArgs(
@@ -107,12 +115,25 @@ class RecordingMonitor(mocks.MockMonitor):
                 "propertyDependencies": {k: list(v.urns) for k, v in request.propertyDependencies.items()},
                 "deleteBeforeReplace": request.deleteBeforeReplace,
                 "replaceOnChanges": list(request.replaceOnChanges),
+                # A remote component is constructed by its provider; the engine never analyzes these inputs.
+                "remote": request.remote,
                 "inputs": _plain(inputs),
                 "outputs": _plain(state),
             }
         )
         props = _sync_await(rpc.serialize_properties(wire_state, {}))
         return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id or "", object=props)
+
+    def _transformed(self, request: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The registration's properties after the stack's transforms, in the order they were registered."""
+        for transform in self._stack_transforms:
+            args = pulumi.ResourceTransformArgs(
+                request.custom, request.type, request.name, inputs, pulumi.ResourceOptions()
+            )
+            result = transform(args)
+            result = _sync_await(result) if inspect.isawaitable(result) else result
+            inputs = dict(result.props) if result is not None else inputs
+        return inputs
 
     def _as_reference(self, value: Any, owner_urn: str) -> Any:
         """A Child becomes a resource reference, registered so that the program's getResource call finds it."""
@@ -150,8 +171,8 @@ def stack_region() -> str:
     return json.loads(os.environ.get("PULUMI_CONFIG", "{}")).get("aws:region") or "us-east-1"
 
 
-def run(stack: str) -> dict[str, Any]:
-    fake = FakeCloud(stack_region())
+def run(stack: str, preview: str = "update") -> dict[str, Any]:
+    fake = PREVIEW_CLOUDS[preview](stack_region())
     monitor = RecordingMonitor(fake)
     recorder = LogRecorder()
     logger = logging.getLogger("fsdp-eks-mocks")
@@ -171,9 +192,10 @@ def run(stack: str) -> dict[str, Any]:
         result["error"] = {"kind": type(error).__name__, "message": "".join(traceback.format_exception(error))}
     result["resources"] = monitor.records
     result["log"] = recorder.messages
+    result["invokes"] = sorted(set(fake.invokes))
     return result
 
 
 if __name__ == "__main__":
-    stack_name, out_path = sys.argv[1], sys.argv[2]
-    Path(out_path).write_text(json.dumps(run(stack_name), indent=1, default=repr))
+    stack_name, out_path, *kind = sys.argv[1:]
+    Path(out_path).write_text(json.dumps(run(stack_name, *kind), indent=1, default=repr))

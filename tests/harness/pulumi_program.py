@@ -37,7 +37,8 @@ class Registered:
     id: str = ""
     outputs: dict[str, Any] = field(default_factory=dict)
     custom: bool = True
-    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs
+    remote: bool = False  # a component its provider constructs (pulumi-eks, kustomize v2, ...)
 
 
 def registered(records: list[dict[str, Any]]) -> list[Registered]:
@@ -57,6 +58,7 @@ def registered(records: list[dict[str, Any]]) -> list[Registered]:
             r.get("outputs", {}),
             r.get("custom", True),
             r.get("propertyDependencies", {}),
+            r.get("remote", False),
         )
         for r in records
     ]
@@ -69,6 +71,7 @@ class ProgramRun:
     outputs: dict[str, Any]
     error: dict[str, Any] | None
     log: list[dict[str, str]] = field(default_factory=list)
+    invokes: list[str] = field(default_factory=list)  # data-source tokens the program called
 
     def of_type(self, type_token: str) -> list[Registered]:
         return [r for r in self.resources if r.type == type_token]
@@ -96,9 +99,14 @@ def engine_config(raw: dict[str, Any]) -> str:
 
 
 def run_program(
-    stack: str, overrides: dict[str, Any] | None = None, secrets: dict[str, str] | None = None
+    stack: str,
+    overrides: dict[str, Any] | None = None,
+    secrets: dict[str, str] | None = None,
+    preview: str = "update",
 ) -> ProgramRun:
-    """Overrides replace whole top-level keys; a value of None removes the key."""
+    """Overrides replace whole top-level keys; a value of None removes the key. `preview` "update" (the stack
+    exists) or "first" (nothing exists yet) runs the program as that kind of preview sees it
+    (tests/harness/preview_runs.py)."""
     raw = raw_stack_config(stack) if (PROJECT_ROOT / f"Pulumi.{stack}.yaml").exists() else {}
     for key, value in (overrides or {}).items():
         if value is None:
@@ -106,16 +114,16 @@ def run_program(
         else:
             raw[key] = value
     raw |= secrets or {}
-    return _run(stack, engine_config(raw), json.dumps(sorted(secrets or {})))
+    return _run(stack, engine_config(raw), json.dumps(sorted(secrets or {})), preview)
 
 
 @lru_cache(maxsize=32)
-def _run(stack: str, config_json: str, secret_keys_json: str) -> ProgramRun:
+def _run(stack: str, config_json: str, secret_keys_json: str, preview: str) -> ProgramRun:
     env = {**os.environ, "PULUMI_CONFIG": config_json, "PULUMI_CONFIG_SECRET_KEYS": secret_keys_json}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         completed = subprocess.run(
-            [sys.executable, "-m", "tests.harness.mock_runner", stack, str(out)],
+            [sys.executable, "-m", "tests.harness.mock_runner", stack, str(out), preview],
             cwd=PROJECT_ROOT,
             env=env,
             capture_output=True,
@@ -125,4 +133,11 @@ def _run(stack: str, config_json: str, secret_keys_json: str) -> ProgramRun:
         if not out.exists():
             raise RuntimeError(f"mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
         data = json.loads(out.read_text())
-    return ProgramRun(stack, registered(data["resources"]), data["outputs"], data["error"], data.get("log", []))
+    return ProgramRun(
+        stack,
+        registered(data["resources"]),
+        data["outputs"],
+        data["error"],
+        data.get("log", []),
+        data.get("invokes", []),
+    )

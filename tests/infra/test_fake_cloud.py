@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from tests.harness.fake_cloud import UNMODELED, FakeCloud
-from tests.harness.fake_eks import ProviderRefusalError, cluster_outputs, node_group_outputs
+from tests.harness.fake_eks import (
+    ProviderRefusalError,
+    check_managed_node_group_args,
+    cluster_outputs,
+    node_group_outputs,
+)
+from tests.harness.preview_runs import FirstPreviewCloud
 from tests.harness.pulumi_program import ProgramRun
 
 CLUSTER_INPUTS = {"name": "demo", "version": "1.35", "vpcId": "vpc-0123456789abcdef0"}
@@ -69,6 +75,19 @@ def test_node_groups_are_refused_where_eks_refuses_them(group: dict, template: d
         node_group_outputs("gpu", {**NODE_GROUP, **group}, "us-east-1", "demo", template)
 
 
+@pytest.mark.parametrize(
+    ("group", "refusal"),
+    [
+        ({"userData": "#!/bin/bash", "kubeletExtraArgs": "--max-pods=110"}, "custom userData"),
+        ({"amiId": "ami-0123456789abcdef0", "amiType": "AL2023_x86_64_NVIDIA"}, "amiId and amiType"),
+        ({"nodeRole": "node-role"}, "both nodeRole and nodeRoleArn"),
+    ],
+)
+def test_pulumi_eks_refuses_arguments_that_contradict_each_other(group: dict, refusal: str) -> None:
+    with pytest.raises(ProviderRefusalError, match=refusal):
+        check_managed_node_group_args({"nodeRoleArn": NODE_GROUP["nodeRoleArn"], **group})
+
+
 def test_a_capacity_block_group_with_the_type_in_its_template_is_accepted() -> None:
     template = {
         "instanceType": "p5.48xlarge",
@@ -91,6 +110,19 @@ def test_the_fake_refuses_a_resource_type_it_does_not_model() -> None:
 
     with pytest.raises(NotImplementedError, match="aws:s3/bucket:Bucket"):
         FakeCloud().new_resource(mocks.MockResourceArgs("aws:s3/bucket:Bucket", "b", {}, "", "", True))
+
+
+def test_a_first_preview_answers_no_id_and_only_the_inputs_and_refuses_the_same_types() -> None:
+    from pulumi.runtime import mocks
+
+    cloud = FirstPreviewCloud()
+    group = {"vpcId": "vpc-0123456789abcdef0", "description": "nodes"}
+    args = mocks.MockResourceArgs("aws:ec2/securityGroup:SecurityGroup", "g", group, "", "", True)
+    assert cloud.new_resource(args) == ("", group)
+    remote = mocks.MockResourceArgs("eks:index:ManagedNodeGroup", "n", {"nodeRoleArn": "r"}, "", "", False)
+    assert cloud.new_resource(remote) == ("", {})
+    with pytest.raises(NotImplementedError, match="aws:s3/bucket:Bucket"):
+        cloud.new_resource(mocks.MockResourceArgs("aws:s3/bucket:Bucket", "b", {}, "", "", True))
 
 
 def test_every_resource_of_a_type_has_its_own_id(stack_run: ProgramRun) -> None:

@@ -1,10 +1,10 @@
-"""Drive the pack's policies the way the engine does, without a policy server: each resource's properties wrapped
-in the SDK's unknown-checking proxy (unknown outputs as the SDK's sentinels), every resource validation called per
-resource, every stack validation called once with all resources and their dependencies."""
+"""Drive the pack's policies the way the engine does, without a policy server: the program's registrations turned
+into the engine's view (tests/policy/engine_view.py), each resource's properties wrapped in the SDK's
+unknown-checking proxy, every resource validation called per resource with its inputs, every stack validation called
+once with all resources, their parents, dependencies and property dependencies."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,13 +19,11 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
-from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+from pulumi_policy.proxy import unknown_checking_proxy
 
 from policy.pack import POLICIES
 from tests.harness.pulumi_program import Registered
-
-# How the mock harness writes an output that is unknown during preview (the repr of pulumi.output.Unknown).
-HARNESS_UNKNOWN = re.compile(r"^<pulumi\.output\.Unknown object at 0x[0-9a-f]+>$")
+from tests.policy.engine_view import AnalyzedResource, engine_view
 
 
 @dataclass(frozen=True)
@@ -36,23 +34,19 @@ class Violation:
     message: str
 
 
-def engine_props(value: Any) -> Any:
-    """Harness inputs as the engine's analyzer request carries them: unknowns as the SDK's sentinel strings."""
-    if isinstance(value, Mapping):
-        return {k: engine_props(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [engine_props(v) for v in value]
-    if isinstance(value, str) and HARNESS_UNKNOWN.match(value):
-        return UNKNOWN_STRING_VALUE
-    return value
-
-
 def _opts() -> PolicyResourceOptions:
     return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
 
 
 def analyze(resources: Iterable[Registered], config: Mapping[str, Mapping[str, Any]] | None = None) -> list[Violation]:
-    resources, config, found = list(resources), config or {}, []
+    """Every policy's violations for the program's registrations, seen as the engine shows them."""
+    return analyze_view(engine_view(resources), config)
+
+
+def analyze_view(
+    view: Iterable[AnalyzedResource], config: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[Violation]:
+    view, config, found = list(view), config or {}, []
 
     def reporter(policy: ResourceValidationPolicy | StackValidationPolicy, default_urn: str | None):
         level = policy.enforcement_level or EnforcementLevel.MANDATORY
@@ -60,17 +54,23 @@ def analyze(resources: Iterable[Registered], config: Mapping[str, Mapping[str, A
 
     for policy in POLICIES:
         if isinstance(policy, ResourceValidationPolicy):
-            for r in resources:
-                args = ResourceValidationArgs(r.type, unknown_checking_proxy(engine_props(r.inputs)), r.urn, r.name,
-                                              _opts(), None, config.get(policy.name))
+            for r in view:
+                args = ResourceValidationArgs(
+                    r.type, unknown_checking_proxy(r.inputs), r.urn, r.name, _opts(), None, config.get(policy.name)
+                )
                 policy.validate(args, reporter(policy, r.urn))
         else:
-            stack = [PolicyResource(r.type, unknown_checking_proxy(engine_props(r.inputs)), r.urn, r.name, _opts(),
-                                    None, None, [], {}) for r in resources]
+            stack = [
+                PolicyResource(r.type, unknown_checking_proxy(r.props), r.urn, r.name, _opts(), None, None, [], {})
+                for r in view
+            ]
             by_urn = {p.urn: p for p in stack}
-            for registered, resource in zip(resources, stack, strict=True):
-                resource.parent = by_urn.get(registered.parent)
-                resource.dependencies = [by_urn[d] for d in registered.dependencies if d in by_urn]
+            for analyzed, resource in zip(view, stack, strict=True):
+                resource.parent = by_urn.get(analyzed.parent) if analyzed.parent else None
+                resource.dependencies = [by_urn[d] for d in analyzed.dependencies if d in by_urn]
+                resource.property_dependencies = {
+                    k: [by_urn[d] for d in v if d in by_urn] for k, v in analyzed.property_dependencies.items()
+                }
             policy.validate(StackValidationArgs(stack, config.get(policy.name)), reporter(policy, None))
     return found
 

@@ -13,7 +13,11 @@ from workloads.job import pytorchjob_manifest
 from workloads.job_spec import job_spec
 
 TEMPLATE_URN = "urn:pulumi:s::fsdp-eks::fsdp-eks:infra:GpuNodeGroup$aws:ec2/launchTemplate:LaunchTemplate::gpu-template"
-GROUP_URN = "urn:pulumi:s::fsdp-eks::fsdp-eks:infra:GpuNodeGroup$eks:index:ManagedNodeGroup::gpu-nodes"
+GROUP_URN = (
+    "urn:pulumi:s::fsdp-eks::fsdp-eks:infra:GpuNodeGroup$eks:index:ManagedNodeGroup"
+    "$aws:eks/nodeGroup:NodeGroup::gpu-nodes"
+)
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
 
 def efa_interfaces(instance_type: str) -> list[dict[str, Any]]:
@@ -43,18 +47,22 @@ def node_group(instance_type: str = "p5.48xlarge", nodes: int = 2, subnets: int 
     }
 
 
-def node_group_resources(instance_type: str = "p5.48xlarge", template: dict[str, Any] | None = None,
-                         via_property_dependencies: bool = True) -> list[StackResource]:
+def node_group_resources(
+    instance_type: str = "p5.48xlarge", template: dict[str, Any] | None = None, via_property_dependencies: bool = True
+) -> list[StackResource]:
     """A launch template and the node group launched from it, linked as the engine links them."""
     group = StackResource(
-        "eks:index:ManagedNodeGroup",
+        NODE_GROUP,
         GROUP_URN,
         node_group(instance_type),
         dependencies=(TEMPLATE_URN,),
         property_dependencies={"launchTemplate": (TEMPLATE_URN,)} if via_property_dependencies else {},
     )
-    lt = StackResource("aws:ec2/launchTemplate:LaunchTemplate", TEMPLATE_URN,
-                       launch_template(instance_type) if template is None else template)
+    lt = StackResource(
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        TEMPLATE_URN,
+        launch_template(instance_type) if template is None else template,
+    )
     return [lt, group]
 
 

@@ -5,20 +5,21 @@ from __future__ import annotations
 from infra.catalog import CATALOG
 from policy.cost import DEFAULT_MAX_COST_PER_HOUR, budget_violations, stack_cost
 from policy.props import UNKNOWN, StackResource
-from tests.policy.examples import node_group
+from tests.policy.examples import NODE_GROUP, launch_template, node_group, node_group_resources
 
 STACK = "urn:pulumi:s::fsdp-eks::"
 
 
-def _group(instance_type: str, nodes: int, name: str = "gpu-nodes",
-           type_chain: str = "fsdp-eks:infra:GpuNodeGroup$eks:index:ManagedNodeGroup") -> StackResource:
-    type_token = type_chain.rsplit("$", 1)[-1]
-    return StackResource(type_token, f"{STACK}{type_chain}::{name}", node_group(instance_type, nodes))
+COMPONENT = "fsdp-eks:infra:GpuNodeGroup$eks:index:ManagedNodeGroup"
+
+
+def _group(instance_type: str, nodes: int, name: str = "gpu-nodes") -> StackResource:
+    return StackResource(NODE_GROUP, f"{STACK}{COMPONENT}${NODE_GROUP}::{name}", node_group(instance_type, nodes))
 
 
 def _system(nodes: int = 2) -> StackResource:
     props = {"instanceTypes": ["m6i.2xlarge"], "scalingConfig": {"desiredSize": float(nodes)}}
-    return StackResource("eks:index:ManagedNodeGroup", f"{STACK}eks:index:ManagedNodeGroup::system", props)
+    return StackResource(NODE_GROUP, f"{STACK}eks:index:ManagedNodeGroup${NODE_GROUP}::system", props)
 
 
 def test_a_stack_within_budget_passes() -> None:
@@ -45,13 +46,30 @@ def test_cpu_system_nodes_are_outside_the_estimate() -> None:
     assert stack_cost([_system(20)], {}) == []
 
 
-def test_the_node_group_inside_a_managed_node_group_is_counted_once() -> None:
-    child = _group("p5.48xlarge", 4, type_chain="fsdp-eks:infra:GpuNodeGroup$eks:index:ManagedNodeGroup"
-                   "$aws:eks/nodeGroup:NodeGroup")
-    assert [c.nodes for c in stack_cost([_group("p5.48xlarge", 4), child], {})] == [4]
+def test_the_aws_node_group_is_what_is_counted_not_the_pulumi_eks_component() -> None:
+    """The engine shows the ManagedNodeGroup component with no inputs; given inputs anyway, it is still not
+    counted, so the child's nodes are counted exactly once."""
+    component = StackResource(
+        "eks:index:ManagedNodeGroup", f"{STACK}{COMPONENT}::gpu-nodes", node_group("p5.48xlarge", 4)
+    )
+    assert [c.nodes for c in stack_cost([component, _group("p5.48xlarge", 4)], {})] == [4]
 
 
 def test_a_size_unknown_during_preview_is_left_out() -> None:
     group = _group("p5.48xlarge", 4)
     unknown = StackResource(group.type, group.urn, {**group.props, "scalingConfig": UNKNOWN})
     assert stack_cost([unknown], {}) == []
+
+
+def test_a_capacity_block_group_is_priced_by_the_type_its_launch_template_names() -> None:
+    template, group = node_group_resources("p5.48xlarge")
+    block = StackResource(
+        group.type,
+        group.urn,
+        {k: v for k, v in node_group("p5.48xlarge", 16).items() if k != "instanceTypes"},
+        dependencies=group.dependencies,
+        property_dependencies=group.property_dependencies,
+    )
+    in_template = StackResource(template.type, template.urn, {**launch_template(), "instanceType": "p5.48xlarge"})
+    assert [(c.instance_type, c.nodes) for c in stack_cost([in_template, block], {})] == [("p5.48xlarge", 16)]
+    assert stack_cost([template, block], {}) == []  # no type anywhere: EKS's default, outside the catalog

@@ -10,13 +10,21 @@ from policy.node_groups import (
     efa_node_group_violations,
     efa_stack_violations,
     imdsv2_violations,
-    single_az_violations,
+    single_az_stack_violations,
 )
-from policy.props import UNKNOWN
-from tests.policy.examples import GROUP_URN, efa_interfaces, launch_template, node_group, node_group_resources
+from policy.props import UNKNOWN, StackResource
+from tests.policy.examples import (
+    GROUP_URN,
+    NODE_GROUP,
+    efa_interfaces,
+    launch_template,
+    node_group,
+    node_group_resources,
+)
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 MNG = "eks:index:ManagedNodeGroup"
+SUBNET = "aws:ec2/subnet:Subnet"
 EFA_TYPES = sorted(name for name, t in CATALOG.items() if t.supports_efa)
 
 
@@ -110,18 +118,43 @@ def test_imdsv2_only_concerns_launch_templates() -> None:
     assert imdsv2_violations(MNG, {}) == []
 
 
+def _group(props: dict, subnet_deps: tuple[str, ...] = (), type_token: str = NODE_GROUP) -> StackResource:
+    return StackResource(type_token, GROUP_URN, props, property_dependencies={"subnetIds": subnet_deps})
+
+
+def _subnet(name: str, zone: str) -> StackResource:
+    return StackResource(
+        SUBNET, f"urn:pulumi:s::fsdp-eks::aws:ec2/subnet:Subnet::{name}", {"availabilityZone": zone, "vpcId": UNKNOWN}
+    )
+
+
 def test_an_efa_node_group_in_one_subnet_passes() -> None:
-    assert single_az_violations(MNG, node_group("p5.48xlarge", subnets=1)) == []
+    assert single_az_stack_violations([_group(node_group("p5.48xlarge", subnets=1))]) == []
 
 
 def test_an_efa_node_group_over_two_subnets_fails() -> None:
-    (problem,) = single_az_violations(MNG, node_group("p4de.24xlarge", subnets=2))
-    assert "2 subnets" in problem
+    [(urn, problem)] = single_az_stack_violations([_group(node_group("p4de.24xlarge", subnets=2))])
+    assert urn == GROUP_URN and "2 subnets" in problem
 
 
 def test_cpu_node_groups_may_span_azs() -> None:
-    assert single_az_violations(MNG, {"instanceTypes": ["m6i.2xlarge"], "subnetIds": ["a", "b"]}) == []
+    assert single_az_stack_violations([_group({"instanceTypes": ["m6i.2xlarge"], "subnetIds": ["a", "b"]})]) == []
 
 
-def test_the_aws_node_group_type_is_checked_too() -> None:
-    assert single_az_violations("aws:eks/nodeGroup:NodeGroup", node_group("p5.48xlarge", subnets=3))
+def test_the_pulumi_eks_component_is_not_a_node_group_to_the_pack() -> None:
+    """The engine shows pulumi-eks's ManagedNodeGroup without inputs; only its aws:eks NodeGroup child counts."""
+    assert single_az_stack_violations([_group(node_group("p5.48xlarge", subnets=3), type_token=MNG)]) == []
+
+
+def test_on_a_first_preview_the_subnets_it_is_built_from_are_counted() -> None:
+    group = {**node_group("p5.48xlarge"), "subnetIds": UNKNOWN}
+    a, b = _subnet("a", "us-east-1a"), _subnet("b", "us-east-1b")
+    assert single_az_stack_violations([a, _group(group, (a.urn,))]) == []
+    [(_, problem)] = single_az_stack_violations([a, b, _group(group, (a.urn, b.urn))])
+    assert "2 subnets" in problem and "us-east-1a, us-east-1b" in problem
+
+
+def test_unknown_subnets_the_stack_does_not_create_are_reported_as_not_checked() -> None:
+    group = {**node_group("p5.48xlarge"), "subnetIds": UNKNOWN}
+    [(_, problem)] = single_az_stack_violations([_group(group)])
+    assert problem.startswith("not checked")

@@ -23,9 +23,19 @@ from tests.policy.examples import node_group, pytorchjob, worker_container
 from tests.workflows.workflows import ROOT
 
 # Installed for the program (requirements.txt) or the tests, not for the pack (policy/requirements.txt).
-NOT_IN_THE_PACKS_ENVIRONMENT = ("pulumi_aws", "pulumi_eks", "pulumi_kubernetes", "pulumi_random",
-                                "pulumi_docker_build", "torch", "transformers", "jsonschema", "kubernetes_validate",
-                                "prometheus_client", "matplotlib")
+NOT_IN_THE_PACKS_ENVIRONMENT = (
+    "pulumi_aws",
+    "pulumi_eks",
+    "pulumi_kubernetes",
+    "pulumi_random",
+    "pulumi_docker_build",
+    "torch",
+    "transformers",
+    "jsonschema",
+    "kubernetes_validate",
+    "prometheus_client",
+    "matplotlib",
+)
 
 
 def _policy(name: str) -> ResourceValidationPolicy | StackValidationPolicy:
@@ -55,8 +65,9 @@ def test_an_unknown_image_does_not_stop_the_job_checks() -> None:
     worker_container(job)["image"] = UNKNOWN_STRING_VALUE
     worker_container(job)["env"].append({"name": "HF_TOKEN", "value": UNKNOWN_STRING_VALUE})
     found: list[str] = []
-    args = ResourceValidationArgs("kubernetes:kubeflow.org/v1:PyTorchJob", unknown_checking_proxy(job), "urn", "job",
-                                  _opts(), None, {})
+    args = ResourceValidationArgs(
+        "kubernetes:kubeflow.org/v1:PyTorchJob", unknown_checking_proxy(job), "urn", "job", _opts(), None, {}
+    )
     _policy("hf-token-only-from-secret").validate(args, lambda message, urn=None: found.append(message))
     assert len(found) == 1 and "HF_TOKEN" in found[0]
 
@@ -64,9 +75,12 @@ def test_an_unknown_image_does_not_stop_the_job_checks() -> None:
 def test_the_cost_budget_takes_its_limit_from_the_pack_config() -> None:
     from pulumi_policy import PolicyResource, StackValidationArgs
 
-    group = StackResource("eks:index:ManagedNodeGroup", "urn:g", node_group("p5.48xlarge", 4))
-    resources = [PolicyResource(group.type, unknown_checking_proxy(dict(group.props)), group.urn, "g", _opts(), None,
-                                None, [], {})]
+    group = StackResource("aws:eks/nodeGroup:NodeGroup", "urn:g", node_group("p5.48xlarge", 4))
+    resources = [
+        PolicyResource(
+            group.type, unknown_checking_proxy(dict(group.props)), group.urn, "g", _opts(), None, None, [], {}
+        )
+    ]
     policy, found = _policy("gpu-cost-per-hour-budget"), []
     policy.validate(StackValidationArgs(resources, {}), lambda m, urn=None: found.append(m))
     assert found == []  # 4 x p5 at list price is under the default budget
@@ -92,8 +106,13 @@ ENTRY_POINT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def served_pack():
-    process = subprocess.Popen([sys.executable, "-c", ENTRY_POINT, ",".join(NOT_IN_THE_PACKS_ENVIRONMENT)],
-                               cwd=ROOT / "policy", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", ENTRY_POINT, ",".join(NOT_IN_THE_PACKS_ENVIRONMENT)],
+        cwd=ROOT / "policy",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = process.stdout.readline()
         if not line.strip().isdigit():

@@ -1,6 +1,9 @@
-"""The pack's policies see what the program really registers: __main__.py run under mocks for every stack, every
-registered resource fed to every policy. The real stacks pass every mandatory policy; one mutated resource of a
-real stack fails the policy about it."""
+"""The pack's policies see what the engine shows them of the program's real registrations: __main__.py run under
+mocks for every stack, turned into the engine's view (remote components without inputs, their children with theirs,
+unknowns where a first preview has them: tests/policy/engine_view.py), every resource fed to every policy. The real
+stacks pass every mandatory policy; one change to a real stack's registrations makes exactly the policy about it
+fire, in a first preview and in an update preview. A policy without such a case, or whose case cannot fire in that
+view, fails here."""
 
 from __future__ import annotations
 
@@ -11,54 +14,103 @@ from typing import Any
 
 import pytest
 
-from infra.stack_files import load_stack_config
+from infra.stack_files import load_stack_config, raw_stack_config
 from policy.cost import DEFAULT_MAX_COST_PER_HOUR
+from policy.pack import POLICIES
+from tests.harness.mock_runner import UNKNOWN_MARKER
 from tests.harness.pulumi_program import ProgramRun, Registered, run_program
 from tests.policy.engine import analyze, mandatory
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-NODE_GROUP = "eks:index:ManagedNodeGroup"
+MANAGED_NODE_GROUP = "eks:index:ManagedNodeGroup"
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+SUBNET = "aws:ec2/subnet:Subnet"
 TOKEN = "hf_" + "Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDc"
+PREVIEWS = ("first", "update")
+MUTATED_STACK = "p5-2"  # under the cost budget, so every case below starts from a stack no policy objects to
 
 
-def test_every_stack_passes_every_mandatory_policy(stack_run: ProgramRun) -> None:
-    assert mandatory(analyze(stack_run.resources)) == []
+def preview_run(stack: str, preview: str) -> ProgramRun:
+    """The stack as a first preview or an update preview runs it (the harness's plain run is the update view)."""
+    run = run_program(stack, preview=preview)
+    assert run.error is None, run.error
+    return run
 
 
-def test_the_cost_advisory_fires_where_the_stacks_own_estimate_exceeds_the_budget(stack_run: ProgramRun) -> None:
-    fired = [v for v in analyze(stack_run.resources) if v.policy == "gpu-cost-per-hour-budget"]
+@pytest.mark.parametrize("preview", PREVIEWS)
+def test_every_stack_passes_every_mandatory_policy(stack_run: ProgramRun, preview: str) -> None:
+    assert mandatory(analyze(preview_run(stack_run.stack, preview).resources)) == []
+
+
+@pytest.mark.parametrize("preview", PREVIEWS)
+def test_the_cost_advisory_fires_where_the_stacks_own_estimate_exceeds_the_budget(
+    stack_run: ProgramRun, preview: str
+) -> None:
+    fired = [
+        v for v in analyze(preview_run(stack_run.stack, preview).resources) if v.policy == "gpu-cost-per-hour-budget"
+    ]
     over = load_stack_config(stack_run.stack).cost_per_hour > DEFAULT_MAX_COST_PER_HOUR
     assert bool(fired) == over, fired
 
 
 def test_the_program_registers_what_the_policies_are_about() -> None:
     types = {r.type for r in run_program("p5-16").resources}
-    assert {LAUNCH_TEMPLATE, NODE_GROUP, PYTORCHJOB, RELEASE, "kubernetes:core/v1:Service"} <= types
+    assert {LAUNCH_TEMPLATE, MANAGED_NODE_GROUP, PYTORCHJOB, RELEASE, "kubernetes:core/v1:Service"} <= types
 
 
 def test_config_the_policies_must_refuse_or_accept_reaches_them_through_the_program() -> None:
     """One run, two settings: a real HF token (it must land in the Secret only, which the pack accepts) and a
     public Grafana (which it refuses)."""
-    run = run_program("p5-2", {"fsdp-eks:monitoring": {"grafanaLoadBalancer": True}},
-                      secrets={"fsdp-eks:hfToken": TOKEN})
+    run = run_program(
+        "p5-2",
+        {"fsdp-eks:monitoring": {"grafanaLoadBalancer": True}},
+        secrets={"fsdp-eks:hfToken": TOKEN},
+        preview="first",
+    )
     assert run.error is None, run.error
     assert any(TOKEN in str(r.inputs) for r in run.of_type("kubernetes:core/v1:Secret"))
     assert _failed(run.resources) == {"no-public-monitoring-or-etcd"}
 
 
-def _mutated(run: ProgramRun, type_token: str, change: Callable[[dict[str, Any]], None],
-             name: str | None = None) -> list[Registered]:
-    """The run's resources with one resource's inputs changed (the first of the type, or the one named)."""
-    target = next(r for r in run.of_type(type_token) if name is None or r.name == name)
-    inputs = copy.deepcopy(target.inputs)
-    change(inputs)
-    return [dataclasses.replace(r, inputs=inputs) if r is target else r for r in run.resources]
+def _named(run: ProgramRun, type_token: str, name: str | None) -> Registered:
+    return next(r for r in run.of_type(type_token) if name is None or r.name == name)
 
 
-def _failed(resources: list[Registered]) -> set[str]:
-    return {v.policy for v in mandatory(analyze(resources))}
+def _mutated(
+    run: ProgramRun, type_token: str, change: Callable[[ProgramRun, Registered], Registered], name: str | None = None
+) -> list[Registered]:
+    """The run's registrations with one of them changed (the first of the type, or the one named)."""
+    target = _named(run, type_token, name)
+    changed = change(
+        run,
+        dataclasses.replace(
+            target,
+            inputs=copy.deepcopy(target.inputs),
+            property_dependencies=copy.deepcopy(target.property_dependencies),
+        ),
+    )
+    return [changed if r is target else r for r in run.resources]
+
+
+def _inputs(change: Callable[[dict[str, Any]], Any]) -> Callable[[ProgramRun, Registered], Registered]:
+    def apply(_run: ProgramRun, resource: Registered) -> Registered:
+        change(resource.inputs)
+        return resource
+
+    return apply
+
+
+def _second_subnet(run: ProgramRun, group: Registered) -> Registered:
+    """The GPU group given the other private subnet too, as the program would pass `[gpu_subnet.id, other.id]`:
+    one more subnet id (unknown on a first preview, like the first) and a property dependency on that subnet."""
+    other = next(
+        s for s in run.of_type(SUBNET) if "private" in s.name and s.urn not in group.property_dependencies["subnetIds"]
+    )
+    first = group.inputs["subnetIds"][0]
+    group.inputs["subnetIds"].append(first if first == UNKNOWN_MARKER else other.id)
+    group.property_dependencies["subnetIds"].append(other.urn)
+    return group
 
 
 def _worker(job: dict[str, Any]) -> dict[str, Any]:
@@ -70,37 +122,81 @@ def _set_flag(job: dict[str, Any], flag: str, value: str) -> None:
     command[command.index(flag) + 1] = value
 
 
-MUTATIONS: dict[str, tuple[str, str | None, Callable[[dict[str, Any]], None]]] = {
+def _failed(resources: list[Registered]) -> set[str]:
+    return {v.policy for v in mandatory(analyze(resources))}
+
+
+def _fired(resources: list[Registered]) -> set[str]:
+    return {v.policy for v in analyze(resources)}
+
+
+# One change per policy, made where the program makes the thing the policy is about.
+MUTATIONS: dict[str, tuple[str, str | None, Callable[[ProgramRun, Registered], Registered]]] = {
     "efa-on-every-network-card": (
-        LAUNCH_TEMPLATE, "gpu-template",
-        lambda lt: lt.update(networkInterfaces=[i for i in lt["networkInterfaces"] if i["networkCardIndex"] != 5]),
+        LAUNCH_TEMPLATE,
+        "gpu-template",
+        _inputs(
+            lambda lt: lt.update(networkInterfaces=[i for i in lt["networkInterfaces"] if i["networkCardIndex"] != 5])
+        ),
     ),
-    "gpu-node-group-one-az": (NODE_GROUP, "gpu-nodes", lambda g: g["subnetIds"].append("network-private-1-id")),
-    "launch-template-imdsv2": (LAUNCH_TEMPLATE, None, lambda lt: lt["metadataOptions"].update(httpTokens="optional")),
+    "gpu-node-group-one-az": (MANAGED_NODE_GROUP, "gpu-nodes", _second_subnet),
+    "launch-template-imdsv2": (
+        LAUNCH_TEMPLATE,
+        None,
+        _inputs(lambda lt: lt["metadataOptions"].update(httpTokens="optional")),
+    ),
     "no-public-monitoring-or-etcd": (
-        "kubernetes:core/v1:Service", None, lambda s: s["spec"].update(type="LoadBalancer"),
+        "kubernetes:core/v1:Service",
+        None,
+        _inputs(lambda s: s["spec"].update(type="LoadBalancer")),
     ),
     "hf-token-only-from-secret": (
-        PYTORCHJOB, None, lambda j: _worker(j)["env"].append({"name": "HUGGING_FACE_HUB_TOKEN", "value": TOKEN}),
+        PYTORCHJOB,
+        None,
+        _inputs(lambda j: _worker(j)["env"].append({"name": "HUGGING_FACE_HUB_TOKEN", "value": TOKEN})),
     ),
     "pytorchjob-matches-node-type": (
-        PYTORCHJOB, None, lambda j: _worker(j)["resources"]["limits"].update({"nvidia.com/gpu": "4"}),
+        PYTORCHJOB,
+        None,
+        _inputs(lambda j: _worker(j)["resources"]["limits"].update({"nvidia.com/gpu": "4"})),
     ),
     "job-memory-fits-gpu": (
-        PYTORCHJOB, None,
-        lambda j: (_set_flag(j, "--model", "llama2-70b"), _set_flag(j, "--sharding-strategy", "NO_SHARD")),
+        PYTORCHJOB,
+        None,
+        _inputs(lambda j: (_set_flag(j, "--model", "llama2-70b"), _set_flag(j, "--sharding-strategy", "NO_SHARD"))),
+    ),
+    "gpu-cost-per-hour-budget": (
+        MANAGED_NODE_GROUP,
+        "gpu-nodes",
+        _inputs(lambda g: g["scalingConfig"].update(minSize=32.0, desiredSize=32.0, maxSize=32.0)),
     ),
 }
 
 
+@pytest.mark.parametrize("preview", PREVIEWS)
 @pytest.mark.parametrize("policy", sorted(MUTATIONS))
-def test_a_mutated_resource_of_a_real_stack_fails_its_policy(policy: str) -> None:
+def test_a_changed_registration_of_a_real_stack_fires_exactly_its_policy(policy: str, preview: str) -> None:
+    run = preview_run(MUTATED_STACK, preview)
     type_token, name, change = MUTATIONS[policy]
-    assert _failed(_mutated(run_program("p5-16"), type_token, change, name)) == {policy}
+    assert _fired(run.resources) == set()
+    assert _fired(_mutated(run, type_token, change, name)) == {policy}
 
 
-def test_every_mandatory_policy_has_a_mutation_test() -> None:
-    from policy.pack import POLICIES
+def test_every_policy_of_the_pack_has_a_case_that_fires() -> None:
+    assert {p.name for p in POLICIES} == set(MUTATIONS)
 
-    names = {p.name for p in POLICIES if p.name != "gpu-cost-per-hour-budget"}
-    assert names == set(MUTATIONS)
+
+# A capacity block's group names its instance type in its launch template only (EKS refuses it in both places).
+CAPACITY_BLOCK = {"capacityType": "CAPACITY_BLOCK", "capacityReservationId": "cr-0123456789abcdef1"}
+
+
+@pytest.mark.parametrize("preview", PREVIEWS)
+@pytest.mark.parametrize("policy", ["efa-on-every-network-card", "gpu-node-group-one-az", "gpu-cost-per-hour-budget"])
+def test_a_capacity_block_group_is_judged_by_the_type_its_launch_template_names(policy: str, preview: str) -> None:
+    gpu = raw_stack_config(MUTATED_STACK)["fsdp-eks:gpuNodes"] | CAPACITY_BLOCK
+    run = run_program(MUTATED_STACK, {"fsdp-eks:gpuNodes": gpu}, preview=preview)
+    assert run.error is None, run.error
+    assert not any("instanceTypes" in g.inputs for g in run.of_type(MANAGED_NODE_GROUP) if g.name == "gpu-nodes")
+    type_token, name, change = MUTATIONS[policy]
+    assert _fired(run.resources) == set()
+    assert _fired(_mutated(run, type_token, change, name)) == {policy}

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from infra import stack_files
+from tests.workflows.workflows import ROOT
 from tools.changed_stacks import affected_stacks, stack_names
+from workloads.image_source import IMAGE_INPUTS
 
 STACKS = ["dev", "p5-16", "p5-2"]
 
@@ -18,14 +23,50 @@ def test_a_changed_stack_file_previews_that_stack() -> None:
     assert affected_stacks(["Pulumi.p5-16.yaml"], STACKS) == ["p5-16"]
 
 
-@pytest.mark.parametrize("path", ["__main__.py", "Pulumi.yaml", "requirements.txt", "infra/gpu_nodes.py",
-                                  "workloads/job.py", "trainer/train.py", "docker/Dockerfile", "policy/efa.py"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "__main__.py",
+        "Pulumi.yaml",
+        "requirements.txt",
+        "infra/gpu_nodes.py",
+        "workloads/job.py",
+        "trainer/train.py",
+        "docker/Dockerfile",
+        "policy/efa.py",
+    ],
+)
 def test_a_change_to_what_every_stack_is_built_from_previews_every_stack(path: str) -> None:
     assert affected_stacks([path], STACKS) == STACKS
 
 
-@pytest.mark.parametrize("path", ["README.md", "docs/ci.md", "tests/policy/test_pack.py",
-                                  ".github/workflows/deploy.yml", "infrastructure.md"])
+@pytest.mark.parametrize("path", ["requirements-trainer.txt", "docker/Dockerfile", "docker/Dockerfile.dockerignore"])
+def test_a_change_to_an_input_of_the_trainer_image_previews_every_stack(path: str) -> None:
+    assert affected_stacks([path], STACKS) == STACKS
+
+
+@pytest.mark.parametrize("entry", IMAGE_INPUTS, ids=str)
+def test_every_input_the_image_tag_is_computed_from_previews_every_stack(entry) -> None:
+    inside = entry / "x.py" if (ROOT / entry).is_dir() else entry
+    assert affected_stacks([inside.as_posix()], STACKS) == STACKS
+
+
+def test_the_tool_runs_on_a_bare_python_without_site_packages() -> None:
+    """The workflow's `stacks` job runs it right after setup-python, with nothing installed."""
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "tools.changed_stacks", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["README.md", "docs/ci.md", "tests/policy/test_pack.py", ".github/workflows/deploy.yml", "infrastructure.md"],
+)
 def test_docs_tests_and_workflows_preview_nothing(path: str) -> None:
     assert affected_stacks([path], STACKS) == []
 

@@ -1,5 +1,7 @@
-"""What the workflows must do: preview every changed stack with the policy pack and comment on the PR, post the
-reviewer's summary, `pulumi up` only behind an approved environment, and reach AWS only through OIDC."""
+"""What the workflows must do: preview every changed stack with the policy pack and comment on the PR (also when the
+preview fails), post the reviewer's summary, `pulumi up` only behind the approved environment after a preview of
+the same commit, and keep every credential where it belongs: a pull request's code gets a preview-scoped Pulumi
+token and the read-only role, never the deploy token, and no AWS key exists at all."""
 
 from __future__ import annotations
 
@@ -11,23 +13,55 @@ from tests.workflows.workflows import ROOT, WORKFLOWS, expressions, load, steps,
 PR = load(WORKFLOWS / "pull-request.yml")
 DEPLOY = load(WORKFLOWS / "deploy.yml")
 DOCS = (ROOT / "docs" / "ci.md").read_text()
+TEAM_TOKEN = "urn:pulumi:token-type:access_token:team"
 
 
-def _pulumi_step(workflow: dict) -> tuple[str, dict, dict]:
-    (found,) = uses(workflow, "pulumi/actions")
-    return found
+def _only(found: list) -> tuple[str, dict, dict]:
+    assert len(found) == 1, [f[0] for f in found]
+    return found[0]
+
+
+def _job_steps(job: dict, action: str) -> list[dict]:
+    return [s for s in job["steps"] if str(s.get("uses", "")).split("@")[0] == action]
+
+
+def _index(job: dict, step: dict) -> int:
+    return next(i for i, s in enumerate(job["steps"]) if s is step)
+
+
+# --- the pull request's preview -------------------------------------------------------------------------------
 
 
 def test_pull_requests_trigger_the_preview_workflow() -> None:
-    assert "pull_request" in PR["on"]
+    assert "pull_request" in PR["on"] and "pull_request_target" not in PR["on"]
 
 
 def test_the_preview_runs_for_each_changed_stack_with_the_policy_pack_and_comments_on_the_pr() -> None:
-    _, job, step = _pulumi_step(PR)
+    _, job, step = _only(uses(PR, "pulumi/actions"))
     given = step["with"]
     assert (given["command"], given["policyPacks"], given["comment-on-pr"]) == ("preview", "policy", True)
     assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
     assert job["permissions"]["pull-requests"] == "write"
+
+
+def test_a_long_diff_cannot_cut_off_the_policy_results_and_a_new_stack_is_created() -> None:
+    for _, _, step in uses(PR, "pulumi/actions") + uses(DEPLOY, "pulumi/actions"):
+        if step["with"]["command"] == "preview":  # an `up` posts no comment or summary to cut
+            assert step["with"]["always-include-summary"] is True
+        assert step["with"]["upsert"] is True
+
+
+def test_a_failed_preview_updates_the_pr_comment_with_its_violations() -> None:
+    job = PR["jobs"]["preview"]
+    (preview,) = _job_steps(job, "pulumi/actions")
+    report = next(s for s in job["steps"] if "tools.preview_comment" in s.get("run", ""))
+    (post,) = _job_steps(job, "actions/github-script")
+    assert report["if"] == f"failure() && steps.{preview['id']}.outcome == 'failure'"
+    assert "--policy-pack policy" in report["run"] and "$GITHUB_STEP_SUMMARY" in report["run"]
+    assert post["if"] == f"failure() && steps.{report['id']}.outcome == 'success'"
+    script = post["with"]["script"]
+    assert "updateComment" in script and "createComment" in script and "<summary>Pulumi report</summary>" in script
+    assert _index(job, preview) < _index(job, report) < _index(job, post)
 
 
 def test_the_changed_stacks_come_from_the_changed_stacks_tool() -> None:
@@ -40,32 +74,61 @@ def test_unit_tests_run_on_pull_requests() -> None:
     assert any(run.startswith("make lint test-fast") for run in runs)
 
 
-def test_the_reviewers_summary_is_posted_as_a_pr_comment() -> None:
+def test_forks_are_not_previewed_with_this_repositorys_credentials() -> None:
+    condition = PR["jobs"]["preview"]["if"]
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in condition
+
+
+def test_the_reviewers_summary_is_a_comment_on_own_prs_and_a_job_summary_on_forks() -> None:
     job = PR["jobs"]["summary"]
-    assert any("python -m tools.pr_summary" in s.get("run", "") for s in job["steps"])
-    (script,) = [s["with"]["script"] for s in job["steps"] if s.get("uses", "").startswith("actions/github-script")]
-    assert "createComment" in script and "updateComment" in script
-    assert job["permissions"]["pull-requests"] == "write"
+    same_repo = "github.event.pull_request.head.repo.full_name == github.repository"
+    summarize = next(s for s in job["steps"] if "python -m tools.pr_summary" in s.get("run", ""))
+    assert "$GITHUB_STEP_SUMMARY" in summarize["run"] and "if" not in summarize
+    (post,) = _job_steps(job, "actions/github-script")
+    assert post["if"] == same_repo
+    assert "createComment" in post["with"]["script"] and "updateComment" in post["with"]["script"]
+    fork_note = next(s for s in job["steps"] if s.get("if") == same_repo.replace("==", "!="))
+    assert "$GITHUB_STEP_SUMMARY" in fork_note["run"]
 
 
-def test_main_deploys_one_stack_with_pulumi_up_behind_an_environment() -> None:
-    assert DEPLOY["on"]["push"]["branches"] == ["main"]
-    _, job, step = _pulumi_step(DEPLOY)
-    assert step["with"]["command"] == "up" and step["with"]["policyPacks"] == "policy"
-    assert job["environment"]["name"] == "pulumi-up"
-    assert job["concurrency"]["cancel-in-progress"] is False  # never cancel an update half done
+# --- tokens and roles -----------------------------------------------------------------------------------------
 
 
-def test_the_stacks_offered_for_a_manual_deploy_are_the_repositorys_stacks() -> None:
-    assert DEPLOY["on"]["workflow_dispatch"]["inputs"]["stack"]["options"] == stack_names()
+def test_pull_requests_read_no_secret() -> None:
+    assert not [e for e in expressions(PR) if "secrets." in e]
 
 
-def test_aws_is_reached_only_by_assuming_a_role_through_oidc() -> None:
+def test_previews_get_a_preview_scoped_team_token_through_oidc() -> None:
+    for workflow, job_id in ((PR, "preview"), (DEPLOY, "preview")):
+        job = workflow["jobs"][job_id]
+        (auth,) = _job_steps(job, "pulumi/auth-actions")
+        (preview,) = _job_steps(job, "pulumi/actions")
+        assert auth["with"]["requested-token-type"] == TEAM_TOKEN
+        assert auth["with"]["scope"] == "team:${{ vars.PULUMI_PREVIEW_TEAM }}"
+        assert auth["with"]["organization"] == "${{ vars.PULUMI_ORG }}"
+        assert auth["with"].get("export-environment-variables", True) is True  # PULUMI_ACCESS_TOKEN for the CLI
+        assert _index(job, auth) < _index(job, preview) and "env" not in preview
+        assert job["permissions"]["id-token"] == "write" and "environment" not in job
+
+
+def test_the_deploy_token_is_read_only_in_the_pulumi_up_environment() -> None:
     for workflow in (PR, DEPLOY):
-        for _, job, step in uses(workflow, "aws-actions/configure-aws-credentials"):
-            assert step["with"]["role-to-assume"].startswith("${{ vars.AWS_")
+        for job_id, job in workflow["jobs"].items():
+            if any("secrets." in e for e in expressions(job)):
+                assert job.get("environment", {}).get("name") == "pulumi-up", job_id
+                assert not _job_steps(job, "pulumi/auth-actions"), job_id
+    secrets = {m for e in expressions(DEPLOY) for m in re.findall(r"secrets\.([A-Z_]+)", e)}
+    assert secrets == {"PULUMI_DEPLOY_TOKEN"}
+
+
+def test_previews_assume_the_preview_role_and_only_the_approved_job_the_deploy_role() -> None:
+    for workflow in (PR, DEPLOY):
+        for job_id, job, step in uses(workflow, "aws-actions/configure-aws-credentials"):
+            role = step["with"]["role-to-assume"]
+            deploying = job.get("environment", {}).get("name") == "pulumi-up"
+            assert role == ("${{ vars.AWS_DEPLOY_ROLE_ARN }}" if deploying else "${{ vars.AWS_PREVIEW_ROLE_ARN }}")
             assert not {"aws-access-key-id", "aws-secret-access-key", "aws-session-token"} & set(step["with"])
-            assert job["permissions"]["id-token"] == "write"
+            assert job["permissions"]["id-token"] == "write", job_id
 
 
 def test_no_long_lived_aws_keys_appear_anywhere() -> None:
@@ -73,21 +136,51 @@ def test_no_long_lived_aws_keys_appear_anywhere() -> None:
         assert not re.search(r"AWS_(SECRET_)?ACCESS_KEY|aws-(secret-)?access-key", path.read_text(), re.IGNORECASE)
 
 
-def test_only_the_pulumi_token_is_a_secret_and_every_variable_is_documented() -> None:
+def test_every_secret_and_variable_is_documented() -> None:
     found = {e for w in (PR, DEPLOY) for e in expressions(w)}
-    secrets = {m for e in found for m in re.findall(r"secrets\.([A-Z_]+)", e)}
-    variables = {m for e in found for m in re.findall(r"vars\.([A-Z_]+)", e)}
-    assert secrets == {"PULUMI_ACCESS_TOKEN"}
-    assert variables and all(f"`{name}`" in DOCS for name in secrets | variables)
+    names = {m for e in found for m in re.findall(r"(?:secrets|vars)\.([A-Z_]+)", e)}
+    assert names and all(f"`{name}`" in DOCS for name in names), names
 
 
 def test_workflows_grant_only_read_access_by_default() -> None:
     assert PR["permissions"] == DEPLOY["permissions"] == {"contents": "read"}
 
 
+# --- the deploy -----------------------------------------------------------------------------------------------
+
+
+def test_main_deploys_one_stack_with_pulumi_up_behind_an_environment() -> None:
+    assert DEPLOY["on"]["push"]["branches"] == ["main"]
+    _, job, step = _only([u for u in uses(DEPLOY, "pulumi/actions") if u[2]["with"]["command"] == "up"])
+    assert step["with"]["policyPacks"] == "policy"
+    assert job["environment"]["name"] == "pulumi-up"
+    assert job["concurrency"]["cancel-in-progress"] is False  # never cancel an update half done
+
+
+def test_the_approval_follows_a_preview_of_the_exact_commit() -> None:
+    preview, up = DEPLOY["jobs"]["preview"], DEPLOY["jobs"]["up"]
+    assert up["needs"] == "preview" and "environment" not in preview
+    for job in (preview, up):
+        (checkout,) = _job_steps(job, "actions/checkout")
+        assert checkout["with"]["ref"] == "${{ github.sha }}"
+    (shown,) = _job_steps(preview, "pulumi/actions")
+    assert shown["with"]["command"] == "preview" and shown["with"]["policyPacks"] == "policy"
+    assert shown["with"]["comment-on-summary"] is True  # what the reviewer reads before approving
+
+
+def test_only_main_deploys() -> None:
+    for job in DEPLOY["jobs"].values():
+        assert "github.ref == 'refs/heads/main'" in job["if"]
+
+
+def test_the_stacks_offered_for_a_manual_deploy_are_the_repositorys_stacks() -> None:
+    assert DEPLOY["on"]["workflow_dispatch"]["inputs"]["stack"]["options"] == stack_names()
+
+
 def test_the_pulumi_cli_matches_the_sdk_pin() -> None:
     pin = re.search(r"^pulumi==(\S+)$", (ROOT / "requirements.txt").read_text(), re.MULTILINE).group(1)
-    assert {_pulumi_step(w)[2]["with"]["pulumi-version"] for w in (PR, DEPLOY)} == {pin}
+    versions = {s["with"]["pulumi-version"] for w in (PR, DEPLOY) for _, _, s in uses(w, "pulumi/actions")}
+    assert versions == {pin}
 
 
 def test_what_the_steps_run_exists() -> None:
@@ -105,3 +198,9 @@ def test_what_the_steps_run_exists() -> None:
             for path in re.findall(r"-r ([\w/.-]+\.txt)", run):
                 assert (ROOT / path).is_file(), path
     assert (ROOT / "policy" / "PulumiPolicy.yaml").is_file()
+
+
+def test_the_docs_never_tell_maintainers_to_push_fork_code_here() -> None:
+    forks = DOCS[DOCS.index("## Pull requests from forks") :].split("\n## ")[0]
+    assert "never by pushing the fork's code to a branch" in forks
+    assert not re.search(r"(?<!never )by pushing (it|the fork's code|the change) to a branch", DOCS)

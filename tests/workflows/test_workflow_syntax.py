@@ -4,6 +4,7 @@ and every action's `with:` inputs against what that action declares (tests/workf
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import jsonschema
@@ -24,8 +25,10 @@ def test_there_are_two_workflows() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_the_workflow_matches_the_schema(path: Path) -> None:
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-              for e in jsonschema.Draft202012Validator(SCHEMA).iter_errors(load(path))]
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in jsonschema.Draft202012Validator(SCHEMA).iter_errors(load(path))
+    ]
     assert errors == []
 
 
@@ -56,6 +59,29 @@ def _action_steps():
 @pytest.mark.parametrize("workflow,job,step", _action_steps(), ids=lambda v: v if isinstance(v, str) else v["uses"])
 def test_every_action_is_pinned_to_a_version_whose_inputs_were_checked(workflow: str, job: str, step: dict) -> None:
     assert step["uses"] in ACTIONS, f"{workflow}/{job}: {step['uses']} is not in action_inputs.json"
+
+
+# `uses: owner/name@<40 hex> # vX.Y.Z`: a tag can be moved to other code, a commit cannot.
+PINNED_USES = re.compile(
+    r"^\s*(?:-\s+)?uses:\s*(?P<ref>[\w.-]+/[\w.-]+@(?P<sha>[0-9a-f]{40}))\s+#\s*(?P<version>v[\d.]+)\s*$"
+)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_action_is_pinned_by_full_commit_sha_with_its_version_in_a_comment(path: Path) -> None:
+    lines = [line for line in path.read_text().splitlines() if re.match(r"^\s*(-\s+)?uses:", line)]
+    assert lines
+    for line in lines:
+        pinned = PINNED_USES.match(line)
+        assert pinned, line
+        action = ACTIONS[pinned["ref"]]
+        assert (action["commit"], action["version"]) == (pinned["sha"], pinned["version"]), line
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_checkout_leaves_the_token_in_the_workspace(path: Path) -> None:
+    checkouts = [s for _, _, s in steps(load(path)) if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkouts and all(s.get("with", {}).get("persist-credentials") is False for s in checkouts)
 
 
 @pytest.mark.parametrize("workflow,job,step", _action_steps(), ids=lambda v: v if isinstance(v, str) else v["uses"])

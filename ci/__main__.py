@@ -1,0 +1,84 @@
+"""Write the documents a maintainer applies once, and print the commands that apply them.
+
+    python -m ci --repository OWNER/REPO --account-id 123456789012 --reviewer Team:1234 --out build/ci
+    python -m ci ... --owner-id 1111 --repository-id 2222   # repositories with immutable OIDC subject claims
+
+Nothing here calls AWS or GitHub: read the documents, then run the printed `aws iam` and `gh api` commands with an
+administrator's credentials. docs/ci.md explains each step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ci.deploy_policy import Account, deploy_policy, role_boundary
+from ci.environment import Reviewer, api_paths, branch_policy, environment_settings
+from ci.github_oidc import AUDIENCE, ISSUER_URL, Repository, deploy_subjects, preview_subjects, trust_policy
+from ci.preview_policy import preview_policy
+
+DEPLOY_SESSION_SECONDS = 7200  # the deploy job's role-duration-seconds; a first `up` creates a cluster
+
+
+def documents(repository: Repository, account: Account, reviewers: list[Reviewer]) -> dict[str, dict[str, Any]]:
+    """File name -> JSON document."""
+    return {
+        "preview-role-trust.json": trust_policy(account.account_id, preview_subjects(repository), account.partition),
+        "preview-role-policy.json": preview_policy(),
+        "deploy-role-trust.json": trust_policy(account.account_id, deploy_subjects(repository), account.partition),
+        "deploy-role-policy.json": deploy_policy(account),
+        "role-boundary-policy.json": role_boundary(account),
+        "pulumi-up-environment.json": environment_settings(reviewers),
+        "pulumi-up-branch-policy.json": branch_policy(),
+    }
+
+
+def commands(repository: Repository, account: Account, out: Path) -> list[str]:
+    environment, branches = api_paths(f"{repository.owner}/{repository.name}")
+    return [
+        f"aws iam create-open-id-connect-provider --url {ISSUER_URL} --client-id-list {AUDIENCE}"
+        "   # once per account; skip if it exists",
+        f"aws iam create-policy --policy-name {account.boundary_policy} --policy-document file://{out}/role-boundary-policy.json",
+        f"aws iam create-role --role-name {account.preview_role} --assume-role-policy-document file://{out}/preview-role-trust.json",
+        f"aws iam put-role-policy --role-name {account.preview_role} --policy-name preview --policy-document file://{out}/preview-role-policy.json",
+        f"aws iam create-role --role-name {account.deploy_role} --max-session-duration {DEPLOY_SESSION_SECONDS} "
+        f"--assume-role-policy-document file://{out}/deploy-role-trust.json",
+        f"aws iam put-role-policy --role-name {account.deploy_role} --policy-name deploy --policy-document file://{out}/deploy-role-policy.json",
+        f"gh api -X PUT {environment} --input {out}/pulumi-up-environment.json",
+        f"gh api -X POST {branches} --input {out}/pulumi-up-branch-policy.json",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repository", required=True, help="OWNER/REPO of this repository on GitHub")
+    parser.add_argument("--account-id", required=True, help="the AWS account the stacks deploy to")
+    parser.add_argument("--partition", default="aws")
+    parser.add_argument("--owner-id", type=int, help="with immutable subject claims: the owner's numeric id")
+    parser.add_argument("--repository-id", type=int, help="with immutable subject claims: the repository's id")
+    parser.add_argument(
+        "--reviewer",
+        action="append",
+        required=True,
+        type=Reviewer.parse,
+        help="Team:<id> or User:<id>; repeat for up to six",
+    )
+    parser.add_argument("--out", type=Path, default=Path("build/ci"))
+    args = parser.parse_args(argv)
+    if not (args.account_id.isdigit() and len(args.account_id) == 12):
+        parser.error(f"--account-id: expected 12 digits, got {args.account_id!r}")
+    repository = Repository.parse(args.repository, args.owner_id, args.repository_id)
+    account = Account(args.account_id, args.partition)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, document in documents(repository, account, args.reviewer).items():
+        (args.out / name).write_text(json.dumps(document, indent=2) + "\n")
+    print("\n".join(commands(repository, account, args.out)))
+    print(f"# then set fsdp-eks:cluster.rolePermissionsBoundary to {account.boundary_arn} on every stack CI deploys")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
