@@ -238,6 +238,7 @@ class Checkpointer:
             shutil.rmtree(tmp, ignore_errors=True)  # left by a crashed save of the same step
             tmp.mkdir(parents=True)
         dist.barrier(group=self.io)
+        maybe_fault("sigterm_starting_save", progress.step)
         writer = dcp.FileSystemWriter(str(tmp), thread_count=self.config.threads)
         pending = _Pending(progress.step, progress.consumed_samples, tmp, final, started, checkpoint_bytes(saved), None)
         if self.config.async_save:
@@ -249,6 +250,7 @@ class Checkpointer:
         self._pending = pending
         self.stats.blocked_s = time.perf_counter() - started
         maybe_fault("sigterm_during_save", progress.step)
+        maybe_fault("sigterm_agent_during_save", progress.step)
         if not self.config.async_save:
             self.finish()
 

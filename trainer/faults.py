@@ -6,6 +6,10 @@ TRAINER_FAULT="<point>:<step>" with point one of
                     the checkpoint is committed (meta.json and the rename);
 - sigterm_during_save: SIGTERM instead (as the kubelet stopping the pod would send it), in the save of step <step>
                     once its shards are written (synchronous) or being written (--async-checkpoint), before the commit.
+- sigterm_agent_during_save: at the same point, SIGTERM to this process's parent, the torchrun agent: the pod's main
+                    process, which is where the kubelet sends it (the agent passes it on to every worker).
+- sigterm_starting_save: SIGTERM to this process as the save of step <step> starts, before its write is under way
+                    (a signal the agent passes on reaches each rank at a point of its own).
 "<point>:<step>@<rank>" fires on that global rank only.
 Faults fire only in the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a torchrun with --max-restarts
 shows the recovery. SIGKILL gives the process no chance to clean up, like the kernel's OOM killer.
@@ -20,7 +24,13 @@ import os
 import signal
 
 FAULT_ENV = "TRAINER_FAULT"
-FAULT_POINTS = ("kill_after_step", "kill_during_save", "sigterm_during_save")
+FAULT_POINTS = (
+    "kill_after_step",
+    "kill_during_save",
+    "sigterm_during_save",
+    "sigterm_agent_during_save",
+    "sigterm_starting_save",
+)
 FAKE_DISK_ENV = "TRAINER_FAKE_DISK_BYTES"
 
 
@@ -32,7 +42,8 @@ def maybe_fault(point: str, step: int) -> None:
     fault = os.environ.get(FAULT_ENV, "")
     where, _, rank = fault.partition("@")
     if where == f"{point}:{step}" and (not rank or rank == os.environ.get("RANK", "0")):
-        os.kill(os.getpid(), signal.SIGTERM if point.startswith("sigterm") else signal.SIGKILL)
+        target = os.getppid() if point == "sigterm_agent_during_save" else os.getpid()
+        os.kill(target, signal.SIGTERM if point.startswith("sigterm") else signal.SIGKILL)
 
 
 def fake_disk_bytes() -> int | None:

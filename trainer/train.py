@@ -255,15 +255,18 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
             result = train_step(state, batch, device, plan.dp_size, config.optim.grad_clip, config.parallel.fp8)
             state.progress = Progress(step, consumed + plan.global_batch_size)
             if checkpointer:
-                checkpointer.poll()  # commit a background save that has finished writing
+                with sigterm.held():
+                    checkpointer.poll()  # commit a background save that has finished writing
             if step % config.metrics.log_every == 0 or step == total:
                 reporter.report(step, result, checkpointer.stats if checkpointer else None)
             if checkpointer and ((every and step % every == 0) or step == total):
-                checkpointer.save(state)
+                with sigterm.held():  # a SIGTERM now settles this save once it is under way (trainer/shutdown.py)
+                    checkpointer.save(state)
                 reporter.restart_clock(step)
             maybe_fault("kill_after_step", step)
         if checkpointer:
-            checkpointer.finish()  # the last save, committed before the export and the exit
+            with sigterm.held():
+                checkpointer.finish()  # the last save, committed before the export and the exit
     finally:
         sigterm.close()
         reporter.close()

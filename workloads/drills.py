@@ -7,11 +7,12 @@
                 and the trainer resumes from the last checkpoint.
 - kill-workers: the workers of one pod keep dying, as on a node whose GPU keeps failing: each time that pod's
                 agent has started workers, they get SIGKILL. The agent restarts its worker group --max-restarts
-                times, then gives up and exits 1; under restartPolicy ExitCode that fails the job at once, and no
-                pod is restarted into the rendezvous torchrun closed on its way out.
+                times, then gives up: torchrun closes the rendezvous and the launcher exits 1, which under
+                restartPolicy ExitCode fails the job at once; no pod is restarted into the closed rendezvous.
 - restart-etcd: the rendezvous store goes away and comes back empty, as when the platform's etcd pod is
-                replaced. Every agent's next call to etcd fails and torchrun exits 1, which restartPolicy ExitCode
-                takes for a failed run: the job ends, with the checkpoints written so far.
+                replaced. Every agent's next call to etcd fails; it stops its workers and the launcher exits 200
+                (trainer/launch_exits.py) with the rendezvous left open. restartPolicy ExitCode creates the pods
+                again, they rejoin in the new etcd, and the trainer resumes from the last checkpoint.
 
 A drill fires when its trigger is met: after the first complete checkpoint (the default: the job then has
 something to resume from), or once the leader has logged a given step. kill-workers then fires again each time

@@ -1,4 +1,5 @@
-"""The training job as Kubernetes objects: a kubeflow.org/v1 PyTorchJob running torchrun, and the HF token Secret.
+"""The training job as Kubernetes objects: a kubeflow.org/v1 PyTorchJob running torchrun (through the trainer's
+launcher, trainer/launch.py), and the HF token Secret.
 
 Pure functions of a JobSpec (workloads/job_spec.py) returning plain dicts. The job component registers them, the
 render CLI prints them, the local runner executes the same container command, and the tests check them.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.config import StackConfig
+from trainer.launch_exits import LAUNCH_MODULE
 from workloads.job_shutdown import shutdown_trainer_args, torchrun_shutdown_timeout
 from workloads.job_spec import CHECKPOINT_MOUNT, JobSpec, job_spec
 from workloads.job_staging import stage_container, stage_resources, staged_trainer_args, worker_env
@@ -38,9 +40,9 @@ __all__ = [
     "hf_token_secret",
     "job_objects",
     "job_spec",
+    "launcher_command",
     "namespace_manifest",
     "pytorchjob_manifest",
-    "torchrun_command",
     "trainer_args",
     "with_image",
 ]
@@ -55,17 +57,15 @@ TERMINATION_GRACE_S = 120
 # What the training operator does when a worker's container exits (kubeflow/trainer v1.9.4,
 # pkg/controller.v1/common/pod.go ReconcilePods, pkg/util/train/train_util.go IsRetryableExitCode): with ExitCode
 # it gives the pod restartPolicy Never (pkg/core/pod.go SetRestartPolicy), creates the pod again when the code is
-# 128 or more (killed by a signal: the OOM killer, a lost node) and fails the whole job on 1 to 127. torchrun exits
-# 1 once its --max-restarts are spent, and closes the rendezvous on the way out, so that is where the job must
-# end: OnFailure would restart the container in place, into the closed rendezvous (RendezvousClosedError), until
-# the restarts of all pods together passed backoffLimit.
+# 128 or more and fails the whole job on 1 to 127. The launcher ends on exactly these terms (trainer/launch.py, the
+# codes in trainer/launch_exits.py): 128 + the signal after SIGTERM (a pod deleted, evicted or drained; torchrun has
+# passed it to the workers, which settle their checkpoint first) and EXIT_BACKEND_LOST after a lost rendezvous
+# backend (an etcd restart) are created again; 1 once torchrun's --max-restarts are spent, when it closes the
+# rendezvous on its way out, fails the job. OnFailure would restart that container in place, into the closed rendezvous
+# (RendezvousClosedError), until the restarts of all pods together passed backoffLimit.
 RESTART_POLICY = "ExitCode"
-# torchrun turns SIGTERM into an exception and exits 1 (torch/distributed/elastic/multiprocessing/api.py,
-# _terminate_process_handler), which ExitCode would take for a failed run whenever a pod is deleted or evicted
-# (a drain, a spot interruption). Without a handler, SIGTERM does nothing to a container's PID 1; the kubelet's
-# SIGKILL after the grace period then ends the pod with 137, which the operator retries. The workers keep running
-# until then, which also lets a checkpoint that is being written finish.
-TORCHRUN_SIGNALS = "SIGINT,SIGHUP,SIGQUIT"
+# The image's interpreter: the PyTorch base image puts it on PATH (docker/Dockerfile runs `python -m pip` with it).
+PYTHON = "python"
 # The name NCCL knows the AWS OFI NCCL plugin by: "Libfabric" since aws-ofi-nccl 1.13
 # (src/nccl_ofi_interface_nvidia.cpp; "AWS Libfabric" and "OFI" are accepted aliases); EFA installers ship 1.16
 # and later since 1.43 (EFA release notes). With NCCL_NET set, NCCL initialises only the network of that name and
@@ -111,12 +111,17 @@ def trainer_args(spec: JobSpec) -> list[str]:
     return args + staged_trainer_args(spec) + shutdown_trainer_args(TERMINATION_GRACE_S)
 
 
-def torchrun_command(spec: JobSpec) -> list[str]:
-    """torchrun with the elastic launch spelled out. The operator also sets the same values as PET_* variables;
-    explicit flags make the command complete on its own, for `kubectl describe` and for the local runner."""
+def launcher_command(spec: JobSpec) -> list[str]:
+    """`python -m trainer.launch` with torchrun's elastic launch spelled out: the launcher runs torchrun in its own
+    process, the container's main one, and maps how it ended onto RESTART_POLICY's two classes. The operator also
+    sets the same values as PET_* variables; explicit flags make the command complete on its own, for `kubectl
+    describe` and for the local runner. torchrun's default --signals-to-handle includes SIGTERM, which the launcher
+    needs: torchrun passes it to the workers and waits --shutdown-timeout for them."""
     r = spec.rendezvous
     return [
-        "torchrun",
+        PYTHON,
+        "-m",
+        LAUNCH_MODULE,
         f"--nnodes={spec.min_nodes}:{spec.nodes}",
         f"--nproc-per-node={spec.node.gpus}",
         f"--rdzv-backend={r.backend}",
@@ -124,7 +129,6 @@ def torchrun_command(spec: JobSpec) -> list[str]:
         f"--rdzv-id={spec.rendezvous_id}",
         f"--rdzv-conf=join_timeout={r.join_timeout_s}",
         f"--max-restarts={spec.max_restarts}",
-        f"--signals-to-handle={TORCHRUN_SIGNALS}",
         f"--shutdown-timeout={torchrun_shutdown_timeout(TERMINATION_GRACE_S)}",  # SIGTERM to SIGKILL of the workers
         "-m",
         "trainer",
@@ -242,7 +246,7 @@ def trainer_container(spec: JobSpec) -> dict[str, Any]:
         "name": CONTAINER_NAME,
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": torchrun_command(spec),
+        "command": launcher_command(spec),
         "env": container_env(spec),
         "ports": [
             {"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"},
@@ -311,7 +315,8 @@ def pytorchjob_manifest(spec: JobSpec) -> dict[str, Any]:
             "pytorchReplicaSpecs": {
                 "Worker": {
                     "replicas": spec.nodes,
-                    # A pod whose torchrun gave up fails the job; one killed by a signal is created again.
+                    # A pod whose torchrun gave up fails the job; one stopped by a signal, or whose rendezvous
+                    # backend was lost, is created again.
                     "restartPolicy": RESTART_POLICY,
                     "template": pod_template(spec),
                 },

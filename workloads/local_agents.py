@@ -1,14 +1,16 @@
 """The worker "pods" of the local run: one torchrun agent each, supervised the way the cluster would.
 
 - An agent that exits is treated as the Worker replica's restartPolicy says (workloads/local_policy.py): under
-  ExitCode, the job's policy, a code from 1 to 127 (torchrun gave up, or lost etcd) fails the job at once, and a
-  code from 128 up (killed by a signal) gets the pod created again; under OnFailure the container restarts until
-  the restarts of all pods reach backoffLimit. A restarted or re-created pod runs the same command and environment.
+  ExitCode, the job's policy, a code from 1 to 127 (the launcher's when torchrun's restarts are spent or the
+  rendezvous is closed) fails the job at once, and a code from 128 up (stopped or killed by a signal, or the
+  launcher's after a lost etcd; trainer/launch_exits.py) gets the pod created again; under OnFailure the container
+  restarts until the restarts of all pods reach backoffLimit. A restarted or re-created pod runs the same command
+  and environment. Each exit is reported with the launcher's own last line, which says why it ended.
 - When the job fails, the pods still running are stopped (cleanPodPolicy Running).
 - A pod that a drill kills is lost with its node: it is not started again, and the job carries on with the
   agents left, within the elastic range.
-- Stopping a pod stops every process in it: the agent gets SIGTERM (torchrun forwards it to its workers) and,
-  after a grace period, the agent and every process it ever started get SIGKILL.
+- Stopping a pod stops every process in it: the agent gets SIGTERM (torchrun forwards it to its workers, and the
+  launcher exits 143) and, after a grace period, the agent and every process it ever started get SIGKILL.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.stack_files import PROJECT_ROOT
+from trainer.launch_exits import REASON_PREFIX
 from workloads.local_launch import AgentLaunch
 from workloads.local_policy import Action, container_exit_code, exit_outcome
 from workloads.local_procs import Proc, die_with_parent, kill_tree, process_tree
@@ -29,6 +32,7 @@ from workloads.local_procs import Proc, die_with_parent, kill_tree, process_tree
 # The pod's terminationGracePeriodSeconds is 120 s, time for a large model's checkpoint; the local models save in
 # well under a second, and a user who pressed Ctrl-C should not wait two minutes.
 STOP_GRACE_S = 15.0
+START_MARK = "--- "  # the line the local run writes into a pod's log each time it starts the pod's agent
 # Reading every process's parent takes a few ms; workers start and stop rarely, and a kill or a stop reads the
 # tree afresh anyway, so the pods' trees are recorded once a second rather than at every poll.
 SCAN_EVERY_S = 1.0
@@ -58,7 +62,7 @@ class Pod:
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
-            log.write(f"--- {time.strftime('%H:%M:%S')} start {self.name} (restart {self.restarts})\n".encode())
+            log.write(f"{START_MARK}{time.strftime('%H:%M:%S')} start {self.name} (restart {self.restarts})\n".encode())
             log.flush()
             self.process = subprocess.Popen(
                 self.launch.argv,
@@ -74,6 +78,16 @@ class Pod:
 
     def exit_code(self) -> int | None:
         return None if self.process is None else self.process.poll()
+
+    def launcher_line(self) -> str:
+        """The launcher's last line since this pod's agent was last started: its exit and why; "" if none."""
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        for line in reversed(lines):
+            if line.startswith(REASON_PREFIX):
+                return line
+            if line.startswith(START_MARK):
+                break
+        return ""
 
     def remember_processes(self) -> list[Proc]:
         """The agent's current tree, added to the processes seen in this pod; workers reparented after their agent
@@ -92,7 +106,7 @@ class Pod:
         return killed
 
     def terminate(self) -> None:
-        """SIGTERM the agent; torchrun forwards it to its workers and exits (the kubelet's pod deletion)."""
+        """SIGTERM the agent, as the kubelet deleting the pod: torchrun forwards it to the workers; exit 143."""
         if self.process is not None and self.process.poll() is None:
             self.remember_processes()
             self.process.send_signal(signal.SIGTERM)
@@ -150,17 +164,19 @@ class WorkerPods:
         assert pod.process is not None
         kill_tree(pod.process.pid, list(pod.seen))  # what is left of the container goes with it
         outcome = exit_outcome(self.restart_policy, code, self.restarts, self.backoff_limit)
+        launcher = pod.launcher_line()
+        said = f" [{launcher}]" if launcher else ""
         if outcome.action is Action.SUCCEED:
             pod.phase = PodPhase.SUCCEEDED
             return PodEvent(pod.name, f"agent {outcome.why}")
         if outcome.action is Action.FAIL_JOB:
             pod.phase = PodPhase.FAILED
-            self.failure = f"{pod.name}'s agent {outcome.why}"
-            return PodEvent(pod.name, f"agent {outcome.why}: the PyTorchJob failed")
+            self.failure = f"{pod.name}'s agent {outcome.why}{said}"
+            return PodEvent(pod.name, f"agent {outcome.why}: the PyTorchJob failed{said}")
         self.restarts += 1
         pod.restarts += 1
         pod.start()
-        return PodEvent(pod.name, f"agent {outcome.why} (restart {self.restarts} of the job's pods)")
+        return PodEvent(pod.name, f"agent {outcome.why} (restart {self.restarts} of the job's pods){said}")
 
     @property
     def finished(self) -> bool:

@@ -6,6 +6,7 @@ It plays the platform's etcd (workloads/etcd.py): one member, the v2 API on, not
     with LocalEtcd.start() as etcd:
         print(etcd.endpoint)   # 127.0.0.1:PORT, for --rdzv-endpoint
         etcd.restart()         # the fault drill: a fresh member on the same port, empty like a replaced pod
+        etcd.restart(keep_data=True)  # the same member again, as a restarted container
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class LocalEtcd:
         parent = log_path.parent if log_path else None
         self.data_root = Path(tempfile.mkdtemp(prefix="etcd-data-", dir=parent))
         self.generation = 0
+        self.peer_port = 0
 
     @staticmethod
     def preflight(port: int | None = None, binary: str | None = None) -> Path:
@@ -142,10 +144,12 @@ class LocalEtcd:
     def client_url(self) -> str:
         return f"http://{self.endpoint}"
 
-    def _launch(self) -> None:
-        self.generation += 1
-        data_dir = self.data_root / f"member-{self.generation}"  # new each time: a replaced pod's emptyDir
-        peer_url = f"http://{LOOPBACK}:{free_port()}"
+    def _launch(self, keep_data: bool = False) -> None:
+        if not keep_data or self.generation == 0:
+            self.generation += 1  # a replaced pod gets an empty emptyDir; a restarted container keeps its own
+            self.peer_port = free_port()  # a kept member keeps the peer URL its data records
+        data_dir = self.data_root / f"member-{self.generation}"
+        peer_url = f"http://{LOOPBACK}:{self.peer_port}"
         command = [
             str(self.binary),
             "--name=local",
@@ -201,11 +205,12 @@ class LocalEtcd:
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
-    def restart(self, down_s: float = 2.0) -> None:
-        """Stop etcd, leave it down for `down_s` seconds (agents' calls fail meanwhile), start an empty one."""
+    def restart(self, down_s: float = 2.0, keep_data: bool = False) -> None:
+        """Stop etcd, leave it down for `down_s` seconds (agents' calls fail meanwhile), and start it again: empty, as
+        a replaced etcd pod, or with its data (and cluster id) as a restarted container when `keep_data`."""
         self._terminate()
         time.sleep(down_s)
-        self._launch()
+        self._launch(keep_data)
 
     def stop(self) -> None:
         """Stop the process and delete its data; safe to call more than once."""

@@ -1,5 +1,6 @@
 """From the PyTorchJob manifest to the torchrun agents the local run starts: one per worker replica, with the
-container's command and environment, and the PET_* variables the Training Operator adds.
+container's command (`python -m trainer.launch`, torchrun in that process) and environment, and the PET_* variables
+the Training Operator adds.
 
 Pure functions of the manifest (no processes, no torch import). What changes for this machine, and only that:
 - the rendezvous points at the local etcd, with a rendezvous id fresh for each local run (a new run must never
@@ -25,9 +26,9 @@ from typing import Any
 
 from infra.stack_files import PROJECT_ROOT
 from trainer.config import TrainConfig, parse_args
+from trainer.launch_exits import LAUNCH_MODULE
 from workloads.local_policy import DEFAULT_POLICY, POLICIES
 
-TORCHRUN = "torchrun"
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
 LOOPBACK = "127.0.0.1"
 LOCAL_NPROC_PER_NODE = 1
@@ -101,17 +102,18 @@ def worker_container(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def split_command(command: list[str]) -> tuple[dict[str, str], list[str]]:
-    """torchrun's flags (name -> value, in order) and the trainer's arguments after `-m trainer`."""
-    if not command or command[0] != TORCHRUN or "-m" not in command:
-        raise ManifestError(f"the container command is not `torchrun ... -m MODULE ...`: {command[:3]}")
-    module_at = command.index("-m")
+    """The launcher's (torchrun's) flags (name -> value, in order) and the trainer's arguments after `-m trainer`."""
+    if command[1:3] != ["-m", LAUNCH_MODULE] or "-m" not in command[3:]:
+        expected = f"python -m {LAUNCH_MODULE} ... -m MODULE ..."
+        raise ManifestError(f"the container command is not `{expected}`: {command[:3]}")
+    module_at = command.index("-m", 3)
     flags: dict[str, str] = {}
-    launcher = command[1:module_at]
+    launcher = command[3:module_at]
     index = 0
     while index < len(launcher):
         token = launcher[index]
         if not token.startswith("--"):
-            raise ManifestError(f"unexpected torchrun argument {token!r}")
+            raise ManifestError(f"unexpected launcher argument {token!r}")
         if "=" in token:
             name, value = token[2:].split("=", 1)
         else:
@@ -301,8 +303,8 @@ def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, met
     trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1))
     args, trainer_lines = local_trainer_args(trainer_args, trainer)
     changes += trainer_lines
-    # torchrun is torch.distributed.run; started through this interpreter, it is the venv's, whatever is on PATH.
-    argv = [sys.executable, "-m", "torch.distributed.run", *(f"--{name}={value}" for name, value in flags.items())]
+    # The container's `python` is this interpreter here: the venv's, whatever is on PATH.
+    argv = [sys.executable, "-m", LAUNCH_MODULE, *(f"--{name}={value}" for name, value in flags.items())]
     argv += ["-m", "trainer", *args]
     env = agent_environment(container, mounts, variables)
     agents = [

@@ -14,14 +14,14 @@ are kubeflow/trainer v1.9.4's for a PyTorchJob's Worker replicas:
 from __future__ import annotations
 
 import enum
-import signal
 from dataclasses import dataclass
+
+from trainer.launch_exits import FIRST_RETRYABLE_EXIT, describe_exit, exit_for_signal, is_retryable
 
 ALWAYS, ON_FAILURE, NEVER, EXIT_CODE = "Always", "OnFailure", "Never", "ExitCode"
 POLICIES = (ALWAYS, ON_FAILURE, NEVER, EXIT_CODE)
 # The operator's default for a PyTorchJob replica without a restartPolicy (pkg/apis/kubeflow.org/v1/pytorch_types.go).
 DEFAULT_POLICY = ON_FAILURE
-FIRST_RETRYABLE_CODE = 128  # IsRetryableExitCode: exitCode >= 128, a process killed by a signal
 
 
 class Action(enum.Enum):
@@ -40,16 +40,7 @@ class Outcome:
 def container_exit_code(returncode: int) -> int:
     """The exit code Kubernetes reports for a container process: 128 + N for one killed by signal N (Python's
     subprocess gives -N for that)."""
-    return FIRST_RETRYABLE_CODE - returncode if returncode < 0 else returncode
-
-
-def describe_code(code: int) -> str:
-    if code > FIRST_RETRYABLE_CODE:
-        try:
-            return f"{code} ({signal.Signals(code - FIRST_RETRYABLE_CODE).name})"
-        except ValueError:
-            pass
-    return str(code)
+    return exit_for_signal(-returncode) if returncode < 0 else returncode
 
 
 def exit_outcome(policy: str, code: int, restarts: int, backoff_limit: int) -> Outcome:
@@ -57,7 +48,7 @@ def exit_outcome(policy: str, code: int, restarts: int, backoff_limit: int) -> O
     pods so far. `code` is the container's exit code as Kubernetes reports it (see container_exit_code)."""
     if policy not in POLICIES:
         raise ValueError(f"restartPolicy {policy!r}: expected one of {', '.join(POLICIES)}")
-    shown = describe_code(code)
+    shown = describe_exit(code)
     if code == 0 and policy != ALWAYS:
         return Outcome(Action.SUCCEED, "exited 0")
     if policy in (ALWAYS, ON_FAILURE):
@@ -68,10 +59,10 @@ def exit_outcome(policy: str, code: int, restarts: int, backoff_limit: int) -> O
         return Outcome(Action.RESTART, f"exited {shown}; restartPolicy {policy} restarts the container")
     if policy == NEVER:
         return Outcome(Action.FAIL_JOB, f"exited {shown}; restartPolicy Never fails the job")
-    if code < FIRST_RETRYABLE_CODE:
+    if not is_retryable(code):
         return Outcome(
             Action.FAIL_JOB,
-            f"exited {shown}; restartPolicy ExitCode fails the job on codes 1 to {FIRST_RETRYABLE_CODE - 1} "
+            f"exited {shown}; restartPolicy ExitCode fails the job on codes 1 to {FIRST_RETRYABLE_EXIT - 1} "
             "and restarts nothing",
         )
     if backoff_limit == 0:

@@ -38,7 +38,7 @@ def flags(argv: list[str]) -> dict[str, str]:
 def test_each_worker_replica_gets_one_torchrun_agent(plan: LocalPlan) -> None:
     assert [agent.name for agent in plan.agents] == ["fsdp-dev-worker-0", "fsdp-dev-worker-1"]
     for agent in plan.agents:
-        assert agent.argv[1:3] == ["-m", "torch.distributed.run"]
+        assert agent.argv[1:3] == ["-m", "trainer.launch"]  # the container's command: torchrun in the launcher
         assert agent.argv[agent.argv.index("-m", 3) + 1] == "trainer"
 
 

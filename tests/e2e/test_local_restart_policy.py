@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import copy
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from trainer.launch_exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, exit_for_signal
 from workloads.job import RESTART_POLICY, job_spec, pytorchjob_manifest
 from workloads.local_config import LocalJobOptions, local_stack_config
 from workloads.local_launch import ManifestError, local_plan
@@ -36,6 +38,18 @@ def test_exit_code_fails_the_job_on_codes_up_to_127(code: int) -> None:
 def test_exit_code_creates_the_pod_again_on_codes_from_128(code: int) -> None:
     # The operator re-creates such pods whatever the count so far: backoffLimit only acts when it is 0.
     assert action("ExitCode", code, restarts=10) is Action.RECREATE
+
+
+def test_the_launchers_codes_fall_in_the_classes_the_operator_knows() -> None:
+    assert action("ExitCode", exit_for_signal(signal.SIGTERM)) is Action.RECREATE  # a pod deleted or evicted
+    assert action("ExitCode", EXIT_BACKEND_LOST) is Action.RECREATE  # etcd lost
+    assert action("ExitCode", EXIT_PERMANENT) is Action.FAIL_JOB  # restarts spent, or the rendezvous closed
+
+
+def test_a_lost_backend_is_named_in_the_pods_event() -> None:
+    assert exit_outcome("ExitCode", EXIT_BACKEND_LOST, 0, BACKOFF_LIMIT).why.startswith(
+        "exited 200 (rendezvous backend lost), a retryable code"
+    )
 
 
 def test_exit_code_with_backoff_limit_zero_fails_on_a_signal_too() -> None:

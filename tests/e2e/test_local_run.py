@@ -15,6 +15,7 @@ import pytest
 
 from tests.e2e.runs import STEPS, TEST_TIMEOUT_S, final_loss, log_of, processes_mentioning, run_dev
 from trainer.checkpoint_layout import checkpoint_name, complete_checkpoints
+from trainer.launch_exits import REASON_PREFIX
 from workloads.local_etcd import LocalEtcd
 from workloads.local_procs import alive
 from workloads.local_run import LocalResult
@@ -87,22 +88,38 @@ def test_killed_agent_job_stops_every_process_it_started(killed_agent_run: Local
     assert processes_mentioning(str(killed_agent_run.work_dir)) == []
 
 
-# (c) etcd restarted mid-run: every agent's torchrun exits 1, which restartPolicy ExitCode takes for a failed run
+# (c) etcd restarted mid-run, empty: every agent's launcher exits 200 (retryable) and leaves the rendezvous open; the
+# pods are created again, rejoin in the new etcd and resume from the last checkpoint
 
 
-def test_restarted_etcd_fails_the_job_without_restarting_a_pod(restarted_etcd_run: LocalResult) -> None:
-    assert not restarted_etcd_run.succeeded
-    assert "agent exited 1; restartPolicy ExitCode fails the job" in restarted_etcd_run.reason
-    assert restarted_etcd_run.pod_restarts == 0
+def test_restarted_etcd_job_finishes_every_step(restarted_etcd_run: LocalResult) -> None:
+    assert restarted_etcd_run.succeeded, restarted_etcd_run.reason
+    summary = restarted_etcd_run.summary
+    assert summary is not None and summary.steps == STEPS
     drill = restarted_etcd_run.drill
     assert drill is not None and drill.at_step < STEPS, "the drill fired only after the job had finished"
 
 
-def test_restarted_etcd_job_keeps_the_checkpoint_written_before(restarted_etcd_run: LocalResult) -> None:
+def test_restarted_etcd_recreates_each_pod_whose_launcher_lost_the_backend(restarted_etcd_run: LocalResult) -> None:
+    # Both pods at least once; again if a pod created again came up while etcd was still down.
+    assert restarted_etcd_run.pod_restarts >= 2
+    for pod in (0, 1):
+        log = log_of(restarted_etcd_run, pod)
+        assert f"{REASON_PREFIX}exit 200 (rendezvous backend lost), retryable" in log
+        assert "RendezvousClosedError" not in log
+
+
+def test_restarted_etcd_job_resumes_from_the_checkpoint_before_the_restart(restarted_etcd_run: LocalResult) -> None:
     drill = restarted_etcd_run.drill
     assert drill is not None and drill.checkpoint_step is not None
-    assert restarted_etcd_run.checkpoint_dir is not None
-    assert complete_checkpoints(restarted_etcd_run.checkpoint_dir)[-1][0] >= drill.checkpoint_step
+    resumed = re.findall(rf"resumed from {restarted_etcd_run.checkpoint_dir}/step_(\d+)", log_of(restarted_etcd_run, 0))
+    assert resumed and int(resumed[-1]) >= drill.checkpoint_step
+
+
+def test_restarted_etcd_job_ends_at_the_uninterrupted_loss(
+    restarted_etcd_run: LocalResult, clean_run: LocalResult
+) -> None:
+    assert final_loss(restarted_etcd_run) == pytest.approx(final_loss(clean_run), rel=LOSS_TOLERANCE)
 
 
 def test_restarted_etcd_job_stops_every_process_it_started(restarted_etcd_run: LocalResult) -> None:
@@ -135,8 +152,9 @@ def test_exhausted_agent_restarted_its_workers_max_restarts_times(exhausted_agen
 def test_exhausted_agent_fails_the_job_naming_the_pod_and_the_rule(exhausted_agent_run: LocalResult) -> None:
     assert not exhausted_agent_run.succeeded
     pod = f"{exhausted_agent_run.plan.job}-worker-1"
-    assert exhausted_agent_run.reason == (
-        f"{pod}'s agent exited 1; restartPolicy ExitCode fails the job on codes 1 to 127 and restarts nothing"
+    assert exhausted_agent_run.reason.startswith(
+        f"{pod}'s agent exited 1; restartPolicy ExitCode fails the job on codes 1 to 127 and restarts nothing "
+        f"[{REASON_PREFIX}exit 1, permanent: the workers failed and --max-restarts is spent (ChildFailedError"
     )
     assert "ChildFailedError" in log_of(exhausted_agent_run, 1)  # torchrun's own account of why it gave up
 

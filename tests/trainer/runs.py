@@ -66,20 +66,23 @@ def run_trainer(
     timeout: float = 150,
     module: str = "trainer",
     env: dict[str, str] | None = None,
+    launcher: str = "torch.distributed.run",
 ) -> TrainerRun:
     """Run the trainer (or a module that wraps it, such as a probe); torchrun (standalone rendezvous on a free port)
-    unless it is one plain process. `env` adds to the environment the trainer runs with."""
+    unless it is one plain process, through `launcher` (torchrun's module, or trainer.launch as in the pods). `env`
+    adds to the environment the trainer runs with."""
     if "--metrics-file" not in args:
         args = [*args, "--metrics-file", str(workdir / f"metrics-{uuid.uuid4().hex[:8]}.jsonl")]
     metrics_file = Path(args[args.index("--metrics-file") + 1])
     if torchrun is None:
         torchrun = nproc > 1
-    launcher = [sys.executable, "-m", module]
     if torchrun:
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1"]
-        launcher += ["--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts), "-m", module]
+        command = [sys.executable, "-m", launcher, "--standalone", "--nnodes", "1"]
+        command += ["--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts), "-m", module]
+    else:
+        command = [sys.executable, "-m", module]
     process = subprocess.Popen(
-        [*launcher, *args],
+        [*command, *args],
         cwd=ROOT,
         env={**trainer_env(fault), **(env or {})},
         stdout=subprocess.PIPE,

@@ -1,6 +1,6 @@
 """SIGTERM (a pod being stopped) during a save: the save is finished and committed when its shards are written (or
 are within --checkpoint-stop-wait-seconds), otherwise abandoned as a .tmp directory; the process then ends as SIGTERM
-ends it, and the run resumes from the committed checkpoint exactly."""
+ends it, the pod's launcher exits 143, and the run resumes from the committed checkpoint exactly."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from trainer.checkpoint import Checkpointer, _Pending
 from trainer.checkpoint_layout import complete_checkpoints
 from trainer.config import CheckpointConfig
 from trainer.env import DistEnv
+from trainer.launch_exits import LAUNCH_MODULE, REASON_PREFIX
 
 
 def saving(tmp_path: Path, *extra: str) -> list[str]:
@@ -23,21 +24,42 @@ def saving(tmp_path: Path, *extra: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_sigterm_during_a_background_save_commits_it(reference_run: TrainerRun, tmp_path: Path) -> None:
-    """Both ranks are signalled while step 4's save is being written in the background: it is waited for and
-    committed, and the run resumes from it on the uninterrupted run's loss curve."""
+def test_sigterm_to_the_pod_during_a_background_save_commits_it_and_the_launcher_exits_143(
+    reference_run: TrainerRun, tmp_path: Path
+) -> None:
+    """The pod's main process, the launcher (as the PyTorchJob runs it), gets SIGTERM while step 4's save is being
+    written in the background (rank 0 sends it there at that point, as the kubelet would): torchrun passes it to
+    both workers, which wait for the write and commit it; the launcher exits 143, a code the operator retries, and
+    the run resumes from that checkpoint on the uninterrupted run's loss curve."""
     args = saving(tmp_path, "--async-checkpoint")
-    stopped = run_trainer(args, tmp_path, nproc=2, fault="sigterm_during_save:4")
-    assert stopped.returncode != 0
-    assert "Signal 15 (SIGTERM)" in stopped.output  # torchrun's report: the workers ended by SIGTERM
-    assert [record["step"] for record in stopped.metrics] == [1, 2, 3, 4]
+    stopped = run_trainer(args, tmp_path, nproc=2, launcher=LAUNCH_MODULE, fault="sigterm_agent_during_save:4@0")
+    assert stopped.returncode == 143, stopped.output  # torchrun on its own: 1, which fails the whole job
+    assert stopped.output.rstrip().endswith(
+        f"{REASON_PREFIX}exit 143 (SIGTERM), retryable: stopped by SIGTERM; the workers got it first, "
+        "with --shutdown-timeout to finish"
+    )
+    assert "SIGTERM: exiting" in stopped.output  # trainer/shutdown.py's handler, after settling the save
+    assert 4 in [record["step"] for record in stopped.metrics]
     assert [step for step, _ in complete_checkpoints(tmp_path / "ckpt")] == [2, 4]
     assert not list((tmp_path / "ckpt").glob("*.tmp"))
 
-    resumed = run_trainer(args, tmp_path, nproc=2)
+    resumed = run_trainer(args, tmp_path, nproc=2, launcher=LAUNCH_MODULE)
     assert resumed.returncode == 0, resumed.output
     assert [record["step"] for record in resumed.metrics] == [5, 6]
     assert_same_losses({**stopped.losses(), **resumed.losses()}, reference_run.losses())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigterm_as_a_background_save_starts_waits_for_the_save_and_commits_it(tmp_path: Path) -> None:
+    """A signal passed on by the agent reaches each rank wherever it is, also inside the save call before its write
+    is registered as the save in progress: the handler then lets the call finish and settles that save, rather than
+    ending the rank with its shards unwritten (which would fail its peers' write too)."""
+    run = run_trainer(saving(tmp_path, "--async-checkpoint"), tmp_path, nproc=2, fault="sigterm_starting_save:4")
+    assert run.returncode != 0, run.output
+    assert "abandoned" not in run.output, run.output
+    assert [step for step, _ in complete_checkpoints(tmp_path / "ckpt")] == [2, 4]
+    assert not list((tmp_path / "ckpt").glob("*.tmp"))
 
 
 @pytest.mark.slow

@@ -16,7 +16,15 @@ from kubeflow.training import ApiClient
 from infra.catalog import CATALOG
 from infra.config import KUBERNETES_VERSIONS
 from infra.gpu_nodes import GPU_NODE_GROUP_LABEL, GPU_TAINT, hugepages_user_data
-from workloads.job import hf_token_secret, namespace_manifest, pytorchjob_manifest, torchrun_command
+from trainer.launch_exits import LAUNCH_MODULE
+from workloads.job import (
+    TERMINATION_GRACE_S,
+    hf_token_secret,
+    launcher_command,
+    namespace_manifest,
+    pytorchjob_manifest,
+)
+from workloads.job_shutdown import torchrun_shutdown_timeout
 from workloads.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 
 from .job_stacks import STACKS, config_of, spec_of
@@ -249,13 +257,13 @@ def test_diagnostic_switches_reach_the_environment(stack: str) -> None:
     assert env["TORCH_DISTRIBUTED_DEBUG"] == config.job.distributed_debug
 
 
-def test_elastic_policy_and_torchrun_command_agree(stack: str) -> None:
+def test_elastic_policy_and_launcher_command_agree(stack: str) -> None:
     spec = spec_of(stack)
     config = config_of(stack)
     manifest = pytorchjob_manifest(spec)
     policy = manifest["spec"]["elasticPolicy"]
     command = trainer_container(manifest)["command"]
-    assert command == torchrun_command(spec)
+    assert command == launcher_command(spec)
     assert policy["minReplicas"] == (config.job.min_nodes or config.gpu_nodes.count)
     assert policy["maxReplicas"] == config.gpu_nodes.count
     assert policy["maxRestarts"] == config.job.max_restarts
@@ -264,24 +272,24 @@ def test_elastic_policy_and_torchrun_command_agree(stack: str) -> None:
     assert f"--rdzv-endpoint={policy['rdzvHost']}:{policy['rdzvPort']}" in command
     assert f"--rdzv-id={policy['rdzvId']}" in command
     assert f"--max-restarts={policy['maxRestarts']}" in command
-    assert command[command.index("-m") + 1] == "trainer"
 
 
 def test_a_worker_whose_torchrun_gave_up_fails_the_job(stack: str) -> None:
-    # ExitCode: the operator fails the job on exit codes 1-127 (torchrun's after its last restart) and creates the
-    # pod again only for 128 and up; OnFailure would restart the container into the closed rendezvous.
+    # ExitCode: the operator fails the job on exit codes 1-127 (the launcher's after torchrun's last restart) and
+    # creates the pod again only for 128 and up; OnFailure would restart the container into the closed rendezvous.
     assert worker(pytorchjob_manifest(spec_of(stack)))["restartPolicy"] == "ExitCode"
 
 
-def test_torchrun_leaves_sigterm_to_the_kubelet(stack: str) -> None:
-    from torch.distributed.run import parse_args  # torchrun's own parser reads the command as the pod runs it
+def test_the_pod_runs_torchrun_through_the_launcher_which_gets_sigterm(stack: str) -> None:
+    from torch.distributed.run import parse_args  # torchrun's own parser, which the launcher hands the arguments
 
     command = trainer_container(pytorchjob_manifest(spec_of(stack)))["command"]
-    assert command[0] == "torchrun"
-    args = parse_args(command[1:])
-    # A handled SIGTERM makes torchrun exit 1, a code ExitCode never retries; left to the kubelet, a deleted or
-    # evicted pod ends with SIGKILL (137) after its grace period and the operator creates it again.
-    assert "SIGTERM" not in args.signals_to_handle.split(",")
+    assert command[:3] == ["python", "-m", LAUNCH_MODULE]
+    args = parse_args(command[3:])
+    # torchrun handles SIGTERM (the kubelet stopping the pod): it passes it to the workers, waits --shutdown-timeout
+    # for them to settle their checkpoint, and the launcher exits 143, which the operator retries.
+    assert {"SIGTERM", "SIGINT"} <= set(args.signals_to_handle.split(","))
+    assert args.shutdown_timeout == torchrun_shutdown_timeout(TERMINATION_GRACE_S)
     assert (args.module, args.training_script) == (True, "trainer")
 
 

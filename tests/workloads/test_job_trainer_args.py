@@ -8,6 +8,7 @@ from functools import cache
 import pytest
 
 from trainer.config import TrainConfig, parse_args
+from trainer.launch_exits import LAUNCH_MODULE
 from workloads.job import pytorchjob_manifest
 
 from .job_stacks import STACKS, spec_of
@@ -16,12 +17,14 @@ pytestmark = pytest.mark.parametrize("stack", STACKS)
 
 
 def trainer_argv(stack: str) -> list[str]:
-    """Everything after `torchrun ... -m trainer` in the container's command."""
+    """Everything after `python -m trainer.launch ... -m trainer` in the container's command."""
     pod = pytorchjob_manifest(spec_of(stack))["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     (container,) = pod["containers"]
     command = container["command"]
-    assert command[0] == "torchrun"
-    return command[command.index("-m") + 2 :]
+    assert command[1:3] == ["-m", LAUNCH_MODULE]
+    trainer_at = command.index("-m", 3) + 1
+    assert command[trainer_at] == "trainer"
+    return command[trainer_at + 1 :]
 
 
 @cache

@@ -1,0 +1,106 @@
+"""The launcher's hold on the rendezvous: torchrun's own handlers, except that closing waits for the launcher.
+
+torchrun's launch_agent calls the rendezvous handler's shutdown() on every way out but a stop signal
+(torch/distributed/launcher/api.py, launch_agent: `finally: if shutdown_rdzv: spec.rdzv_handler.shutdown()`), and
+shutdown marks the rendezvous closed in its backend for good (rendezvous/dynamic_rendezvous.py,
+DynamicRendezvousHandler.shutdown and _RendezvousCloseOp; a node that finds it closed raises RendezvousClosedError).
+That is right when the job is over, and wrong when the backend itself failed: by the time the agent's workers have
+stopped (they get --shutdown-timeout to settle a checkpoint), etcd may be back, restarted with its data or empty, and
+the closed state written into it then outlives the agent (the etcd-v2 backend writes every state with a two-hour TTL,
+rendezvous/etcd_rendezvous_backend.py EtcdRendezvousBackend) and fails every pod created again to rejoin.
+
+So while `held_rendezvous_shutdowns()` is active, every handler torchrun creates comes wrapped in HeldShutdown, which
+passes everything to torch's handler but shutdown(): that only records the request, and `finish(close=...)` carries it
+out once the launcher knows how the run ended (trainer/launch.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from torch.distributed.elastic.rendezvous import (
+    RendezvousHandler,
+    RendezvousHandlerCreator,
+    RendezvousHandlerRegistry,
+    RendezvousInfo,
+    RendezvousParameters,
+    rendezvous_handler_registry,
+)
+
+log = logging.getLogger(__name__)
+
+
+class HeldShutdown(RendezvousHandler):
+    """torch's rendezvous handler for one backend; its shutdown waits for `finish`."""
+
+    def __init__(self, handler: RendezvousHandler) -> None:
+        self.handler = handler
+        self.shutdown_requested = False
+
+    def get_backend(self) -> str:
+        return self.handler.get_backend()
+
+    @property
+    def use_agent_store(self) -> bool:
+        return self.handler.use_agent_store
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        return self.handler.next_rendezvous()
+
+    def is_closed(self) -> bool:
+        return self.handler.is_closed()
+
+    def set_closed(self) -> None:
+        self.handler.set_closed()
+
+    def num_nodes_waiting(self) -> int:
+        return self.handler.num_nodes_waiting()
+
+    def get_run_id(self) -> str:
+        return self.handler.get_run_id()
+
+    def shutdown(self) -> bool:
+        """What launch_agent calls on its way out: recorded, not done (see `finish`)."""
+        self.shutdown_requested = True
+        return True
+
+    def finish(self, close: bool) -> bool:
+        """Shut the rendezvous down (torch's shutdown: it closes it) if torchrun asked to and `close` allows it;
+        returns whether it was closed. A backend that fails now is logged, not raised: the exit code is decided."""
+        if not (self.shutdown_requested and close):
+            return False
+        try:
+            return bool(self.handler.shutdown())
+        except Exception:
+            log.warning("the rendezvous could not be closed", exc_info=True)
+            return False
+
+
+def _holding(create: RendezvousHandlerCreator, held: list[HeldShutdown]) -> RendezvousHandlerCreator:
+    def create_held(params: RendezvousParameters) -> RendezvousHandler:
+        handler = HeldShutdown(create(params))
+        held.append(handler)
+        return handler
+
+    return create_held
+
+
+@contextmanager
+def held_rendezvous_shutdowns(
+    registry: RendezvousHandlerRegistry = rendezvous_handler_registry,
+) -> Iterator[list[HeldShutdown]]:
+    """Every rendezvous handler `registry` creates meanwhile (launch_agent asks torch's default registry, through
+    rendezvous/registry.py get_rendezvous_handler) is a HeldShutdown; the list yielded collects them."""
+    held: list[HeldShutdown] = []
+    # register() refuses a second creator for a backend name and the registry has no other way to replace one, so
+    # the creators are swapped in its table, and the originals put back on the way out.
+    creators = registry._registry
+    originals = dict(creators)
+    creators.update({backend: _holding(create, held) for backend, create in originals.items()})
+    try:
+        yield held
+    finally:
+        creators.clear()
+        creators.update(originals)
