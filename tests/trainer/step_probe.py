@@ -61,6 +61,18 @@ class StepOps(TorchDispatchMode):
         return any(isinstance(c, torch.Tensor) and c.untyped_storage().data_ptr() == address for c in counters)
 
 
+def sharded_units(model: torch.nn.Module) -> int:
+    """FSDP units that own parameters: each reduces its own gradients (a unit without any, such as a root whose
+    parameters all went to sub-units, issues no collective)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return sum(
+        1
+        for module in model.modules()
+        if isinstance(module, FSDPModule) and module._get_fsdp_state()._fsdp_param_group is not None
+    )
+
+
 def main(argv: list[str]) -> int:
     import trainer.train
     from trainer.env import read_env
@@ -74,7 +86,7 @@ def main(argv: list[str]) -> int:
     def counted_step(state: Any, *args: Any, **kwargs: Any) -> Any:
         with StepOps(state.optimizer) as ops:
             result = train_step(state, *args, **kwargs)
-        steps.append({"collectives": dict(ops.collectives), "syncs": ops.syncs})
+        steps.append({"collectives": dict(ops.collectives), "syncs": ops.syncs, "units": sharded_units(state.model)})
         return result
 
     def counted_report(self: StepReporter, *args: Any, **kwargs: Any) -> None:
