@@ -62,15 +62,17 @@ class StepOps(TorchDispatchMode):
 
 
 def sharded_units(model: torch.nn.Module) -> int:
-    """FSDP units that own parameters: each reduces its own gradients (a unit without any, such as a root whose
-    parameters all went to sub-units, issues no collective)."""
+    """FSDP units that own parameters: each reduces its own gradients. One unit may span several modules (the
+    final norm and the output layer share one), and a unit without parameters (a root whose parameters all went to
+    sub-units) issues no collective."""
     from torch.distributed.fsdp import FSDPModule
 
-    return sum(
-        1
+    groups = {
+        id(group): group
         for module in model.modules()
-        if isinstance(module, FSDPModule) and module._get_fsdp_state()._fsdp_param_group is not None
-    )
+        if isinstance(module, FSDPModule) and (group := module._get_fsdp_state()._fsdp_param_group) is not None
+    }
+    return sum(1 for group in groups.values() if group.fsdp_params)
 
 
 def main(argv: list[str]) -> int:
