@@ -14,7 +14,7 @@ from infra.storage import CheckpointStorage, CheckpointStorageArgs
 from workloads.image import TrainerImage, TrainerImageArgs
 from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
 from workloads.platform import Platform, PlatformArgs
-from workloads.sizing import sizing_summary
+from workloads.sizing import checkpoint_warning, sizing_summary
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
 require_role_boundary(config.cluster.role_permissions_boundary)  # before any role is registered
@@ -111,4 +111,6 @@ pulumi.export("region", config.region)
 pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", config.cost_per_hour)
 pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from workloads.sizing
+if warning := checkpoint_warning(config):
+    pulumi.log.warn(warning)
 pulumi.export("nextCommands", platform.next_commands)

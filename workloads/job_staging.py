@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from workloads.job_spec import CHECKPOINT_MOUNT, JobSpec
+from workloads.sizing_storage import JOB_SAVES_IN_BACKGROUND
 
 STAGE_CONTAINER = "stage-inputs"
 # The caching allocator grows segments in place instead of reserving new fixed-size ones, which cuts the
@@ -37,7 +38,9 @@ def compile_cache_dir(spec: JobSpec) -> str:
 
 def staged_trainer_args(spec: JobSpec) -> list[str]:
     """The trainer flags that go with staging and with checkpoints at this job's scale."""
-    args = ["--data-cache-dir", data_cache_dir(spec), "--async-checkpoint"]
+    args = ["--data-cache-dir", data_cache_dir(spec)]
+    if JOB_SAVES_IN_BACKGROUND:  # what the storage sizing assumes of the job's saves
+        args.append("--async-checkpoint")
     timeout = spec.training.checkpoint_timeout_minutes
     if timeout is not None:  # sized from the stack's file system (workloads/sizing_storage.py)
         args += ["--checkpoint-timeout-minutes", str(timeout)]

@@ -27,7 +27,13 @@ from workloads.sizing_memory import (
     Ranks,
     peak_memory,
 )
-from workloads.sizing_storage import StorageEstimate, estimate_storage, storage_problem, storage_summary
+from workloads.sizing_storage import (
+    StorageEstimate,
+    checkpoint_wait_warning,
+    estimate_storage,
+    storage_problem,
+    storage_summary,
+)
 from workloads.sizing_throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
 
 if TYPE_CHECKING:
@@ -251,6 +257,15 @@ def checkpoint_timeout_minutes(config: StackConfig) -> int | None:
     """The trainer's --checkpoint-timeout-minutes for the stack's file system, or None (the trainer's default)."""
     storage = stack_storage(config)
     return storage.timeout_minutes() if storage else None
+
+
+def checkpoint_warning(config: StackConfig) -> str | None:
+    """A preview warning when the job's saves come faster than its file system writes them (see
+    checkpoint_wait_warning); None when they do not, or when the job cannot be sized."""
+    storage, sizing = stack_storage(config), stack_sizing(config)
+    if storage is None or sizing is None or sizing.throughput is None:
+        return None
+    return checkpoint_wait_warning(storage, sizing.throughput.step_s, config.job.checkpoint_every)
 
 
 def sizing_summary(config: StackConfig) -> dict[str, Any] | None:

@@ -129,8 +129,9 @@ def render_storage(sizing: Sizing, every: int | None) -> list[str]:
     if speed is not None and every:
         per_hour = storage.seconds_per_hour(speed.step_s, every) or 0.0
         lines.append(
-            f"Saving every {every} steps of {speed.step_s:.2f} s ({sizing.job.sharding_strategy}): "
-            f"{per_hour / 60:.1f} min of every hour of training goes to checkpoints"
+            f"Saving in the background every {every} steps of {speed.step_s:.2f} s ({sizing.job.sharding_strategy}): "
+            f"training waits {per_hour / 60:.1f} min of every hour for saves (none from "
+            f"{storage.steps_per_save(speed.step_s)} steps between saves)"
         )
     return lines
 

@@ -43,6 +43,9 @@ KEEP_CHECKPOINTS = CheckpointConfig.keep  # the trainer's default; the job does 
 # writers (the export, staging) and a slower first write.
 TIMEOUT_FACTOR = 3
 MIN_TIMEOUT_MINUTES = CheckpointConfig.timeout_minutes
+# The job saves in the background (its trainer flags carry --async-checkpoint, workloads/job_staging.py): training
+# waits only when the next save is due before the last one is written.
+JOB_SAVES_IN_BACKGROUND = True
 
 
 def fsx_capacity_problem(capacity_gib: int) -> str | None:
@@ -110,13 +113,28 @@ class StorageEstimate:
     def cost_per_hour(self) -> float:
         return fsx_cost_per_hour(self.capacity_gib, self.per_tib)
 
-    def seconds_per_hour(self, step_s: float | None, every: int) -> float | None:
-        """Seconds of checkpoint writing per hour of training (saves every `every` steps of `step_s`): time lost
-        to synchronous saves, or the share of the time the file system is busy with background ones."""
+    def wait_per_save_s(self, interval_s: float, async_save: bool = JOB_SAVES_IN_BACKGROUND) -> float:
+        """Training time one save costs when saves start every `interval_s` seconds of training: all of a synchronous
+        save; for a background save, the wait for the one still being written when the next is due (the trainer
+        keeps at most one in flight, trainer/checkpoint.py). The copy of each GPU's shard to host memory that starts
+        a background save (checkpoint bytes / GPUs, a few GiB at PCIe rates) is not counted."""
+        if not async_save:
+            return self.save_s
+        return max(0.0, self.save_s - interval_s)
+
+    def seconds_per_hour(
+        self, step_s: float | None, every: int, async_save: bool = JOB_SAVES_IN_BACKGROUND
+    ) -> float | None:
+        """Seconds of every hour that training waits for checkpoints when it saves every `every` steps of `step_s`."""
         if not step_s or every < 1:
             return None
         interval_s = every * step_s
-        return 3600 * self.save_s / (interval_s + self.save_s)
+        wait_s = self.wait_per_save_s(interval_s, async_save)
+        return 3600 * wait_s / (interval_s + wait_s)
+
+    def steps_per_save(self, step_s: float) -> int:
+        """The fewest steps between background saves for which no save waits for the one before."""
+        return math.ceil(self.save_s / step_s)
 
     def timeout_minutes(self) -> int:
         """The trainer's --checkpoint-timeout-minutes for this job."""
@@ -178,7 +196,30 @@ def storage_summary(estimate: StorageEstimate, step_s: float | None, every: int)
         "fsxThroughputMBps": round(estimate.throughput_bytes_per_s / MB),
         "checkpointSaveMinutes": round(estimate.save_s / 60, 1),
         "checkpointLoadMinutes": round(estimate.load_s / 60, 1),
-        "checkpointSecondsPerHour": None if per_hour is None else round(per_hour),
+        "checkpointWaitSecondsPerHour": None if per_hour is None else round(per_hour),
         "checkpointTimeoutMinutes": estimate.timeout_minutes(),
         "fsxCostPerHour": round(estimate.cost_per_hour, 2),
     }
+
+
+def checkpoint_wait_warning(estimate: StorageEstimate, step_s: float, every: int) -> str | None:
+    """A warning for a job whose saves come faster than the file system writes them (training then waits for each
+    save in turn), naming the interval, the save time, the time lost per hour and the settings that remove the wait;
+    None when no save waits."""
+    lost_s = estimate.seconds_per_hour(step_s, every)
+    if not lost_s:
+        return None
+    faster = [
+        per_tib
+        for per_tib in FSX_THROUGHPUT_PER_TIB
+        if per_tib > estimate.per_tib and replace(estimate, per_tib=per_tib).save_s <= every * step_s
+    ]
+    fixes = [f"fsdp-eks:job.checkpointEvery: {estimate.steps_per_save(step_s)} or more"]
+    if faster:
+        fixes.append(f"fsdp-eks:storage.fsxThroughputPerTiB: {faster[0]}")
+    return (
+        f"checkpoints every {every} steps of {step_s:.2f} s ({every * step_s:.0f} s) come faster than the file "
+        f"system writes one ({estimate.checkpoint_bytes / GIB:.1f} GiB in {estimate.save_s:.0f} s at "
+        f"{estimate.per_tib} MB/s/TiB on {estimate.capacity_gib} GiB): training waits {lost_s / 60:.1f} min of every "
+        f"hour for saves; {' or '.join(fixes)} removes the wait"
+    )
