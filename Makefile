@@ -28,7 +28,7 @@ demo-drill: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m infra.config_docs --check
+	$(PY) -m stack.docs --check
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-fast: $(STAMP)

@@ -8,9 +8,9 @@ import pulumi
 from infra.cluster import Cluster, ClusterArgs, ExistingCluster
 from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.network import Network, NetworkArgs
-from infra.pulumi_config import read_stack_config
 from infra.role_boundary import require_role_boundary
 from infra.storage import CheckpointStorage, CheckpointStorageArgs
+from stack.pulumi_config import read_stack_config
 from workloads.image import TrainerImage, TrainerImageArgs
 from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
 from workloads.platform import Platform, PlatformArgs

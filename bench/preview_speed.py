@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infra.stack_files import raw_stack_config, stack_names  # noqa: E402
+from stack.files import raw_stack_config, stack_names  # noqa: E402
 from tests.harness.pulumi_program import engine_config  # noqa: E402
 
 

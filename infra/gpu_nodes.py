@@ -17,10 +17,10 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 
 from infra.catalog import InstanceType
-from infra.config import GpuNodesConfig
 from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
-from infra.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, efa_label_value
-from infra.versions import GPU_AMI_TYPE
+from stack.config import GpuNodesConfig
+from stack.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, efa_label_value
+from stack.versions import GPU_AMI_TYPE
 
 # The config that empties the GPU node group; a job needs at least one node, so it is switched off too.
 SCALE_TO_ZERO = "gpuNodes.count 0 and job.enabled false"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.config import StorageConfig
+from stack.config import StorageConfig
 
 # Lustre's ports (FSx for Lustre user guide, "File system access control with Amazon VPC"): 988 for LNet, and
 # 1018-1023 for the servers' own traffic.

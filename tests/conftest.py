@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from infra.stack_files import stack_names  # noqa: E402
+from stack.files import stack_names  # noqa: E402
 from tests.harness.pulumi_program import ProgramRun, run_program  # noqa: E402
 
 STACKS = stack_names()

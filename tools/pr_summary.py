@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.config_fields import ConfigError
-from infra.stack_files import PROJECT_ROOT, load_stack_config, stack_names
 from policy.memory import estimate, job_shape
+from stack.fields import ConfigError
+from stack.files import PROJECT_ROOT, load_stack_config, stack_names
 from workloads.job import pytorchjob_manifest
 from workloads.job_spec import job_spec
 

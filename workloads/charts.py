@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import StackConfig
-from infra.versions import (
+from stack.config import StackConfig
+from stack.names import PLATFORM_NAMESPACE
+from stack.versions import (
     DCGM_EXPORTER_CHART_VERSION,
     EFA_DEVICE_PLUGIN_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
@@ -20,7 +21,6 @@ from infra.versions import (
 )
 from workloads.device_plugins import efa_device_plugin_values, nvidia_device_plugin_values
 from workloads.monitoring import MONITORING_RELEASE, dcgm_exporter_values, kube_prometheus_stack_values
-from workloads.names import PLATFORM_NAMESPACE
 
 NVIDIA_REPO = "https://nvidia.github.io/k8s-device-plugin"
 EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"

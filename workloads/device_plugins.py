@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import GpuNodesConfig
+from stack.config import GpuNodesConfig
+from stack.names import GPU_NODE_GROUP, INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL
 from workloads.monitoring import GPU_NODES, GPU_TOLERATION
-from workloads.names import GPU_NODE_GROUP, INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL
 
 # infra/gpu_nodes.py labels each GPU node with whether its launch template attached EFA interfaces.
 EFA_NODE_LABEL = "fsdp-eks/efa"

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.versions import ETCD_IMAGE
-from workloads.names import (
+from stack.names import (
     COMPONENT_LABEL,
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_HOST,
@@ -30,6 +29,7 @@ from workloads.names import (
     TRAINER_COMPONENT,
     TRAINING_NAMESPACE,
 )
+from stack.versions import ETCD_IMAGE
 
 SYSTEM_NODE_GROUP = "system"
 # etcd serves /health and Prometheus metrics on a separate, plain-HTTP listener; probes go there so that they keep

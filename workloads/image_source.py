@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from infra.versions import EFA_INSTALLER_VERSION, TRAINER_BASE_IMAGE
+from stack.versions import EFA_INSTALLER_VERSION, TRAINER_BASE_IMAGE
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = Path("docker/Dockerfile")
@@ -32,7 +32,7 @@ TAG_LENGTH = 16
 
 
 def build_args() -> dict[str, str]:
-    """The Dockerfile's ARGs: the pinned versions, kept in infra/versions.py alone."""
+    """The Dockerfile's ARGs: the pinned versions, kept in stack/versions.py alone."""
     return {"BASE_IMAGE": TRAINER_BASE_IMAGE, "EFA_INSTALLER_VERSION": EFA_INSTALLER_VERSION}
 
 

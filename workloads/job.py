@@ -14,12 +14,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import StackConfig
-from trainer.launch_exits import LAUNCH_MODULE
-from workloads.job_shutdown import shutdown_trainer_args, torchrun_shutdown_timeout
-from workloads.job_spec import CHECKPOINT_MOUNT, JobSpec, job_spec
-from workloads.job_staging import stage_container, stage_resources, staged_trainer_args, worker_env
-from workloads.names import (
+from stack.config import StackConfig
+from stack.names import (
     COMPONENT_LABEL,
     GPU_NODE_GROUP,
     GPU_TAINT_EFFECT,
@@ -32,6 +28,10 @@ from workloads.names import (
     TRAINER_METRICS_PORT,
     TRAINER_METRICS_PORT_NAME,
 )
+from trainer.launch_exits import LAUNCH_MODULE
+from workloads.job_shutdown import shutdown_trainer_args, torchrun_shutdown_timeout
+from workloads.job_spec import CHECKPOINT_MOUNT, JobSpec, job_spec
+from workloads.job_staging import stage_container, stage_resources, staged_trainer_args, worker_env
 
 __all__ = [
     "JobSpec",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.config import StackConfig
+from stack.config import StackConfig
 from workloads.job import (
     LustreFileSystem,
     checkpoint_volume_objects,

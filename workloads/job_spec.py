@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 
 from infra.catalog import InstanceType
-from infra.config import StackConfig
-from infra.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
-from workloads.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
+from stack.config import StackConfig
+from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
+from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 from workloads.sizing import checkpoint_timeout_minutes
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's

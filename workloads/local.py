@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infra.stack_files import stack_names
+from stack.files import stack_names
 from workloads.drills import DRILLS, Trigger
 from workloads.local_config import LocalJobOptions
 from workloads.local_run import DEFAULT_TIMEOUT_S, LocalOptions, LocalRunError, run_local

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.stack_files import PROJECT_ROOT
+from stack.files import PROJECT_ROOT
 from trainer.launch_exits import REASON_PREFIX
 from workloads.local_launch import AgentLaunch
 from workloads.local_policy import Action, container_exit_code, exit_outcome

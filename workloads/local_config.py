@@ -1,6 +1,6 @@
 """The stack's config, changed only where this machine needs it, before the job is rendered.
 
-The changes are made to the stack file's raw config, so that the stack's own validation (infra/config.py) and the
+The changes are made to the stack file's raw config, so that the stack's own validation (stack/config.py) and the
 stack's own job builder (workloads/job.py) see them exactly as they would see a real stack: a local run can never
 render a job the stack would refuse. Each change is recorded with its reason and printed before the run.
 """
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.config import StackConfig, parse_stack_config
-from infra.config_fields import NAMESPACE
-from infra.stack_files import raw_stack_config
+from stack.config import StackConfig, parse_stack_config
+from stack.fields import NAMESPACE
+from stack.files import raw_stack_config
 
 LOCAL_MODEL = "tiny"  # the preset built for several CPU processes on a 2-core machine (trainer/presets.py)
 MAX_LOCAL_SEQ_LEN = 256

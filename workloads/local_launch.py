@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.stack_files import PROJECT_ROOT
+from stack.files import PROJECT_ROOT
 from trainer.config import TrainConfig, parse_args
 from trainer.launch_exits import LAUNCH_MODULE
 from workloads.local_policy import DEFAULT_POLICY, POLICIES

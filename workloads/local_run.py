@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from infra.config_fields import ConfigError
-from infra.stack_files import PROJECT_ROOT
+from stack.fields import ConfigError
+from stack.files import PROJECT_ROOT
 from workloads.drills import Drill, DrillError, DrillReport, Trigger
 from workloads.job import job_spec, pytorchjob_manifest
 from workloads.local_agents import WorkerPods

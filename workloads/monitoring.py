@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import MonitoringConfig
-from workloads.dashboards import DASHBOARD_LABEL, DASHBOARD_LABEL_VALUE
-from workloads.names import (
+from stack.config import MonitoringConfig
+from stack.names import (
     COMPONENT_LABEL,
     GPU_NODE_GROUP,
     GPU_TAINT_EFFECT,
@@ -24,6 +23,7 @@ from workloads.names import (
     TRAINER_METRICS_PORT_NAME,
     TRAINING_NAMESPACE,
 )
+from workloads.dashboards import DASHBOARD_LABEL, DASHBOARD_LABEL_VALUE
 
 PART_OF = {"app.kubernetes.io/part-of": "fsdp-eks"}
 SYSTEM_NODES = {NODE_GROUP_LABEL: "system"}

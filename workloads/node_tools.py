@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.versions import NODE_TOOLS_IMAGE
+from stack.names import PLATFORM_NAMESPACE
+from stack.versions import NODE_TOOLS_IMAGE
 from workloads.monitoring import GPU_NODES, GPU_TOLERATION, PART_OF
-from workloads.names import PLATFORM_NAMESPACE
 
 NODE_TOOLS = "node-tools"
 INSTALL_AND_WAIT = (

@@ -22,13 +22,13 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
-from infra.config import StackConfig
 from infra.iam import PodIdentity, cluster_arn, pod_identity_trust_policy, role_with_policies
-from infra.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
+from stack.config import StackConfig
+from stack.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
+from stack.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
 from workloads.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
 from workloads.etcd import etcd_objects
 from workloads.k8s_resources import kubernetes_resource
-from workloads.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
 from workloads.platform_objects import (
     grafana_objects,
     next_commands,

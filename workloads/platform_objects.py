@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import StackConfig
+from stack.config import StackConfig
+from stack.names import (
+    COMPONENT_LABEL,
+    JOB_ROLE_LABEL,
+    LEADER_ROLE,
+    PLATFORM_NAMESPACE,
+    TRAINER_COMPONENT,
+    TRAINING_NAMESPACE,
+)
 from workloads.dashboards import dashboard_configmaps
 from workloads.etcd import etcd_objects
 from workloads.monitoring import (
@@ -18,14 +26,6 @@ from workloads.monitoring import (
     grafana_admin_secret,
     prometheus_storage_class,
     trainer_pod_monitor,
-)
-from workloads.names import (
-    COMPONENT_LABEL,
-    JOB_ROLE_LABEL,
-    LEADER_ROLE,
-    PLATFORM_NAMESPACE,
-    TRAINER_COMPONENT,
-    TRAINING_NAMESPACE,
 )
 from workloads.node_tools import node_tools_daemonset
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from infra.config import StackConfig
-from infra.stack_files import load_stack_config, stack_names
+from stack.config import StackConfig
+from stack.files import load_stack_config, stack_names
 from workloads.platform_objects import platform_objects
 
 

@@ -31,7 +31,7 @@ from workloads.sizing_storage import StorageEstimate, estimate_storage, storage_
 from workloads.sizing_throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
 
 if TYPE_CHECKING:
-    from infra.config import StackConfig
+    from stack.config import StackConfig
 
 GIB = 2**30
 # Memory a GPU process holds outside PyTorch's allocator, which the trainer's `peak_memory_bytes`

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.stack_files import PROJECT_ROOT, stack_names
+from stack.files import PROJECT_ROOT, stack_names
 from workloads.local_etcd import INSTALL_HINT
 
 pytestmark = pytest.mark.timeout(120)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.stack_files import PROJECT_ROOT
+from stack.files import PROJECT_ROOT
 from tests.e2e.runs import TEST_TIMEOUT_S, processes_mentioning, run_dev
 from workloads.local_report import MetricsFollower
 

@@ -26,7 +26,7 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
-from infra.config_fields import ConfigError
+from stack.fields import ConfigError
 from tests.harness.fake_cloud import FakeCloud, child_reference
 from tests.harness.fake_eks import Child
 from tests.harness.preview_runs import PREVIEW_CLOUDS

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from infra.stack_files import PROJECT_ROOT, raw_stack_config
+from stack.files import PROJECT_ROOT, raw_stack_config
 
 
 @dataclass(frozen=True)

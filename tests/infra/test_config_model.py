@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import yaml
 
-from infra.config import SECTIONS, StackConfig, parse_stack_config
-from infra.config_docs import ROOT, pulumi_yaml_document, readme_table, reference_table
-from infra.config_fields import section_defaults
+from stack.config import SECTIONS, StackConfig, parse_stack_config
+from stack.docs import ROOT, pulumi_yaml_document, readme_table, reference_table
+from stack.fields import section_defaults
 
 
 def _config(**sections: dict) -> StackConfig:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from infra.stack_files import PROJECT_ROOT
+from stack.files import PROJECT_ROOT
 from tests.workloads.prometheus_tools import require
 from workloads.dashboards import DASHBOARDS, dashboard_queries
 from workloads.dashboards.gpu import DCGM_METRICS, XID_ERRORS

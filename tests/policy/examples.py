@@ -7,8 +7,8 @@ import copy
 from typing import Any
 
 from infra.catalog import CATALOG
-from infra.stack_files import load_stack_config
 from policy.props import StackResource
+from stack.files import load_stack_config
 from workloads.job import pytorchjob_manifest
 from workloads.job_spec import job_spec
 

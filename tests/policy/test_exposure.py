@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from infra.config import MonitoringConfig
 from policy.exposure import public_endpoint_violations
+from stack.config import MonitoringConfig
 from workloads.etcd import etcd_service
 from workloads.monitoring import kube_prometheus_stack_values
 

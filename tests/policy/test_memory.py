@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.stack_files import stack_names
 from policy.memory import estimate, job_shape, memory_fit_violations, trainer_argv
+from stack.files import stack_names
 from tests.policy.examples import pytorchjob, set_trainer_flag, worker_container
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
@@ -45,7 +45,7 @@ def test_fewer_ranks_need_more_memory_per_gpu_when_sharding() -> None:
 
 
 def test_the_figure_is_the_sizing_models_own() -> None:
-    from infra.stack_files import load_stack_config
+    from stack.files import load_stack_config
     from workloads.sizing import GIB, stack_sizing
 
     expected = stack_sizing(load_stack_config("p5-16"))

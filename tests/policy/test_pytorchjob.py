@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.stack_files import stack_names
 from policy.props import UNKNOWN
 from policy.pytorchjob import EFA_RESOURCE, GPU_RESOURCE, node_type_violations
+from stack.files import stack_names
 from tests.policy.examples import pytorchjob, worker_container
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"

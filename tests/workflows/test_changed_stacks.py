@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from infra import stack_files
+from stack import files as stack_files
 from tests.workflows.workflows import ROOT
 from tools.changed_stacks import affected_stacks, stack_names
 from workloads.image_source import IMAGE_INPUTS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 
-from infra.stack_files import load_stack_config, stack_names
+from stack.files import load_stack_config, stack_names
 from tools.pr_summary import COMMENT_MARKER, markdown, summarize
 
 

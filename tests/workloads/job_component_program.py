@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import mocks
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.stack_files import PROJECT_ROOT, load_stack_config
+from stack.files import PROJECT_ROOT, load_stack_config
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
 from workloads.image import TrainerImage, TrainerImageArgs
 from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs

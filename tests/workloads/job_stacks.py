@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from infra.config import StackConfig
-from infra.stack_files import load_stack_config, stack_names
+from stack.config import StackConfig
+from stack.files import load_stack_config, stack_names
 from workloads.job_spec import JobSpec, job_spec
 
 STACKS = stack_names()

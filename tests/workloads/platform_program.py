@@ -23,8 +23,8 @@ import pulumi_random as random
 from pulumi.runtime import mocks
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.config import parse_stack_config
-from infra.stack_files import PROJECT_ROOT, raw_stack_config
+from stack.config import parse_stack_config
+from stack.files import PROJECT_ROOT, raw_stack_config
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
 from tests.harness.pulumi_program import Registered, registered
 

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from infra.config import MonitoringConfig
+from stack.config import MonitoringConfig
 from trainer.metrics import PROMETHEUS_METRICS
 from workloads.dashboards import DASHBOARDS, DCGM_METRICS, dashboard_configmaps, dashboard_queries, metric_names
 from workloads.dashboards.schema import GRAFANA_DASHBOARD_SCHEMA

@@ -4,7 +4,7 @@ repository even for an identical image)."""
 
 from __future__ import annotations
 
-from infra.stack_files import raw_stack_config
+from stack.files import raw_stack_config
 from tests.harness.pulumi_program import run_program
 from workloads.image_source import content_tag
 

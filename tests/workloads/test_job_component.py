@@ -7,7 +7,7 @@ import json
 from functools import cache
 from typing import Any
 
-from infra.stack_files import load_stack_config
+from stack.files import load_stack_config
 from workloads.job_spec import job_spec
 
 from .job_component_program import PUSHED_DIGEST, run_components

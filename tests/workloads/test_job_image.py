@@ -1,4 +1,4 @@
-"""The trainer image's recipe: pinned versions from infra/versions.py only, the trainer's dependencies only, a
+"""The trainer image's recipe: pinned versions from stack/versions.py only, the trainer's dependencies only, a
 non-root user, and a content tag that changes exactly when the image would."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from infra.versions import TRAINER_BASE_IMAGE
+from stack.versions import TRAINER_BASE_IMAGE
 from workloads.image_source import IMAGE_INPUTS, PROJECT_ROOT, build_args, content_tag, image_files
 
 DOCKERFILE = (PROJECT_ROOT / "docker" / "Dockerfile").read_text()

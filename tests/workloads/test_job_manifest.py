@@ -14,8 +14,9 @@ import pytest
 from kubeflow.training import ApiClient
 
 from infra.catalog import CATALOG
-from infra.config import KUBERNETES_VERSIONS
 from infra.gpu_nodes import GPU_NODE_GROUP_LABEL, GPU_TAINT, hugepages_user_data
+from stack.config import KUBERNETES_VERSIONS
+from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 from trainer.launch_exits import LAUNCH_MODULE
 from workloads.job import (
     TERMINATION_GRACE_S,
@@ -25,7 +26,6 @@ from workloads.job import (
     pytorchjob_manifest,
 )
 from workloads.job_shutdown import torchrun_shutdown_timeout
-from workloads.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 
 from .job_stacks import STACKS, config_of, spec_of
 

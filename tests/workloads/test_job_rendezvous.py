@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from infra.config import StackConfig
+from stack.config import StackConfig
 from workloads.job import pytorchjob_manifest
 from workloads.job_spec import job_spec
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.stack_files import PROJECT_ROOT, load_stack_config, stack_names
+from stack.files import PROJECT_ROOT, load_stack_config, stack_names
 from workloads.job import hf_token_secret, job_objects
 from workloads.job_spec import job_spec
 

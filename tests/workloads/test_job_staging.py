@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import parse_stack_config
+from stack.config import parse_stack_config
 from trainer.config import parse_args
 from workloads.job import pytorchjob_manifest, trainer_args
 from workloads.job_spec import job_spec

@@ -8,8 +8,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from infra.config import KUBERNETES_VERSIONS, MonitoringConfig
-from infra.stack_files import load_stack_config, stack_names
+from stack.config import KUBERNETES_VERSIONS, MonitoringConfig
+from stack.files import load_stack_config, stack_names
 from workloads.job import job_spec, pytorchjob_manifest
 from workloads.monitoring import kube_prometheus_stack_values, prometheus_storage_class, trainer_pod_monitor
 

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from infra.stack_files import stack_names
-from infra.versions import (
+from stack.files import stack_names
+from stack.versions import (
     DCGM_EXPORTER_CHART_VERSION,
     EFA_DEVICE_PLUGIN_CHART_VERSION,
     KUBE_PROMETHEUS_STACK_CHART_VERSION,

@@ -11,13 +11,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from infra.config import KUBERNETES_VERSIONS, StackConfig
-from infra.stack_files import load_stack_config, stack_names
-from infra.versions import ETCD_IMAGE, NODE_TOOLS_IMAGE
-from workloads.etcd import etcd_deployment, etcd_network_policy, etcd_service
-from workloads.job import job_spec, pytorchjob_manifest
-from workloads.monitoring import trainer_pod_monitor
-from workloads.names import (
+from stack.config import KUBERNETES_VERSIONS, StackConfig
+from stack.files import load_stack_config, stack_names
+from stack.names import (
     COMPONENT_LABEL,
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_NAME,
@@ -28,6 +24,10 @@ from workloads.names import (
     TRAINER_METRICS_PORT_NAME,
     TRAINING_NAMESPACE,
 )
+from stack.versions import ETCD_IMAGE, NODE_TOOLS_IMAGE
+from workloads.etcd import etcd_deployment, etcd_network_policy, etcd_service
+from workloads.job import job_spec, pytorchjob_manifest
+from workloads.monitoring import trainer_pod_monitor
 from workloads.platform_objects import next_commands, platform_objects
 from workloads.render import all_objects
 

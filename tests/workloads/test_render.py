@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from infra.stack_files import PROJECT_ROOT, load_stack_config, stack_names
+from stack.files import PROJECT_ROOT, load_stack_config, stack_names
 from workloads.platform_objects import platform_objects
 from workloads.render import all_objects, job_objects, render
 

@@ -1,6 +1,6 @@
 """Config validation by memory: a job that cannot fit fails with what it needs, what the GPU has, and what would fit.
 
-These go through `infra.config.parse_stack_config`, as `pulumi preview` does.
+These go through `stack.config.parse_stack_config`, as `pulumi preview` does.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.config import parse_stack_config
-from infra.config_fields import ConfigError
+from stack.config import parse_stack_config
+from stack.fields import ConfigError
 from workloads.sizing import fit_problems, sizing_summary, stack_sizing
 
 ROOT = Path(__file__).resolve().parents[2]

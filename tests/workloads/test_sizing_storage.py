@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from infra.config import parse_stack_config
-from infra.config_fields import ConfigError
-from infra.stack_files import load_stack_config
+from stack.config import parse_stack_config
+from stack.fields import ConfigError
+from stack.files import load_stack_config
 from tests.harness.pulumi_program import run_program
 from trainer.presets import PRESETS, find_shape
 from workloads.sizing import sizing_summary, stack_storage

@@ -1,6 +1,6 @@
 """Declarative config sections: a dataclass field per key, with the key's name, description and check.
 
-`infra/config.py` declares the sections; this module turns a raw mapping (as Pulumi or a stack file gives it)
+`stack/config.py` declares the sections; this module turns a raw mapping (as Pulumi or a stack file gives it)
 into those dataclasses, collecting every problem instead of stopping at the first, and produces the rows of
 the README's config reference and of Pulumi.yaml's declarations from the same declarations.
 """

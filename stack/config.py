@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.catalog import CATALOG, InstanceType
-from infra.config_fields import (
+from stack.fields import (
     NAMESPACE,
     ConfigError,
     at_least,
@@ -401,7 +401,7 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
         job=sections["job"],
     )
     # Cross-key checks run on what parsed: a value rejected above fell back to its default, so they stay sound.
-    from infra.config_checks import cross_key_problems  # imports this module's types and patterns
+    from stack.checks import cross_key_problems  # imports this module's types and patterns
 
     problems += cross_key_problems(config)
     problems += [] if problems else fit_problems(config)  # memory per GPU, once the rest is sound (workloads/sizing.py)

@@ -1,7 +1,7 @@
 """Checks across keys of the stack config: network sizes, GPU placement, cluster identity, job shape.
 
 Each returns problems in the form ConfigError lists them (key, value, what is allowed); `parse_stack_config` runs
-them on every parse. Kept apart from the section declarations in infra/config.py so each file has one job.
+them on every parse. Kept apart from the section declarations in stack/config.py so each file has one job.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import ipaddress
 import re
 
 from infra.catalog import CATALOG
-from infra.config import (
+from stack.config import (
     ALL_CONTROL_PLANE_LOGS,
     CAPACITY_RESERVATION_ID,
     DNS_SUBDOMAIN,
@@ -22,7 +22,7 @@ from infra.config import (
     NetworkConfig,
     StackConfig,
 )
-from infra.config_fields import NAMESPACE
+from stack.fields import NAMESPACE
 from trainer.presets import find_shape
 
 

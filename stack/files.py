@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from infra.config import StackConfig, parse_stack_config
+from stack.config import StackConfig, parse_stack_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pulumi
 
-from infra.config import SECTIONS, StackConfig, parse_stack_config
-from infra.config_fields import NAMESPACE
+from stack.config import SECTIONS, StackConfig, parse_stack_config
+from stack.fields import NAMESPACE
 
 
 def read_stack_config() -> StackConfig:
