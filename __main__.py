@@ -10,11 +10,11 @@ from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.network import Network, NetworkArgs
 from infra.role_boundary import require_role_boundary
 from infra.storage import CheckpointStorage, CheckpointStorageArgs
+from sizing.estimate import sizing_summary
 from stack.pulumi_config import read_stack_config
 from workloads.image import TrainerImage, TrainerImageArgs
 from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
 from workloads.platform import Platform, PlatformArgs
-from workloads.sizing import sizing_summary
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
 require_role_boundary(config.cluster.role_permissions_boundary)  # before any role is registered
@@ -110,5 +110,5 @@ pulumi.export("clusterName", config.cluster_name)
 pulumi.export("region", config.region)
 pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", config.cost_per_hour)
-pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from workloads.sizing
+pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from sizing.estimate
 pulumi.export("nextCommands", platform.next_commands)

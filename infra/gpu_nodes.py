@@ -16,8 +16,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
-from infra.catalog import InstanceType
 from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
+from sizing.catalog import InstanceType
 from stack.config import GpuNodesConfig
 from stack.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, efa_label_value
 from stack.versions import GPU_AMI_TYPE

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from infra.catalog import CATALOG
+from sizing.catalog import CATALOG
 from stack.config import (
     ALL_CONTROL_PLANE_LOGS,
     CAPACITY_RESERVATION_ID,

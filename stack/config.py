@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.catalog import CATALOG, InstanceType
+from sizing.catalog import CATALOG, InstanceType
+from sizing.estimate import fit_problems
+from sizing.storage import (
+    DEFAULT_FSX_CAPACITY_GIB,
+    DEFAULT_FSX_THROUGHPUT_PER_TIB,
+    FSX_THROUGHPUT_PER_TIB,
+    fsx_capacity_problem,
+)
 from stack.fields import (
     NAMESPACE,
     ConfigError,
@@ -24,13 +31,6 @@ from stack.fields import (
     one_of_ints,
     parse_section,
     setting,
-)
-from workloads.sizing import fit_problems
-from workloads.sizing_storage import (
-    DEFAULT_FSX_CAPACITY_GIB,
-    DEFAULT_FSX_THROUGHPUT_PER_TIB,
-    FSX_THROUGHPUT_PER_TIB,
-    fsx_capacity_problem,
 )
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
@@ -404,7 +404,7 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
     from stack.checks import cross_key_problems  # imports this module's types and patterns
 
     problems += cross_key_problems(config)
-    problems += [] if problems else fit_problems(config)  # memory per GPU, once the rest is sound (workloads/sizing.py)
+    problems += [] if problems else fit_problems(config)  # memory per GPU, once the rest is sound (sizing/estimate.py)
     if problems:
         raise ConfigError(problems)
     return config

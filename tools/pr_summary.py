@@ -143,7 +143,7 @@ def markdown(current: Sequence[StackSummary], base: dict[str, StackSummary] | No
     lines += [
         "",
         "Cost: GPU nodes x the catalog's on-demand price (or `gpuNodes.pricePerHour`), as the stack's "
-        "`estimatedCostPerHour` output. Memory/GPU: what `workloads.sizing` says the job needs per GPU (peak, "
+        "`estimatedCostPerHour` output. Memory/GPU: what `sizing.estimate` says the job needs per GPU (peak, "
         "allocator headroom, CUDA runtime) against the GPU's memory, as the policy `job-memory-fits-gpu` checks it. "
         "Policy results are in each stack's Pulumi preview comment.",
     ]

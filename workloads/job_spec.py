@@ -12,11 +12,11 @@ import json
 import re
 from dataclasses import dataclass
 
-from infra.catalog import InstanceType
+from sizing.catalog import InstanceType
+from sizing.estimate import checkpoint_timeout_minutes
 from stack.config import StackConfig
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
-from workloads.sizing import checkpoint_timeout_minutes
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
 # FSx for Lustre file system when there is one (see docs/job.md).
@@ -84,7 +84,7 @@ class Training:
     lr: float
     checkpoint_every: int
     checkpoint_timeout_minutes: int | None = None
-    """From the time a save takes on the stack's file system (workloads/sizing_storage.py); None: the default."""
+    """From the time a save takes on the stack's file system (sizing/storage.py); None: the default."""
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ def staged_trainer_args(spec: JobSpec) -> list[str]:
     """The trainer flags that go with staging and with checkpoints at this job's scale."""
     args = ["--data-cache-dir", data_cache_dir(spec), "--async-checkpoint"]
     timeout = spec.training.checkpoint_timeout_minutes
-    if timeout is not None:  # sized from the stack's file system (workloads/sizing_storage.py)
+    if timeout is not None:  # sized from the stack's file system (sizing/storage.py)
         args += ["--checkpoint-timeout-minutes", str(timeout)]
     return args
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.catalog import CATALOG
+from sizing.catalog import CATALOG
 from stack.files import load_stack_config, raw_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
 

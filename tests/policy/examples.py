@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from infra.catalog import CATALOG
 from policy.props import StackResource
+from sizing.catalog import CATALOG
 from stack.files import load_stack_config
 from workloads.job import pytorchjob_manifest
 from workloads.job_spec import job_spec

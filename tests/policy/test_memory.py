@@ -21,7 +21,7 @@ def test_a_70b_model_unsharded_on_one_node_does_not_fit() -> None:
                            "--sharding-strategy", "NO_SHARD")
     (problem,) = memory_fit_violations(PYTORCHJOB, job)
     assert "llama2-70b" in problem and "NO_SHARD" in problem and "GiB per GPU" in problem and "80 GiB" in problem
-    assert "python -m workloads.sizing --model llama2-70b --instance p5.48xlarge --nodes 1" in problem
+    assert "python -m sizing --model llama2-70b --instance p5.48xlarge --nodes 1" in problem
 
 
 def test_the_job_is_read_from_its_trainer_flags_and_replicas() -> None:
@@ -45,8 +45,8 @@ def test_fewer_ranks_need_more_memory_per_gpu_when_sharding() -> None:
 
 
 def test_the_figure_is_the_sizing_models_own() -> None:
+    from sizing.estimate import GIB, stack_sizing
     from stack.files import load_stack_config
-    from workloads.sizing import GIB, stack_sizing
 
     expected = stack_sizing(load_stack_config("p5-16"))
     assert estimate(job_shape(pytorchjob("p5-16"))).needed_gib == expected.needed_bytes / GIB

@@ -10,8 +10,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from sizing.memory import Job, MemoryEstimate, Ranks, peak_memory
 from trainer.presets import PRESETS
-from workloads.sizing_memory import Job, MemoryEstimate, Ranks, peak_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

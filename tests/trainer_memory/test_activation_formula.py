@@ -1,4 +1,4 @@
-"""The activation formula of workloads/sizing_memory.py against what autograd really saves in the trainer's model.
+"""The activation formula of sizing/memory.py against what autograd really saves in the trainer's model.
 
 Every tensor the forward pass saves for backward goes through a saved-tensors hook; counting each storage once
 (and leaving out the parameters) gives the exact bytes a layer keeps. Small Llama shapes on CPU, so this is fast.
@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch.nn import functional
 
+from sizing.memory import FP32, Job, Ranks, layer_activation_bytes, memory_moments
 from trainer.model import build_meta_model, decoder_layers, hf_config, init_buffers, init_weights
 from trainer.model_source import ModelSource
 from trainer.presets import ModelShape
-from workloads.sizing_memory import FP32, Job, Ranks, layer_activation_bytes, memory_moments
 
 MHA = ModelShape("mha", None, 300, 128, 352, 2, 8, 8, 256)
 GQA = ModelShape("gqa", None, 300, 128, 352, 2, 8, 2, 256)  # grouped-query attention, as Llama 2 70B

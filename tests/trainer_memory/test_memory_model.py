@@ -3,7 +3,7 @@
 The trainer runs for two steps (the second has Adam's moments next to the activations) on CPU in fp32, for every
 sharding strategy at 1 and 2 ranks, with the tiny preset and the ~106M-parameter `small` preset, and with tiny on
 long micro batches for activation checkpointing. Its metrics file reports `peak_memory_bytes`: the peak RSS of the
-busiest rank. The prediction is workloads/sizing_memory.py's peak
+busiest rank. The prediction is sizing/memory.py's peak
 for that rank plus the runtime baseline, measured by baseline_probe.py as the same trainer process's RSS just
 before it builds the model (Python, torch, transformers, the data, gloo).
 """

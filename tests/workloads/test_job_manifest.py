@@ -13,8 +13,8 @@ import kubernetes_validate
 import pytest
 from kubeflow.training import ApiClient
 
-from infra.catalog import CATALOG
 from infra.gpu_nodes import GPU_NODE_GROUP_LABEL, GPU_TAINT, hugepages_user_data
+from sizing.catalog import CATALOG
 from stack.config import KUBERNETES_VERSIONS
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 from trainer.launch_exits import LAUNCH_MODULE

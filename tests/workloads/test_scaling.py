@@ -1,4 +1,4 @@
-"""`python -m workloads.scaling` on metrics files written here in the trainer's format."""
+"""`python -m sizing.scaling` on metrics files written here in the trainer's format."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from matplotlib import image
 
-from workloads.scaling import ScalingError, main, read_metrics, scaling_points
+from sizing.scaling import ScalingError, main, read_metrics, scaling_points
 
 
 def record(step: int, world_size: int, tokens_per_second: float, **extra: float) -> dict:

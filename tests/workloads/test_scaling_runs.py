@@ -36,7 +36,7 @@ def test_scaling_report_from_local_runs_at_one_and_two_workers(tmp_path: Path) -
         run([*launcher, str(workers), "-m", "trainer", *TRAINER_ARGS, "--metrics-file", str(metrics)])
         files.append(metrics)
     report = tmp_path / "report"
-    printed = run([sys.executable, "-m", "workloads.scaling", *map(str, files), "--out", str(report)]).stdout
+    printed = run([sys.executable, "-m", "sizing.scaling", *map(str, files), "--out", str(report)]).stdout
 
     points = json.loads((report / "scaling.json").read_text())
     assert [p["world_size"] for p in points] == [1, 2]

@@ -6,11 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from infra.catalog import CATALOG
-from trainer.metrics import training_flops_per_token
-from trainer.presets import PRESETS
-from workloads.sizing import SizingError, make_job, size_job
-from workloads.sizing_memory import (
+from sizing.catalog import CATALOG
+from sizing.estimate import SizingError, make_job, size_job
+from sizing.memory import (
     FP32,
     MOMENTS,
     TERMS,
@@ -23,7 +21,9 @@ from workloads.sizing_memory import (
     root_parameter_shapes,
     shard_numel,
 )
-from workloads.sizing_throughput import estimate_throughput, scaling_efficiency
+from sizing.throughput import estimate_throughput, scaling_efficiency
+from trainer.metrics import training_flops_per_token
+from trainer.presets import PRESETS
 
 P5, P4DE = CATALOG["p5.48xlarge"], CATALOG["p4de.24xlarge"]
 LLAMA_7B = PRESETS["llama2-7b"]

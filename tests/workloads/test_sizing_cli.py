@@ -1,4 +1,4 @@
-"""`python -m workloads.sizing`: the table, the JSON, and clear refusals of bad inputs."""
+"""`python -m sizing`: the table, the JSON, and clear refusals of bad inputs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.sizing_cli import main
+from sizing.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict]:
 
 def test_the_module_prints_a_row_per_strategy() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "workloads.sizing", "--model", "meta-llama/Llama-2-7b-hf", "--instance", "p5.48xlarge",
+        [sys.executable, "-m", "sizing", "--model", "meta-llama/Llama-2-7b-hf", "--instance", "p5.48xlarge",
          "--nodes", "2"],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip

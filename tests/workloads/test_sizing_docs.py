@@ -1,4 +1,4 @@
-"""docs/sizing.md's hand-calculated figures for Llama 2 7B, 13B and 70B are what `python -m workloads.sizing` prints."""
+"""docs/sizing.md's hand-calculated figures for Llama 2 7B, 13B and 70B are what `python -m sizing` prints."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.sizing_cli import main
+from sizing.cli import main
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sizing.md"
 GIB = 2**30

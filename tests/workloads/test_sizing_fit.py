@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sizing.estimate import fit_problems, sizing_summary, stack_sizing
 from stack.config import parse_stack_config
 from stack.fields import ConfigError
-from workloads.sizing import fit_problems, sizing_summary, stack_sizing
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK_FILES = sorted(p for p in ROOT.glob("Pulumi.*.yaml"))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.sizing_published import MAX_ERROR, PUBLISHED_RUNS, comparisons, markdown_table
-from workloads.sizing_throughput import default_mfu
+from sizing.published import MAX_ERROR, PUBLISHED_RUNS, comparisons, markdown_table
+from sizing.throughput import default_mfu
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sizing.md"
 MARKER = "<!-- published-runs -->"

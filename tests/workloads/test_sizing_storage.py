@@ -7,14 +7,14 @@ import json
 
 import pytest
 
+from sizing.cli import main
+from sizing.estimate import sizing_summary, stack_storage
+from sizing.storage import GIB, estimate_storage, fsx_capacity_for
 from stack.config import parse_stack_config
 from stack.fields import ConfigError
 from stack.files import load_stack_config
 from tests.harness.pulumi_program import run_program
 from trainer.presets import PRESETS, find_shape
-from workloads.sizing import sizing_summary, stack_storage
-from workloads.sizing_cli import main
-from workloads.sizing_storage import GIB, estimate_storage, fsx_capacity_for
 
 # A 70B job that fits the GPUs' memory on 16 p5 nodes: only its storage is in question here.
 JOB_70B = {

@@ -1,6 +1,6 @@
 """The throughput model against published FSDP runs: setup, published figure, the model's prediction, error.
 
-    python -m workloads.sizing_published          # the table in docs/sizing.md
+    python -m sizing.published          # the table in docs/sizing.md
 
 Each run is set up as published (model shape, sequence length, batch per GPU, sharding, activation checkpointing,
 GPU count) on the catalog instance with the same GPUs and per-GPU network; what the source leaves open is said
@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from infra.catalog import CATALOG
+from sizing.catalog import CATALOG
+from sizing.memory import Job
+from sizing.throughput import estimate_throughput, scaling_efficiency
 from trainer.presets import PRESETS, ModelShape
-from workloads.sizing_memory import Job
-from workloads.sizing_throughput import estimate_throughput, scaling_efficiency
 
 MAX_ERROR = 0.15
 # Llama 3.1 8B (meta-llama/Llama-3.1-8B config.json): not a preset of the trainer, only of this comparison.

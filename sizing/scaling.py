@@ -1,7 +1,7 @@
 """The scaling report: throughput and scaling efficiency of runs at different node counts, as a table and a chart.
 
-    python -m workloads.scaling runs/p5-1.jsonl runs/p5-2.jsonl runs/p5-16.jsonl --gpus-per-node 8 --out report/
-    python -m workloads.scaling local-1.jsonl local-2.jsonl --out report/        # local runs: 1 worker = 1 "node"
+    python -m sizing.scaling runs/p5-1.jsonl runs/p5-2.jsonl runs/p5-16.jsonl --gpus-per-node 8 --out report/
+    python -m sizing.scaling local-1.jsonl local-2.jsonl --out report/        # local runs: 1 worker = 1 "node"
 
 Input: the trainer's --metrics-file of each run (JSON lines, one object per logged step; trainer/metrics.py).
 Records are grouped by `world_size`, so one elastic run that changed size gives a point per size. Per point, the
@@ -165,7 +165,7 @@ def write_report(points: list[ScalingPoint], out: Path, title: str) -> dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m workloads.scaling", description="Scaling table and chart from the trainer's metrics files."
+        prog="python -m sizing.scaling", description="Scaling table and chart from the trainer's metrics files."
     )
     parser.add_argument("metrics", nargs="+", type=Path, help="--metrics-file of each run (JSON lines)")
     parser.add_argument("--out", type=Path, required=True, help="directory for scaling.md, .json and .png")
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ScalingError(f"--gpus-per-node {args.gpus_per_node} is not allowed; expected at least 1")
         points = scaling_points([read_metrics(path) for path in args.metrics], args.gpus_per_node)
     except ScalingError as error:
-        print(f"python -m workloads.scaling: error: {error}", file=sys.stderr)
+        print(f"python -m sizing.scaling: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     paths = write_report(points, args.out, args.title)
     print(markdown_table(points))

@@ -1,4 +1,4 @@
-"""`python -m workloads.sizing`: the table of memory and speed per sharding strategy, or the same as JSON."""
+"""`python -m sizing`: the table of memory and speed per sharding strategy, or the same as JSON."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import json
 import sys
 
-from workloads.sizing import (
+from sizing.estimate import (
     GIB,
     GPU_RUNTIME_BYTES,
     PRESETS,
@@ -19,15 +19,15 @@ from workloads.sizing import (
     size_job,
     strategies_for,
 )
-from workloads.sizing_memory import CHECKPOINTING, COMPUTE_BYTES, STRATEGIES
-from workloads.sizing_storage import (
+from sizing.memory import CHECKPOINTING, COMPUTE_BYTES, STRATEGIES
+from sizing.storage import (
     DEFAULT_FSX_THROUGHPUT_PER_TIB,
     FSX_THROUGHPUT_PER_TIB,
     StorageEstimate,
     estimate_storage,
     fsx_capacity_problem,
 )
-from workloads.sizing_throughput import Assumptions
+from sizing.throughput import Assumptions
 
 EXIT_BAD_INPUT = 2  # argparse's status for bad arguments
 # Column labels of the memory breakdown, in sizing_memory.TERMS order (runtime is shown as "needed").
@@ -46,7 +46,7 @@ TERM_LABELS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m workloads.sizing",
+        prog="python -m sizing",
         description="Memory per GPU and expected throughput of an FSDP fine-tuning job, per sharding strategy.",
     )
     parser.add_argument("--model", required=True, help="preset name (llama2-7b, ...) or hub id (meta-llama/...)")
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = sizings(args)
     except SizingError as error:
-        print(f"python -m workloads.sizing: error: {error}", file=sys.stderr)
+        print(f"python -m sizing: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
         print(json.dumps([s.to_dict() for s in results], indent=2))

@@ -1,12 +1,12 @@
 """Will a job fit, and how fast will it go: memory per GPU and expected throughput per sharding strategy.
 
-    python -m workloads.sizing --model meta-llama/Llama-2-7b-hf --instance p5.48xlarge --nodes 16
-    python -m workloads.sizing --model llama2-70b --instance p5.48xlarge --nodes 4 --activation-checkpointing full
-    python -m workloads.sizing --model llama2-13b --instance p4de.24xlarge --nodes 2 --json
+    python -m sizing --model meta-llama/Llama-2-7b-hf --instance p5.48xlarge --nodes 16
+    python -m sizing --model llama2-70b --instance p5.48xlarge --nodes 4 --activation-checkpointing full
+    python -m sizing --model llama2-13b --instance p4de.24xlarge --nodes 2 --json
 
 Pure Python (no torch): the stack's config validation calls `fit_problems`, so a job that cannot fit fails
 `pulumi preview` with the memory it needs, what the GPU has and the smallest changes that would fit.
-The memory model is workloads/sizing_memory.py, the throughput model workloads/sizing_throughput.py; docs/sizing.md
+The memory model is sizing/memory.py, the throughput model sizing/throughput.py; docs/sizing.md
 has the hand calculation for Llama 2 7B, 13B and 70B.
 """
 
@@ -16,9 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from infra.catalog import CATALOG, InstanceType
-from trainer.presets import PRESETS, ModelShape, find_shape
-from workloads.sizing_memory import (
+from sizing.catalog import CATALOG, InstanceType
+from sizing.memory import (
     CHECKPOINTING,
     COMPUTE_BYTES,
     STRATEGIES,
@@ -27,8 +26,9 @@ from workloads.sizing_memory import (
     Ranks,
     peak_memory,
 )
-from workloads.sizing_storage import StorageEstimate, estimate_storage, storage_problem, storage_summary
-from workloads.sizing_throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
+from sizing.storage import StorageEstimate, estimate_storage, storage_problem, storage_summary
+from sizing.throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
+from trainer.presets import PRESETS, ModelShape, find_shape
 
 if TYPE_CHECKING:
     from stack.config import StackConfig
@@ -62,7 +62,7 @@ class Sizing:
     """None in fp32: the catalog's peaks are bf16 tensor-core rates, and the trainer leaves TF32 off."""
     scaling_efficiency: float | None
     storage: StorageEstimate | None = None
-    """Its checkpoints on an FSx for Lustre file system (workloads/sizing_storage.py), when one is given."""
+    """Its checkpoints on an FSx for Lustre file system (sizing/storage.py), when one is given."""
 
     @property
     def gpus(self) -> int:
@@ -368,11 +368,3 @@ def _memory_problems(config: StackConfig) -> list[str]:
         f"runtime and allocator headroom), more than the {instance.gpu_memory_gib} GiB of its {instance.gpu_chip}; "
         + advice
     ]
-
-
-if __name__ == "__main__":
-    import sys
-
-    from workloads.sizing_cli import main
-
-    sys.exit(main())

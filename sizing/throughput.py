@@ -3,7 +3,7 @@
 A micro step's time is its compute plus the part of its communication that does not hide behind compute:
 - compute: the trainer's own FLOPs per token (trainer.metrics.training_flops_per_token: 6N + 12LHT, PaLM,
   Chowdhery et al. 2022, appendix B) times the tokens of a micro step, plus one more forward under full activation
-  checkpointing, at `mfu` of the chip's peak bf16 FLOP/s (infra/catalog.py). `mfu` is an assumption (see
+  checkpointing, at `mfu` of the chip's peak bf16 FLOP/s (sizing/catalog.py). `mfu` is an assumption (see
   default_mfu); the trainer reports the real figure as `mfu` in its metrics;
 - communication per micro step: FSDP all-gathers each layer's parameters in the compute dtype for forward and,
   when it resharded them, again for backward; it reduce-scatters fp32 gradients every micro step; HYBRID_SHARD and
@@ -25,17 +25,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from infra.catalog import InstanceType
+from sizing.catalog import InstanceType
+from sizing.memory import FP32, Job, Ranks, layer_parameter_shapes, numel, root_parameter_shapes
 from trainer.hardware import HBM_BYTES_PER_S, PEAK_BF16_FLOPS
 from trainer.metrics import training_flops_per_token
-from workloads.sizing_memory import FP32, Job, Ranks, layer_parameter_shapes, numel, root_parameter_shapes
 
 # Compute efficiency: the fraction of peak bf16 FLOP/s a GPU reaches on the model's math when communication costs
 # nothing. The matrix multiplies run at a fixed fraction of peak per chip; the element-wise work between them
 # (norms, RoPE, SiLU, residual adds, the loss) is memory-bound, O(h) bytes per token against the multiplies' O(h^2)
 # FLOPs, and costs what ELEMENTWISE_WIDTH more columns of multiplies would cost on an A100, scaled on other chips by
 # their ratio of peak FLOP/s to memory bandwidth (trainer/hardware.py). So mfu(h) = matmul_efficiency * h / (h + w):
-# wide models run nearer peak. Calibrated against published FSDP runs (workloads/sizing_published.py, the table in
+# wide models run nearer peak. Calibrated against published FSDP runs (sizing/published.py, the table in
 # docs/sizing.md), as the mfu at h = 4096: A100s 0.63 (torchtitan's and IBM's Llama 2 runs, 7B to 70B, all within
 # 2% with w = 1500 columns, where a width-blind constant left the 70B runs 15-18% off), H100s 0.35 (torchtitan's
 # Llama 3.1 8B without compile). H200 is H100's die with more memory bandwidth. L40S keeps an unmeasured 0.35.
