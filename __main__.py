@@ -12,9 +12,9 @@ from infra.role_boundary import require_role_boundary
 from infra.storage import CheckpointStorage, CheckpointStorageArgs
 from sizing.estimate import sizing_summary
 from stack.pulumi_config import read_stack_config
-from workloads.image import TrainerImage, TrainerImageArgs
-from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
-from workloads.platform import Platform, PlatformArgs
+from workloads.job.component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
+from workloads.job.image import TrainerImage, TrainerImageArgs
+from workloads.platform.component import Platform, PlatformArgs
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
 require_role_boundary(config.cluster.role_permissions_boundary)  # before any role is registered

@@ -1,14 +1,14 @@
 """Names the platform and the training job must agree on, in one torch-free module both import.
 
-The platform (workloads/platform.py) deploys etcd behind a Service with these names; the PyTorchJob
-(workloads/job.py) points torchrun's rendezvous at it. Changing one here changes both.
+The platform (workloads/platform/component.py) deploys etcd behind a Service with these names; the PyTorchJob
+(workloads/job/manifest.py) points torchrun's rendezvous at it. Changing one here changes both.
 """
 
 from __future__ import annotations
 
 # The namespace of the cluster's own services (etcd, the training operator, monitoring).
 PLATFORM_NAMESPACE = "fsdp-system"
-# The namespace the PyTorchJob, its pods and its Secret live in; the job component (workloads/job_component.py)
+# The namespace the PyTorchJob, its pods and its Secret live in; the job component (workloads/job/component.py)
 # creates it.
 TRAINING_NAMESPACE = "training"
 

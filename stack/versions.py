@@ -22,7 +22,7 @@ EKS_ADDONS: dict[str, str | None] = {
     "aws-fsx-csi-driver": None,
 }
 
-# The trainer's container image (docker/Dockerfile, built by workloads/image.py; see docs/job.md).
+# The trainer's container image (docker/Dockerfile, built by workloads/job/image.py; see docs/job.md).
 # PyTorch's official CUDA runtime image fixes torch, CUDA and cuDNN together; its torch is the one the tests run
 # (the Makefile's torch==, checked by tests/workloads/test_job_image.py). CUDA 12.6 runs on the R570 driver of the
 # AL2023 NVIDIA AMI and supports A100, H100/H200 and L40S.
@@ -31,8 +31,8 @@ TRAINER_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime"
 # the user-space half of EFA; the kernel half comes with the AMI. Released 2026-01-29 (EFA release notes).
 EFA_INSTALLER_VERSION = "1.47.0"
 
-# --- Cluster platform (workloads/platform.py). Helm chart versions, by chart; the repositories are in
-# workloads/charts.py. Each was the newest release of its line when pinned.
+# --- Cluster platform (workloads/platform/component.py). Helm chart versions, by chart; the repositories are in
+# workloads/platform/charts.py. Each was the newest release of its line when pinned.
 NVIDIA_DEVICE_PLUGIN_CHART_VERSION = "0.19.3"  # nvidia-device-plugin, NVIDIA/k8s-device-plugin v0.19.3
 EFA_DEVICE_PLUGIN_CHART_VERSION = "v0.5.30"  # aws-efa-k8s-device-plugin (eks-charts), plugin image v0.5.20
 KUBE_PROMETHEUS_STACK_CHART_VERSION = "88.5.0"  # prometheus-operator v0.93, Grafana chart 12.x

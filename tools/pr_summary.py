@@ -25,8 +25,8 @@ from pathlib import Path
 from policy.memory import estimate, job_shape
 from stack.fields import ConfigError
 from stack.files import PROJECT_ROOT, load_stack_config, stack_names
-from workloads.job import pytorchjob_manifest
-from workloads.job_spec import job_spec
+from workloads.job.manifest import pytorchjob_manifest
+from workloads.job.spec import job_spec
 
 COMMENT_MARKER = "<!-- fsdp-eks:pr-summary -->"
 # job_spec wants an image reference; the summary is about shapes, and reading the image's content tag would hash

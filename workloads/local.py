@@ -5,7 +5,7 @@
     python -m workloads.local --stack dev --drill kill-agent               # lose a pod after the first checkpoint
     python -m workloads.local --stack dev --nodes 2 --drill restart-etcd   # etcd replaced mid-run
 
-The job is rendered by the stack's own code (workloads/job.py) from the stack's config, changed only where this
+The job is rendered by the stack's own code (workloads/job/manifest.py) from the stack's config, changed only where this
 machine needs it (workloads/local_config.py: the tiny model, fp32 on CPU, a local data set). A local etcd plays the
 platform's (workloads/local_etcd.py); one torchrun agent per worker replica runs the container's command with its
 environment and the operator's PET_* variables (workloads/local_launch.py), supervised like pods

@@ -1,8 +1,8 @@
 """The stack's config, changed only where this machine needs it, before the job is rendered.
 
 The changes are made to the stack file's raw config, so that the stack's own validation (stack/config.py) and the
-stack's own job builder (workloads/job.py) see them exactly as they would see a real stack: a local run can never
-render a job the stack would refuse. Each change is recorded with its reason and printed before the run.
+stack's own job builder (workloads/job/manifest.py) see them exactly as they would see a real stack: a local run can
+never render a job the stack would refuse. Each change is recorded with its reason and printed before the run.
 """
 
 from __future__ import annotations

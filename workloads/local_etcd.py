@@ -1,7 +1,7 @@
 """A throwaway etcd on this machine, for torchrun's etcd-v2 rendezvous in the local run.
 
-It plays the platform's etcd (workloads/etcd.py): one member, the v2 API on, nothing worth keeping. It listens on
-127.0.0.1 only, on free ports, keeps its data in a temporary directory, and dies with the process that started it.
+It plays the platform's etcd (workloads/platform/etcd.py): one member, the v2 API on, nothing worth keeping. It listens
+on 127.0.0.1 only, on free ports, keeps its data in a temporary directory, and dies with the process that started it.
 
     with LocalEtcd.start() as etcd:
         print(etcd.endpoint)   # 127.0.0.1:PORT, for --rdzv-endpoint
@@ -161,8 +161,8 @@ class LocalEtcd:
             f"--initial-cluster=local={peer_url}",
             "--initial-cluster-state=new",
             "--enable-v2=true",  # torch's etcd-v2 rendezvous uses the v2 keys API
-            # The rendezvous state is disposable (see workloads/etcd.py); skipping fsync keeps a slow shared disk
-            # from stalling the agents' keep-alives.
+            # The rendezvous state is disposable (see workloads/platform/etcd.py); skipping fsync keeps a slow shared
+            # disk from stalling the agents' keep-alives.
             "--unsafe-no-fsync=true",
             "--log-level=warn",
         ]

@@ -17,7 +17,7 @@ import yaml
 from stack.fields import ConfigError
 from stack.files import PROJECT_ROOT
 from workloads.drills import Drill, DrillError, DrillReport, Trigger
-from workloads.job import job_spec, pytorchjob_manifest
+from workloads.job.manifest import job_spec, pytorchjob_manifest
 from workloads.local_agents import WorkerPods
 from workloads.local_config import MAX_LOCAL_NODES, LocalJobOptions, Override, local_stack_config
 from workloads.local_etcd import EtcdError, LocalEtcd, free_port, is_healthy

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from workloads.job import job_spec, pytorchjob_manifest
+from workloads.job.manifest import job_spec, pytorchjob_manifest
 from workloads.local_config import LocalJobOptions, local_stack_config
 from workloads.local_launch import LocalPlan, ManifestError, local_plan
 
@@ -82,7 +82,7 @@ def test_trainer_runs_on_cpu_with_metrics_on_loopback(plan: LocalPlan) -> None:
 def test_paths_in_volume_mounts_move_to_the_run_directory(plan: LocalPlan, manifest: dict[str, Any]) -> None:
     assert str(plan.trainer.checkpoint.directory).startswith(f"{RUN_DIR}/checkpoints/")
     assert str(plan.trainer.metrics.file).startswith(f"{RUN_DIR}/checkpoints/")
-    # the run's staged Hugging Face cache and tokenised data live on the checkpoint volume (workloads/job_staging.py)
+    # the run's staged Hugging Face cache and tokenised data live on the checkpoint volume (workloads/job/staging.py)
     assert plan.agents[0].env["HF_HOME"] == f"{RUN_DIR}/checkpoints/fsdp-dev/run-1/huggingface"
     assert str(plan.trainer.data.cache_dir) == f"{RUN_DIR}/checkpoints/fsdp-dev/run-1/data-cache"
 

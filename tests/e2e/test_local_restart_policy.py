@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from trainer.launch_exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, exit_for_signal
-from workloads.job import RESTART_POLICY, job_spec, pytorchjob_manifest
+from workloads.job.manifest import RESTART_POLICY, job_spec, pytorchjob_manifest
 from workloads.local_config import LocalJobOptions, local_stack_config
 from workloads.local_launch import ManifestError, local_plan
 from workloads.local_policy import Action, container_exit_code, exit_outcome

@@ -24,8 +24,8 @@ import yaml
 
 from stack.files import PROJECT_ROOT
 from tests.workloads.prometheus_tools import require
-from workloads.dashboards import DASHBOARDS, dashboard_queries
-from workloads.dashboards.gpu import DCGM_METRICS, XID_ERRORS
+from workloads.platform.dashboards import DASHBOARDS, dashboard_queries
+from workloads.platform.dashboards.gpu import DCGM_METRICS, XID_ERRORS
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ from typing import Any
 from policy.props import StackResource
 from sizing.catalog import CATALOG
 from stack.files import load_stack_config
-from workloads.job import pytorchjob_manifest
-from workloads.job_spec import job_spec
+from workloads.job.manifest import pytorchjob_manifest
+from workloads.job.spec import job_spec
 
 TEMPLATE_URN = "urn:pulumi:s::fsdp-eks::fsdp-eks:infra:GpuNodeGroup$aws:ec2/launchTemplate:LaunchTemplate::gpu-template"
 GROUP_URN = (

@@ -8,8 +8,8 @@ import pytest
 
 from policy.exposure import public_endpoint_violations
 from stack.config import MonitoringConfig
-from workloads.etcd import etcd_service
-from workloads.monitoring import kube_prometheus_stack_values
+from workloads.platform.etcd import etcd_service
+from workloads.platform.monitoring import kube_prometheus_stack_values
 
 SERVICE = "kubernetes:core/v1:Service"
 INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"

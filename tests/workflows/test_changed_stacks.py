@@ -10,7 +10,7 @@ import pytest
 from stack import files as stack_files
 from tests.workflows.workflows import ROOT
 from tools.changed_stacks import affected_stacks, stack_names
-from workloads.image_source import IMAGE_INPUTS
+from workloads.job.image_source import IMAGE_INPUTS
 
 STACKS = ["dev", "p5-16", "p5-2"]
 
@@ -30,7 +30,7 @@ def test_a_changed_stack_file_previews_that_stack() -> None:
         "Pulumi.yaml",
         "requirements.txt",
         "infra/gpu_nodes.py",
-        "workloads/job.py",
+        "workloads/job/manifest.py",
         "trainer/train.py",
         "docker/Dockerfile",
         "policy/efa.py",

@@ -25,8 +25,8 @@ from pulumi.runtime.sync_await import _sync_await
 
 from stack.files import PROJECT_ROOT, load_stack_config
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
-from workloads.image import TrainerImage, TrainerImageArgs
-from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
+from workloads.job.component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
+from workloads.job.image import TrainerImage, TrainerImageArgs
 
 PUSHED_DIGEST = "sha256:" + "ab" * 32
 

@@ -9,7 +9,7 @@ from functools import cache
 
 from stack.config import StackConfig
 from stack.files import load_stack_config, stack_names
-from workloads.job_spec import JobSpec, job_spec
+from workloads.job.spec import JobSpec, job_spec
 
 STACKS = stack_names()
 # A fixed image, so that specs do not depend on the source tree's content tag.

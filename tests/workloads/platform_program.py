@@ -33,7 +33,7 @@ GPU_NODES_NAME = "gpu-node-group"
 
 
 def program(stack: str, overrides: dict[str, Any]) -> None:
-    from workloads.platform import Platform, PlatformArgs
+    from workloads.platform.component import Platform, PlatformArgs
 
     config = parse_stack_config({**raw_stack_config(stack), **overrides}, stack)
     provider = k8s.Provider(PROVIDER_NAME, kubeconfig="{}")

@@ -14,9 +14,15 @@ import yaml
 
 from stack.config import MonitoringConfig
 from trainer.metrics import PROMETHEUS_METRICS
-from workloads.dashboards import DASHBOARDS, DCGM_METRICS, dashboard_configmaps, dashboard_queries, metric_names
-from workloads.dashboards.schema import GRAFANA_DASHBOARD_SCHEMA
-from workloads.monitoring import kube_prometheus_stack_values
+from workloads.platform.dashboards import (
+    DASHBOARDS,
+    DCGM_METRICS,
+    dashboard_configmaps,
+    dashboard_queries,
+    metric_names,
+)
+from workloads.platform.dashboards.schema import GRAFANA_DASHBOARD_SCHEMA
+from workloads.platform.monitoring import kube_prometheus_stack_values
 
 from .prometheus_tools import require
 
@@ -60,7 +66,7 @@ def test_the_gpu_dashboard_shows_all_six_dcgm_metrics_per_node_and_gpu() -> None
 
 
 def test_the_training_dashboard_shows_loss_throughput_mfu_step_time_memory_and_restarts() -> None:
-    from workloads.dashboards.training import metric
+    from workloads.platform.dashboards.training import metric
 
     shown = {name for expr in dashboard_queries(BOARDS["training"]) for name in metric_names(expr)}
     wanted = {metric(k) for k in ("loss", "tokens_per_second", "mfu", "step_time_s", "peak_memory_bytes", "restarts")}

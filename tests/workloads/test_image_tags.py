@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from stack.files import raw_stack_config
 from tests.harness.pulumi_program import run_program
-from workloads.image_source import content_tag
+from workloads.job.image_source import content_tag
 
 
 def test_the_repository_tags_are_immutable_and_each_push_gets_a_new_tag() -> None:

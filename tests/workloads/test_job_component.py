@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any
 
 from stack.files import load_stack_config
-from workloads.job_spec import job_spec
+from workloads.job.spec import job_spec
 
 from .job_component_program import PUSHED_DIGEST, run_components
 

@@ -18,14 +18,14 @@ from sizing.catalog import CATALOG
 from stack.config import KUBERNETES_VERSIONS
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 from trainer.launch_exits import LAUNCH_MODULE
-from workloads.job import (
+from workloads.job.manifest import (
     TERMINATION_GRACE_S,
     hf_token_secret,
     launcher_command,
     namespace_manifest,
     pytorchjob_manifest,
 )
-from workloads.job_shutdown import torchrun_shutdown_timeout
+from workloads.job.shutdown import torchrun_shutdown_timeout
 
 from .job_stacks import STACKS, config_of, spec_of
 

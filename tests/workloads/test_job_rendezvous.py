@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from stack.config import StackConfig
-from workloads.job import pytorchjob_manifest
-from workloads.job_spec import job_spec
+from workloads.job.manifest import pytorchjob_manifest
+from workloads.job.spec import job_spec
 
 from .job_stacks import IMAGE, STACKS, config_of
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from stack.files import PROJECT_ROOT, load_stack_config, stack_names
-from workloads.job import hf_token_secret, job_objects
-from workloads.job_spec import job_spec
+from workloads.job.manifest import hf_token_secret, job_objects
+from workloads.job.spec import job_spec
 
 from .job_component_program import run_components
 

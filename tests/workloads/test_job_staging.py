@@ -9,9 +9,9 @@ import pytest
 
 from stack.config import parse_stack_config
 from trainer.config import parse_args
-from workloads.job import pytorchjob_manifest, trainer_args
-from workloads.job_spec import job_spec
-from workloads.job_staging import STAGE_CONTAINER
+from workloads.job.manifest import pytorchjob_manifest, trainer_args
+from workloads.job.spec import job_spec
+from workloads.job.staging import STAGE_CONTAINER
 
 from .job_stacks import IMAGE, STACKS, spec_of
 

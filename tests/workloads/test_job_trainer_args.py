@@ -9,7 +9,7 @@ import pytest
 
 from trainer.config import TrainConfig, parse_args
 from trainer.launch_exits import LAUNCH_MODULE
-from workloads.job import pytorchjob_manifest
+from workloads.job.manifest import pytorchjob_manifest
 
 from .job_stacks import STACKS, spec_of
 

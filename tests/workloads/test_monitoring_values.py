@@ -10,8 +10,8 @@ import pytest
 
 from stack.config import KUBERNETES_VERSIONS, MonitoringConfig
 from stack.files import load_stack_config, stack_names
-from workloads.job import job_spec, pytorchjob_manifest
-from workloads.monitoring import kube_prometheus_stack_values, prometheus_storage_class, trainer_pod_monitor
+from workloads.job.manifest import job_spec, pytorchjob_manifest
+from workloads.platform.monitoring import kube_prometheus_stack_values, prometheus_storage_class, trainer_pod_monitor
 
 KUBERNETES_VERSION = f"{KUBERNETES_VERSIONS[-1]}.0"
 # What the training operator adds to every pod it creates for a PyTorchJob (kubeflow/trainer v1.9.4,

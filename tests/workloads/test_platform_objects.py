@@ -25,10 +25,10 @@ from stack.names import (
     TRAINING_NAMESPACE,
 )
 from stack.versions import ETCD_IMAGE, NODE_TOOLS_IMAGE
-from workloads.etcd import etcd_deployment, etcd_network_policy, etcd_service
-from workloads.job import job_spec, pytorchjob_manifest
-from workloads.monitoring import trainer_pod_monitor
-from workloads.platform_objects import next_commands, platform_objects
+from workloads.job.manifest import job_spec, pytorchjob_manifest
+from workloads.platform.etcd import etcd_deployment, etcd_network_policy, etcd_service
+from workloads.platform.monitoring import trainer_pod_monitor
+from workloads.platform.objects import next_commands, platform_objects
 from workloads.render import all_objects
 
 KUBERNETES_VERSION = f"{KUBERNETES_VERSIONS[-1]}.0"  # kubernetes-validate names schema sets by full version

@@ -1,4 +1,4 @@
-"""`python -m workloads.render --stack NAME`: every object the project builds itself, as YAML, from the builders
+"""`python -m workloads --stack NAME`: every object the project builds itself, as YAML, from the builders
 the stack uses."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from stack.files import PROJECT_ROOT, load_stack_config, stack_names
-from workloads.platform_objects import platform_objects
+from workloads.platform.objects import platform_objects
 from workloads.render import all_objects, job_objects, render
 
 
 def run_render(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "workloads.render", *args], cwd=PROJECT_ROOT,
+    return subprocess.run([sys.executable, "-m", "workloads", *args], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -36,7 +36,7 @@ def test_render_prints_the_platform_objects_then_the_jobs(stack: str) -> None:
 
 
 def test_render_includes_the_training_job_when_the_job_builder_exists() -> None:
-    pytest.importorskip("workloads.job")
+    pytest.importorskip("workloads.job.manifest")
     kinds = {o["kind"] for o in all_objects(load_stack_config("dev"))}
     assert "PyTorchJob" in kinds
 

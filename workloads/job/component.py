@@ -1,7 +1,7 @@
 """TrainingJob: the PyTorchJob and its Secret as resources of the stack.
 
 `pulumi up` starts the run; any change to the job (config, image, run counter) replaces the PyTorchJob, deleting
-the old one first (it has a fixed name); `pulumi destroy` removes it. The objects are workloads/job.py's dicts.
+the old one first (it has a fixed name); `pulumi destroy` removes it. The objects are workloads/job/manifest.py's dicts.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stack.config import StackConfig
-from workloads.job import (
+from workloads.job.manifest import (
     LustreFileSystem,
     checkpoint_volume_objects,
     hf_token_secret,
@@ -21,7 +21,7 @@ from workloads.job import (
     pytorchjob_manifest,
     with_image,
 )
-from workloads.job_spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
+from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from stack.names import PLATFORM_NAMESPACE
-from workloads.dashboards.gpu import DCGM_METRICS, gpu_health_dashboard
-from workloads.dashboards.training import training_dashboard
+from workloads.platform.dashboards.gpu import DCGM_METRICS, gpu_health_dashboard
+from workloads.platform.dashboards.training import training_dashboard
 
 __all__ = ["DASHBOARDS", "DCGM_METRICS", "dashboard_configmaps", "dashboard_queries", "metric_names"]
 

@@ -23,7 +23,7 @@ from stack.names import (
     TRAINER_METRICS_PORT_NAME,
     TRAINING_NAMESPACE,
 )
-from workloads.dashboards import DASHBOARD_LABEL, DASHBOARD_LABEL_VALUE
+from workloads.platform.dashboards import DASHBOARD_LABEL, DASHBOARD_LABEL_VALUE
 
 PART_OF = {"app.kubernetes.io/part-of": "fsdp-eks"}
 SYSTEM_NODES = {NODE_GROUP_LABEL: "system"}

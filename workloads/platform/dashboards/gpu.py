@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workloads.dashboards.panels import Panel, Query, dashboard, label_variable
+from workloads.platform.dashboards.panels import Panel, Query, dashboard, label_variable
 
 # The dcgm-exporter field names the dashboard reads; its default counters CSV exports all six. The memory-copy
 # field is DCGM_FI_DEV_MEM_COPY_UTIL: "DCGM_FI_MEM_COPY_UTIL", as older notes spell it, is no DCGM field.

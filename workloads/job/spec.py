@@ -1,7 +1,7 @@
 """JobSpec: every decision about the training job, made once from the stack config and the instance catalog.
 
-Pure and torch-free. workloads/job.py turns a JobSpec into Kubernetes objects; the job component registers them;
-the local runner and the tests read the same objects.
+Pure and torch-free. workloads/job/manifest.py turns a JobSpec into Kubernetes objects; the job component registers
+them; the local runner and the tests read the same objects.
 """
 
 from __future__ import annotations
@@ -208,6 +208,6 @@ def _rendezvous(backend: str, name: str) -> Rendezvous:
 
 
 def _unpushed_image(stack: str) -> str:
-    from workloads.image_source import unpushed_image_reference  # reads the source tree; only when needed
+    from workloads.job.image_source import unpushed_image_reference  # reads the source tree; only when needed
 
     return unpushed_image_reference(stack)

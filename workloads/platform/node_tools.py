@@ -15,7 +15,7 @@ from typing import Any
 
 from stack.names import PLATFORM_NAMESPACE
 from stack.versions import NODE_TOOLS_IMAGE
-from workloads.monitoring import GPU_NODES, GPU_TOLERATION, PART_OF
+from workloads.platform.monitoring import GPU_NODES, GPU_TOLERATION, PART_OF
 
 NODE_TOOLS = "node-tools"
 INSTALL_AND_WAIT = (

@@ -1,7 +1,7 @@
 """The training job as Kubernetes objects: a kubeflow.org/v1 PyTorchJob running torchrun (through the trainer's
 launcher, trainer/launch.py), and the HF token Secret.
 
-Pure functions of a JobSpec (workloads/job_spec.py) returning plain dicts. The job component registers them, the
+Pure functions of a JobSpec (workloads/job/spec.py) returning plain dicts. The job component registers them, the
 render CLI prints them, the local runner executes the same container command, and the tests check them.
 
     spec = job_spec(load_stack_config("p5-16"))
@@ -29,9 +29,9 @@ from stack.names import (
     TRAINER_METRICS_PORT_NAME,
 )
 from trainer.launch_exits import LAUNCH_MODULE
-from workloads.job_shutdown import shutdown_trainer_args, torchrun_shutdown_timeout
-from workloads.job_spec import CHECKPOINT_MOUNT, JobSpec, job_spec
-from workloads.job_staging import stage_container, stage_resources, staged_trainer_args, worker_env
+from workloads.job.shutdown import shutdown_trainer_args, torchrun_shutdown_timeout
+from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec, job_spec
+from workloads.job.staging import stage_container, stage_resources, staged_trainer_args, worker_env
 
 __all__ = [
     "JobSpec",

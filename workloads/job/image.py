@@ -1,7 +1,7 @@
 """TrainerImage: the stack's ECR repository for the trainer image, and the image, built and pushed, or given.
 
 Without job.image, `pulumi up` builds docker/Dockerfile with BuildKit (pulumi-docker-build; needs a Docker
-engine where `pulumi up` runs) and pushes it under its content tag (workloads/image_source.py). The job then
+engine where `pulumi up` runs) and pushes it under its content tag (workloads/job/image_source.py). The job then
 runs the pushed digest, so what runs is exactly what was built. With job.image, nothing is built.
 """
 
@@ -15,7 +15,7 @@ import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 import pulumi_random as random
 
-from workloads.image_source import DOCKERFILE, build_args, content_tag, pushed_tag, repository_name
+from workloads.job.image_source import DOCKERFILE, build_args, content_tag, pushed_tag, repository_name
 
 # Images kept in the repository: enough to roll back a few trainer changes; older ones expire.
 KEEP_IMAGES = 20
@@ -40,7 +40,7 @@ class TrainerImage(pulumi.ComponentResource):
             f"{name}-repository",
             name=repository_name(args.stack).lower(),
             image_scanning_configuration={"scan_on_push": True},
-            # A tag, once pushed, always names the same image; workloads/image_source.py makes every push's tag new.
+            # A tag, once pushed, always names the same image; workloads/job/image_source.py makes every push's tag new.
             image_tag_mutability="IMMUTABLE",
             # The images are rebuilt from source at will; `pulumi destroy` should not stop at a non-empty repository.
             force_delete=True,

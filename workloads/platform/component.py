@@ -26,10 +26,10 @@ from infra.iam import PodIdentity, cluster_arn, pod_identity_trust_policy, role_
 from stack.config import StackConfig
 from stack.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
 from stack.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
-from workloads.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
-from workloads.etcd import etcd_objects
 from workloads.k8s_resources import kubernetes_resource
-from workloads.platform_objects import (
+from workloads.platform.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
+from workloads.platform.etcd import etcd_objects
+from workloads.platform.objects import (
     grafana_objects,
     next_commands,
     node_tools_objects,

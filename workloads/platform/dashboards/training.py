@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainer.metrics import METRIC_FIELDS
-from workloads.dashboards.panels import Panel, Query, dashboard
+from workloads.platform.dashboards.panels import Panel, Query, dashboard
 
 
 def metric(key: str) -> str:

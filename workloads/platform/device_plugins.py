@@ -11,7 +11,7 @@ from typing import Any
 
 from stack.config import GpuNodesConfig
 from stack.names import GPU_NODE_GROUP, INSTANCE_TYPE_LABEL, NODE_GROUP_LABEL
-from workloads.monitoring import GPU_NODES, GPU_TOLERATION
+from workloads.platform.monitoring import GPU_NODES, GPU_TOLERATION
 
 # infra/gpu_nodes.py labels each GPU node with whether its launch template attached EFA interfaces.
 EFA_NODE_LABEL = "fsdp-eks/efa"

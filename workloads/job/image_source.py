@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stack.versions import EFA_INSTALLER_VERSION, TRAINER_BASE_IMAGE
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = Path("docker/Dockerfile")
 # The build context is the project root; docker/Dockerfile.dockerignore lets in only these (BuildKit reads a
 # Dockerfile-specific ignore file before the context's own).
@@ -62,7 +62,7 @@ def content_tag(root: Path = PROJECT_ROOT) -> str:
 
 
 def pushed_tag(content: str, push_id: str) -> str:
-    """The tag an image is pushed under: its content tag and the push id (workloads/image.py makes it)."""
+    """The tag an image is pushed under: its content tag and the push id (workloads/job/image.py makes it)."""
     return f"{content}-{push_id}"
 
 

@@ -19,8 +19,8 @@ from stack.versions import (
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
     NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
 )
-from workloads.device_plugins import efa_device_plugin_values, nvidia_device_plugin_values
-from workloads.monitoring import MONITORING_RELEASE, dcgm_exporter_values, kube_prometheus_stack_values
+from workloads.platform.device_plugins import efa_device_plugin_values, nvidia_device_plugin_values
+from workloads.platform.monitoring import MONITORING_RELEASE, dcgm_exporter_values, kube_prometheus_stack_values
 
 NVIDIA_REPO = "https://nvidia.github.io/k8s-device-plugin"
 EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"

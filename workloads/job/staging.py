@@ -4,14 +4,14 @@ Every pod's `stage-inputs` init container runs `python -m trainer.stage` with th
 to take the lock on the shared volume downloads the hub model and tokenises the data set into the run's directory,
 the others wait and find them there (trainer/stage.py). The trainer containers then run with the hub offline, read
 the weights from the staged Hugging Face cache and map the tokenised data (trainer/data_cache.py): no pod downloads
-the weights itself, no rank calls the hub or tokenises. Pure functions of a JobSpec, like workloads/job.py.
+the weights itself, no rank calls the hub or tokenises. Pure functions of a JobSpec, like workloads/job/manifest.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from workloads.job_spec import CHECKPOINT_MOUNT, JobSpec
+from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec
 
 STAGE_CONTAINER = "stage-inputs"
 # The caching allocator grows segments in place instead of reserving new fixed-size ones, which cuts the
