@@ -20,11 +20,11 @@ $(STAMP): requirements.txt requirements-trainer.txt requirements-dev.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m workloads.local --stack dev
+	$(PY) -m local --stack dev
 
 # The same job with two agents, one of them killed (agent and workers) after the first checkpoint.
 demo-drill: $(STAMP)
-	$(PY) -m workloads.local --stack dev --drill kill-agent --after-checkpoint
+	$(PY) -m local --stack dev --drill kill-agent --after-checkpoint
 
 test: $(STAMP)
 	$(PY) -m ruff check .

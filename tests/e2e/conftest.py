@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from local.etcd import LocalEtcd
+from local.run import LocalResult
 from tests.e2e.runs import run_dev
-from workloads.local_etcd import LocalEtcd
-from workloads.local_run import LocalResult
 
 
 @pytest.fixture(scope="module")

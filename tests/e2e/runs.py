@@ -9,8 +9,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from workloads.local_config import LocalJobOptions
-from workloads.local_run import LocalOptions, LocalResult, run_local
+from local.config import LocalJobOptions
+from local.run import LocalOptions, LocalResult, run_local
 
 STEPS = 40
 CHECKPOINT_EVERY = 10

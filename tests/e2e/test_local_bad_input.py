@@ -1,4 +1,4 @@
-"""Bad input to `python -m workloads.local` gives one clear line on stderr and exit status 2, and starts nothing.
+"""Bad input to `python -m local` gives one clear line on stderr and exit status 2, and starts nothing.
 
 These run the real command line in a subprocess (no training starts, so they are fast).
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from local.etcd import INSTALL_HINT
 from stack.files import PROJECT_ROOT, stack_names
-from workloads.local_etcd import INSTALL_HINT
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,7 +24,7 @@ EXIT_BAD_INPUT = 2
 
 def local_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workloads.local", *args],
+        [sys.executable, "-m", "local", *args],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from local.report import MetricsFollower
 from stack.files import PROJECT_ROOT
 from tests.e2e.runs import TEST_TIMEOUT_S, processes_mentioning, run_dev
-from workloads.local_report import MetricsFollower
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
 
@@ -30,7 +30,7 @@ def wait_for_first_step(work_dir: Path, runner: subprocess.Popen[str]) -> None:
 
 
 def test_ctrl_c_stops_every_process_of_the_run(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "workloads.local", "--nodes", "2", "--work-dir", str(tmp_path)]
+    command = [sys.executable, "-m", "local", "--nodes", "2", "--work-dir", str(tmp_path)]
     runner = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for_first_step(tmp_path, runner)

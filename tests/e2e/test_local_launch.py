@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from local.config import LocalJobOptions, local_stack_config
+from local.launch import LocalPlan, ManifestError, local_plan
 from workloads.job.manifest import job_spec, pytorchjob_manifest
-from workloads.local_config import LocalJobOptions, local_stack_config
-from workloads.local_launch import LocalPlan, ManifestError, local_plan
 
 ETCD = "127.0.0.1:23790"
 RUN_DIR = Path("/tmp/fsdp-eks-local-test")

@@ -1,5 +1,5 @@
 """What the local run does when a worker pod's agent exits: the Training Operator's rules per restartPolicy
-(workloads/local_policy.py), and the policy the local run reads from the manifest."""
+(local/restart_policy.py), and the policy the local run reads from the manifest."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from local.config import LocalJobOptions, local_stack_config
+from local.launch import ManifestError, local_plan
+from local.restart_policy import Action, container_exit_code, exit_outcome
 from trainer.launch_exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, exit_for_signal
 from workloads.job.manifest import RESTART_POLICY, job_spec, pytorchjob_manifest
-from workloads.local_config import LocalJobOptions, local_stack_config
-from workloads.local_launch import ManifestError, local_plan
-from workloads.local_policy import Action, container_exit_code, exit_outcome
 
 BACKOFF_LIMIT = 3
 

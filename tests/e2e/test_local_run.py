@@ -1,6 +1,6 @@
 """The stack's job on this machine: real etcd, two real torchrun agents, real faults.
 
-Each test is one behaviour of the local run (workloads/local_run.py), on the dev stack's job with two agents
+Each test is one behaviour of the local run (local/run.py), on the dev stack's job with two agents
 elastic 1:2 and the tiny model for 40 steps, checkpointing every 10. The runs themselves are fixtures
 (conftest.py), made once per module.
 """
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from local.etcd import LocalEtcd
+from local.procs import alive
+from local.run import LocalResult
 from tests.e2e.runs import STEPS, TEST_TIMEOUT_S, final_loss, log_of, processes_mentioning, run_dev
 from trainer.checkpoint_layout import checkpoint_name, complete_checkpoints
 from trainer.launch_exits import REASON_PREFIX
-from workloads.local_etcd import LocalEtcd
-from workloads.local_procs import alive
-from workloads.local_run import LocalResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
 

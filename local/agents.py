@@ -1,6 +1,6 @@
 """The worker "pods" of the local run: one torchrun agent each, supervised the way the cluster would.
 
-- An agent that exits is treated as the Worker replica's restartPolicy says (workloads/local_policy.py): under
+- An agent that exits is treated as the Worker replica's restartPolicy says (local/restart_policy.py): under
   ExitCode, the job's policy, a code from 1 to 127 (the launcher's when torchrun's restarts are spent or the
   rendezvous is closed) fails the job at once, and a code from 128 up (stopped or killed by a signal, or the
   launcher's after a lost etcd; trainer/launch_exits.py) gets the pod created again; under OnFailure the container
@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from local.launch import AgentLaunch
+from local.procs import Proc, die_with_parent, kill_tree, process_tree
+from local.restart_policy import Action, container_exit_code, exit_outcome
 from stack.files import PROJECT_ROOT
 from trainer.launch_exits import REASON_PREFIX
-from workloads.local_launch import AgentLaunch
-from workloads.local_policy import Action, container_exit_code, exit_outcome
-from workloads.local_procs import Proc, die_with_parent, kill_tree, process_tree
 
 # The pod's terminationGracePeriodSeconds is 120 s, time for a large model's checkpoint; the local models save in
 # well under a second, and a user who pressed Ctrl-C should not wait two minutes.

@@ -1,6 +1,6 @@
 """What happens to a worker pod whose container exited, as the kubelet and the Training Operator decide it.
 
-Pure: the local run (workloads/local_agents.py) applies it to its agents, the tests check it case by case. The rules
+Pure: the local run (local/agents.py) applies it to its agents, the tests check it case by case. The rules
 are kubeflow/trainer v1.9.4's for a PyTorchJob's Worker replicas:
 - restartPolicy OnFailure / Always: the kubelet restarts the container in place; the operator fails the job as
   soon as the restarts of all running pods together reach runPolicy.backoffLimit (pkg/core/job.go PastBackoffLimit).

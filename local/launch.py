@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from local.restart_policy import DEFAULT_POLICY, POLICIES
 from stack.files import PROJECT_ROOT
 from trainer.config import TrainConfig, parse_args
 from trainer.launch_exits import LAUNCH_MODULE
-from workloads.local_policy import DEFAULT_POLICY, POLICIES
 
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
 LOOPBACK = "127.0.0.1"

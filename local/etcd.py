@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from workloads.local_procs import die_with_parent
+from local.procs import die_with_parent
 
 LOOPBACK = "127.0.0.1"
 # Where to get an etcd that still has the v2 API: the pip package that ships the 3.5 binary (no root needed).

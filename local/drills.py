@@ -25,10 +25,10 @@ import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from local.agents import PodPhase, WorkerPods
+from local.etcd import LocalEtcd
+from local.procs import Proc, process_tree, signal_all
 from trainer.checkpoint_layout import complete_checkpoints
-from workloads.local_agents import PodPhase, WorkerPods
-from workloads.local_etcd import LocalEtcd
-from workloads.local_procs import Proc, process_tree, signal_all
 
 DRILLS = ("kill-agent", "kill-workers", "restart-etcd")
 POD_DRILLS = ("kill-agent", "kill-workers")  # drills aimed at one worker pod (--drill-pod)

@@ -1,6 +1,6 @@
 """One local run of a stack's job: render, start etcd and the agents, watch, inject the drill, report.
 
-Used by the CLI (workloads/local.py) and the end-to-end tests. `run_local` raises LocalRunError for bad input
+Used by the CLI (local/cli.py) and the end-to-end tests. `run_local` raises LocalRunError for bad input
 before anything is started, and stops every process it started on every way out (success, failure, Ctrl-C).
 """
 
@@ -14,15 +14,15 @@ from typing import Any
 
 import yaml
 
+from local.agents import WorkerPods
+from local.config import MAX_LOCAL_NODES, LocalJobOptions, Override, local_stack_config
+from local.drills import Drill, DrillError, DrillReport, Trigger
+from local.etcd import EtcdError, LocalEtcd, free_port, is_healthy
+from local.launch import LocalPlan, ManifestError, local_plan
+from local.report import MetricsFollower, Record, Summary, progress_line, summarize, write_chart
 from stack.fields import ConfigError
 from stack.files import PROJECT_ROOT
-from workloads.drills import Drill, DrillError, DrillReport, Trigger
 from workloads.job.manifest import job_spec, pytorchjob_manifest
-from workloads.local_agents import WorkerPods
-from workloads.local_config import MAX_LOCAL_NODES, LocalJobOptions, Override, local_stack_config
-from workloads.local_etcd import EtcdError, LocalEtcd, free_port, is_healthy
-from workloads.local_launch import LocalPlan, ManifestError, local_plan
-from workloads.local_report import MetricsFollower, Record, Summary, progress_line, summarize, write_chart
 
 POLL_S = 0.1  # how often pods, metrics and drills are looked at: short, so a drill lands right after its trigger
 DEFAULT_TIMEOUT_S = 1800.0

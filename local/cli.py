@@ -1,16 +1,16 @@
 """Run a stack's PyTorchJob on this machine, as the Training Operator would run it on the cluster.
 
-    python -m workloads.local --stack dev                                  # make demo: the dev stack's job
-    python -m workloads.local --stack dev --nodes 2 --min-nodes 1          # two agents, elastic 1:2
-    python -m workloads.local --stack dev --drill kill-agent               # lose a pod after the first checkpoint
-    python -m workloads.local --stack dev --nodes 2 --drill restart-etcd   # etcd replaced mid-run
+    python -m local --stack dev                                  # make demo: the dev stack's job
+    python -m local --stack dev --nodes 2 --min-nodes 1          # two agents, elastic 1:2
+    python -m local --stack dev --drill kill-agent               # lose a pod after the first checkpoint
+    python -m local --stack dev --nodes 2 --drill restart-etcd   # etcd replaced mid-run
 
 The job is rendered by the stack's own code (workloads/job/manifest.py) from the stack's config, changed only where this
-machine needs it (workloads/local_config.py: the tiny model, fp32 on CPU, a local data set). A local etcd plays the
-platform's (workloads/local_etcd.py); one torchrun agent per worker replica runs the container's command with its
-environment and the operator's PET_* variables (workloads/local_launch.py), supervised like pods
-(workloads/local_agents.py). Progress comes from the leader's metrics file; at the end a summary and a chart
-(workloads/local_report.py). Every process started here is stopped on success, failure and Ctrl-C.
+machine needs it (local/config.py: the tiny model, fp32 on CPU, a local data set). A local etcd plays the
+platform's (local/etcd.py); one torchrun agent per worker replica runs the container's command with its
+environment and the operator's PET_* variables (local/launch.py), supervised like pods
+(local/agents.py). Progress comes from the leader's metrics file; at the end a summary and a chart
+(local/report.py). Every process started here is stopped on success, failure and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from local.config import LocalJobOptions
+from local.drills import DRILLS, Trigger
+from local.run import DEFAULT_TIMEOUT_S, LocalOptions, LocalRunError, run_local
 from stack.files import stack_names
-from workloads.drills import DRILLS, Trigger
-from workloads.local_config import LocalJobOptions
-from workloads.local_run import DEFAULT_TIMEOUT_S, LocalOptions, LocalRunError, run_local
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -32,7 +32,7 @@ EXIT_INTERRUPTED = 130
 
 
 def parse_args(argv: list[str] | None) -> LocalOptions:
-    parser = argparse.ArgumentParser(prog="python -m workloads.local", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m local", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", default="dev", help=f"stack to run (default dev); one of {', '.join(stack_names())}")
     parser.add_argument("--nodes", type=int, help="worker replicas = torchrun agents (default: the stack's, at most 2)")
     parser.add_argument("--min-nodes", type=int, help="fewest agents the elastic job continues with")
@@ -93,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_local(options)
     except LocalRunError as error:
-        print(f"python -m workloads.local: error: {error}", file=sys.stderr)
+        print(f"python -m local: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("python -m workloads.local: interrupted; every process it started is stopped", file=sys.stderr)
+        print("python -m local: interrupted; every process it started is stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
     return 0 if result.succeeded else EXIT_FAILED
 
