@@ -26,7 +26,7 @@ from pathlib import Path
 from local.launch import AgentLaunch
 from local.procs import Proc, die_with_parent, kill_tree, process_tree
 from local.restart_policy import Action, container_exit_code, exit_outcome
-from stack.files import PROJECT_ROOT
+from stack.paths import PROJECT_ROOT
 from trainer.launch_exits import REASON_PREFIX
 
 # The pod's terminationGracePeriodSeconds is 120 s, time for a large model's checkpoint; the local models save in

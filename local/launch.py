@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from local.restart_policy import DEFAULT_POLICY, POLICIES
-from stack.files import PROJECT_ROOT
+from stack.paths import PROJECT_ROOT
 from trainer.config import TrainConfig, parse_args
 from trainer.launch_exits import LAUNCH_MODULE
 

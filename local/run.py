@@ -21,7 +21,7 @@ from local.etcd import EtcdError, LocalEtcd, free_port, is_healthy
 from local.launch import LocalPlan, ManifestError, local_plan
 from local.report import MetricsFollower, Record, Summary, progress_line, summarize, write_chart
 from stack.fields import ConfigError
-from stack.files import PROJECT_ROOT
+from stack.paths import PROJECT_ROOT
 from workloads.job.manifest import job_spec, pytorchjob_manifest
 
 POLL_S = 0.1  # how often pods, metrics and drills are looked at: short, so a drill lands right after its trigger

@@ -16,8 +16,8 @@ import yaml
 
 from stack.config import SECRET_KEYS, SECTIONS
 from stack.fields import NAMESPACE, section_defaults, section_docs
+from stack.paths import PROJECT_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TABLE_START = "<!-- config-reference:start -->"
 TABLE_END = "<!-- config-reference:end -->"
 SECRET_DOCS = {

@@ -9,8 +9,7 @@ from typing import Any
 import yaml
 
 from stack.config import StackConfig, parse_stack_config
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from stack.paths import PROJECT_ROOT
 
 
 def stack_names(root: Path = PROJECT_ROOT) -> list[str]:

@@ -19,9 +19,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from stack.paths import PROJECT_ROOT
 from workloads.job.image_source import IMAGE_INPUTS
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^/]+)\.yaml$")
 # Paths whose change can change every stack's preview: the program and its dependencies, the pack that judges it,
 # and everything the trainer image is built from (its content tag is part of the job): the image's own inputs and

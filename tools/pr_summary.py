@@ -24,7 +24,8 @@ from pathlib import Path
 
 from policy.memory import estimate, job_shape
 from stack.fields import ConfigError
-from stack.files import PROJECT_ROOT, load_stack_config, stack_names
+from stack.files import load_stack_config, stack_names
+from stack.paths import PROJECT_ROOT
 from workloads.job.manifest import pytorchjob_manifest
 from workloads.job.spec import job_spec
 

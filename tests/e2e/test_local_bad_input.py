@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from local.etcd import INSTALL_HINT
-from stack.files import PROJECT_ROOT, stack_names
+from stack.files import stack_names
+from stack.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.timeout(120)
 

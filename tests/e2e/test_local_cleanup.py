@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from local.report import MetricsFollower
-from stack.files import PROJECT_ROOT
+from stack.paths import PROJECT_ROOT
 from tests.e2e.runs import TEST_TIMEOUT_S, processes_mentioning, run_dev
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]

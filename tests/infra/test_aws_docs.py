@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from infra.addons import VPC_CNI
 from infra.gpu_nodes import SCALE_TO_ZERO
-from stack.docs import ROOT
 from stack.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, HUGEPAGE_SIZE_MIB
+from stack.paths import PROJECT_ROOT as ROOT
 
 AWS_DOC = " ".join((ROOT / "docs" / "aws.md").read_text().split())  # line breaks do not matter
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import yaml
 
 from stack.config import SECTIONS, StackConfig, parse_stack_config
-from stack.docs import ROOT, pulumi_yaml_document, readme_table, reference_table
+from stack.docs import pulumi_yaml_document, readme_table, reference_table
 from stack.fields import section_defaults
+from stack.paths import PROJECT_ROOT as ROOT
 
 
 def _config(**sections: dict) -> StackConfig:

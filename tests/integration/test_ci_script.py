@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.files import PROJECT_ROOT
+from stack.paths import PROJECT_ROOT
 
 CI_SCRIPT = PROJECT_ROOT / ".ci" / "run"
 # apt-get records its arguments and, for an install, asks the policy what a maintainer script would: may the

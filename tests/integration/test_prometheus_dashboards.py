@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from stack.files import PROJECT_ROOT
+from stack.paths import PROJECT_ROOT
 from tests.workloads.prometheus_tools import require
 from workloads.platform.dashboards import DASHBOARDS, dashboard_queries
 from workloads.platform.dashboards.gpu import DCGM_METRICS, XID_ERRORS

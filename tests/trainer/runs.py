@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from stack.paths import PROJECT_ROOT as ROOT
 
 # The tiny preset on CPU in fp32: every test that compares losses uses these settings.
 TINY = [

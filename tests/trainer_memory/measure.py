@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sizing.memory import Job, MemoryEstimate, Ranks, peak_memory
+from stack.paths import PROJECT_ROOT as ROOT
 from trainer.presets import PRESETS
 
-ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 # glibc keeps freed blocks below its (dynamic, up to 32 MiB) mmap threshold in the heap, so peak RSS would measure
 # the allocator's high-water mark rather than the bytes the job holds. With M_MMAP_THRESHOLD fixed at 64 KiB

@@ -23,7 +23,8 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import mocks
 from pulumi.runtime.sync_await import _sync_await
 
-from stack.files import PROJECT_ROOT, load_stack_config
+from stack.files import load_stack_config
+from stack.paths import PROJECT_ROOT
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
 from workloads.job.component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.job.image_source import PROJECT_ROOT
+from stack.paths import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "docker" / "verify_efa_installer.sh"
 FIXTURES = Path(__file__).parent / "efa_signature"

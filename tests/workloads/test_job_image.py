@@ -12,8 +12,9 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from stack.paths import PROJECT_ROOT
 from stack.versions import TRAINER_BASE_IMAGE
-from workloads.job.image_source import IMAGE_INPUTS, PROJECT_ROOT, build_args, content_tag, image_files
+from workloads.job.image_source import IMAGE_INPUTS, build_args, content_tag, image_files
 
 DOCKERFILE = (PROJECT_ROOT / "docker" / "Dockerfile").read_text()
 DOCKERIGNORE = (PROJECT_ROOT / "docker" / "Dockerfile.dockerignore").read_text()

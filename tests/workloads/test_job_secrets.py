@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from stack.files import PROJECT_ROOT, load_stack_config, stack_names
+from stack.files import load_stack_config, stack_names
+from stack.paths import PROJECT_ROOT
 from workloads.job.manifest import hf_token_secret, job_objects
 from workloads.job.spec import job_spec
 

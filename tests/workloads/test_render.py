@@ -9,7 +9,8 @@ import sys
 import pytest
 import yaml
 
-from stack.files import PROJECT_ROOT, load_stack_config, stack_names
+from stack.files import load_stack_config, stack_names
+from stack.paths import PROJECT_ROOT
 from workloads.platform.objects import platform_objects
 from workloads.render import all_objects, job_objects, render
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from matplotlib import image
 
-ROOT = Path(__file__).resolve().parents[2]
+from stack.paths import PROJECT_ROOT as ROOT
+
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 TRAINER_ARGS = [
     "--model", "tiny", "--dataset", "synthetic", "--device", "cpu", "--seq-len", "64", "--batch-size", "2",

@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from sizing.cli import main
-
-ROOT = Path(__file__).resolve().parents[2]
+from stack.paths import PROJECT_ROOT as ROOT
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from sizing.cli import main
+from stack.paths import PROJECT_ROOT
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "sizing.md"
+DOC = PROJECT_ROOT / "docs" / "sizing.md"
 GIB = 2**30
 # Column of the doc's sizing table -> where the --json output has it (bytes).
 MEMORY_COLUMNS = {

@@ -14,8 +14,8 @@ import yaml
 from sizing.estimate import fit_problems, sizing_summary, stack_sizing
 from stack.config import parse_stack_config
 from stack.fields import ConfigError
+from stack.paths import PROJECT_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 STACK_FILES = sorted(p for p in ROOT.glob("Pulumi.*.yaml"))
 
 

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from sizing.published import MAX_ERROR, PUBLISHED_RUNS, comparisons, markdown_table
 from sizing.throughput import default_mfu
+from stack.paths import PROJECT_ROOT
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "sizing.md"
+DOC = PROJECT_ROOT / "docs" / "sizing.md"
 MARKER = "<!-- published-runs -->"
 
 

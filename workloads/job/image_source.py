@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from stack.paths import PROJECT_ROOT
 from stack.versions import EFA_INSTALLER_VERSION, TRAINER_BASE_IMAGE
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = Path("docker/Dockerfile")
 # The build context is the project root; docker/Dockerfile.dockerignore lets in only these (BuildKit reads a
 # Dockerfile-specific ignore file before the context's own).
