@@ -136,7 +136,7 @@ def layer_activation_bytes(shape: ModelShape, tokens: int, compute_bytes: int) -
       so the paper's 5as/h term is gone;
     - the SwiGLU MLP saves gate, SiLU(gate), up and their product: 4eI (the paper's GeLU MLP of width 4h
       saves 19h including dropout masks; Llama has no dropout).
-    tests/trainer_memory/test_activation_formula.py checks this against autograd's saved tensors, to the byte.
+    tests/sizing/trainer_memory/test_activation_formula.py checks this against autograd's saved tensors, to the byte.
     """
     h, i, e = shape.hidden_size, shape.intermediate_size, compute_bytes
     kv = shape.num_kv_heads * shape.head_dim

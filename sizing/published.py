@@ -4,7 +4,7 @@
 
 Each run is set up as published (model shape, sequence length, batch per GPU, sharding, activation checkpointing,
 GPU count) on the catalog instance with the same GPUs and per-GPU network; what the source leaves open is said
-in its setup. tests/workloads/test_sizing_published.py keeps the doc's table equal to this module's and holds
+in its setup. tests/sizing/test_sizing_published.py keeps the doc's table equal to this module's and holds
 every row within MAX_ERROR or to an explanation.
 """
 

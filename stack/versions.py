@@ -24,7 +24,7 @@ EKS_ADDONS: dict[str, str | None] = {
 
 # The trainer's container image (docker/Dockerfile, built by workloads/job/image.py; see docs/job.md).
 # PyTorch's official CUDA runtime image fixes torch, CUDA and cuDNN together; its torch is the one the tests run
-# (the Makefile's torch==, checked by tests/workloads/test_job_image.py). CUDA 12.6 runs on the R570 driver of the
+# (the Makefile's torch==, checked by tests/workloads/job/test_job_image.py). CUDA 12.6 runs on the R570 driver of the
 # AL2023 NVIDIA AMI and supports A100, H100/H200 and L40S.
 TRAINER_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime"
 # The EFA installer adds libfabric with the EFA provider, rdma-core and the AWS OFI NCCL plugin (libnccl-ofi),

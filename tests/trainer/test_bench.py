@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from tests.trainer.runs import ROOT, trainer_env
+from tests.harness.trainer_runs import ROOT, trainer_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
 

@@ -15,7 +15,13 @@ from stack.versions import (
     KUBE_PROMETHEUS_STACK_CHART_VERSION,
     NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
 )
-from tests.workloads.platform_program import GPU_NODES_NAME, PROVIDER_NAME, PlatformRun, Registered, run_platform
+from tests.workloads.platform.platform_program import (
+    GPU_NODES_NAME,
+    PROVIDER_NAME,
+    PlatformRun,
+    Registered,
+    run_platform,
+)
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # the Pulumi wire format's marker of a secret value

@@ -1,7 +1,7 @@
 """Register the trainer image and the training job of one stack under the Pulumi SDK's mocks, and write what was
 registered as JSON: the job's components tested on their own, before (or besides) their wiring in __main__.py.
 
-Usage: python -m tests.workloads.job_component_program STACK OUT.json [--given-image REF] [--fsx]
+Usage: python -m tests.workloads.job.job_component_program STACK OUT.json [--given-image REF] [--fsx]
 Run in a fresh process (see run_components below): the Pulumi runtime keeps global state. The HF token comes
 from PULUMI_CONFIG, as `pulumi.Config("fsdp-eks").get_secret("hfToken")` reads it in the real program.
 """
@@ -92,7 +92,7 @@ def run_components(
     }
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        argv = [sys.executable, "-m", "tests.workloads.job_component_program", stack, str(out)]
+        argv = [sys.executable, "-m", "tests.workloads.job.job_component_program", stack, str(out)]
         argv += (["--given-image", given_image] if given_image else []) + (["--fsx"] if fsx else [])
         done = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
         if done.returncode or not out.exists():

@@ -6,7 +6,7 @@ the model, load the data, join the process group, import the model code and buil
 sizing model adds as its `runtime` term on CPU. Launched like the trainer (plain or under torchrun); each rank
 appends {"rank", "world_size", "peak_rss_bytes"} as one JSON line to the file named by PROBE_OUTPUT.
 
-    PROBE_OUTPUT=baseline.jsonl python -m tests.trainer_memory.baseline_probe --model small --device cpu
+    PROBE_OUTPUT=baseline.jsonl python -m tests.sizing.trainer_memory.baseline_probe --model small --device cpu
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def test_an_invalid_fsx_capacity_is_refused(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_the_storage_table_in_the_docs_is_what_the_sizing_computes() -> None:
-    from tests.workloads.test_sizing_docs import doc_table
+    from tests.sizing.test_sizing_docs import doc_table
 
     for row in doc_table("storage-check"):
         shape = find_shape(row["hub model"])

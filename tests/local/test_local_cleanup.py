@@ -12,7 +12,7 @@ import pytest
 
 from local.report import MetricsFollower
 from stack.paths import PROJECT_ROOT
-from tests.e2e.runs import TEST_TIMEOUT_S, processes_mentioning, run_dev
+from tests.local.runs import TEST_TIMEOUT_S, processes_mentioning, run_dev
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
 

@@ -78,7 +78,7 @@ def measure_baseline(case: Case, workdir: Path, timeout: float = 120) -> int:
     for _ in range(2):
         output = workdir / f"baseline-{uuid.uuid4().hex[:8]}.jsonl"
         env = {**_env(), "PROBE_OUTPUT": str(output)}
-        _launch("tests.trainer_memory.baseline_probe", case.trainer_args(), case.ranks, env, timeout)
+        _launch("tests.sizing.trainer_memory.baseline_probe", case.trainer_args(), case.ranks, env, timeout)
         records = [json.loads(line) for line in output.read_text().splitlines()]
         assert len(records) == case.ranks, records
         peaks.append(max(record["peak_rss_bytes"] for record in records))

@@ -10,7 +10,7 @@ import pytest
 
 from local.etcd import LocalEtcd
 from local.run import LocalResult
-from tests.e2e.runs import run_dev
+from tests.local.runs import run_dev
 
 
 @pytest.fixture(scope="module")

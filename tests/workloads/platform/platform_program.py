@@ -1,7 +1,7 @@
 """Register the Platform component of one stack under the Pulumi SDK's mocks and write what was registered as JSON:
 the component tested on its own, with the cluster's provider and a stand-in for the GPU node group.
 
-Usage: python -m tests.workloads.platform_program STACK OUT.json [CONFIG_OVERRIDES_JSON]
+Usage: python -m tests.workloads.platform.platform_program STACK OUT.json [CONFIG_OVERRIDES_JSON]
 CONFIG_OVERRIDES_JSON replaces whole config keys, e.g. '{"fsdp-eks:monitoring": {"grafanaLoadBalancer": true}}'.
 Run in a fresh process per configuration (see run_platform): the Pulumi runtime keeps global state.
 """
@@ -81,7 +81,7 @@ def run_platform(stack: str, overrides_json: str = "{}") -> PlatformRun:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         completed = subprocess.run(
-            [sys.executable, "-m", "tests.workloads.platform_program", stack, str(out), overrides_json],
+            [sys.executable, "-m", "tests.workloads.platform.platform_program", stack, str(out), overrides_json],
             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
         )
         if not out.exists():

@@ -16,7 +16,7 @@ import pytest
 from local.etcd import LocalEtcd
 from local.procs import alive
 from local.run import LocalResult
-from tests.e2e.runs import STEPS, TEST_TIMEOUT_S, final_loss, log_of, processes_mentioning, run_dev
+from tests.local.runs import STEPS, TEST_TIMEOUT_S, final_loss, log_of, processes_mentioning, run_dev
 from trainer.checkpoint_layout import checkpoint_name, complete_checkpoints
 from trainer.launch_exits import REASON_PREFIX
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer_memory.measure import Case, measure_baseline, measure_peak
+from tests.sizing.trainer_memory.measure import Case, measure_baseline, measure_peak
 
 TOLERANCE = 0.15
 STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD")

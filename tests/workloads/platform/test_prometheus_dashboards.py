@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from stack.paths import PROJECT_ROOT
-from tests.workloads.prometheus_tools import require
+from tests.workloads.platform.prometheus_tools import require
 from workloads.platform.dashboards import DASHBOARDS, dashboard_queries
 from workloads.platform.dashboards.gpu import DCGM_METRICS, XID_ERRORS
 

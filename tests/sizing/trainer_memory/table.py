@@ -1,7 +1,7 @@
 """docs/sizing.md's table of the memory model against the trainer on CPU: every case of test_memory_model.py,
 measured once and printed as markdown rows.
 
-    .venv/bin/python -m tests.trainer_memory.table          # about 15 minutes on 2 cores
+    .venv/bin/python -m tests.sizing.trainer_memory.table          # about 15 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from tests.trainer_memory.measure import Case, measure_baseline, measure_peak
-from tests.trainer_memory.test_memory_model import CASES
+from tests.sizing.trainer_memory.measure import Case, measure_baseline, measure_peak
+from tests.sizing.trainer_memory.test_memory_model import CASES
 
 MIB = 2**20
 
