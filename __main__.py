@@ -10,7 +10,7 @@ from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.network import Network, NetworkArgs
 from infra.role_boundary import require_role_boundary
 from infra.storage import CheckpointStorage, CheckpointStorageArgs
-from sizing.estimate import sizing_summary
+from stack.fit import sizing_summary
 from stack.pulumi_config import read_stack_config
 from workloads.job.component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs

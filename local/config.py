@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stack.config import StackConfig, parse_stack_config
+from stack.config import StackConfig
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
+from stack.parse import parse_stack_config
 
 LOCAL_MODEL = "tiny"  # the preset built for several CPU processes on a 2-core machine (trainer/presets.py)
 MAX_LOCAL_SEQ_LEN = 256

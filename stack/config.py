@@ -7,14 +7,10 @@ step). Every problem is collected and raised as one ConfigError before any resou
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from sizing.catalog import CATALOG, InstanceType
-from sizing.estimate import fit_problems
 from sizing.storage import (
     DEFAULT_FSX_CAPACITY_GIB,
     DEFAULT_FSX_THROUGHPUT_PER_TIB,
@@ -22,14 +18,10 @@ from sizing.storage import (
     fsx_capacity_problem,
 )
 from stack.fields import (
-    NAMESPACE,
-    ConfigError,
     at_least,
     between,
-    decode_object,
     one_of,
     one_of_ints,
-    parse_section,
     setting,
 )
 
@@ -325,7 +317,7 @@ class JobConfig:
 
 @dataclass(frozen=True)
 class StackConfig:
-    """Everything the program needs, validated. Built by `parse_stack_config`."""
+    """Everything the program needs, validated. Built by `parse_stack_config` (stack/parse.py)."""
 
     stack: str
     region: str
@@ -349,6 +341,12 @@ class StackConfig:
         return self.gpu_nodes.availability_zone or self.availability_zones[0]
 
     @property
+    def fewest_nodes(self) -> int:
+        """The fewest nodes the job runs on: an elastic job (job.minNodes) may go on with fewer than gpuNodes.count,
+        and then every GPU holds a larger shard."""
+        return self.job.min_nodes or self.gpu_nodes.count
+
+    @property
     def total_gpus(self) -> int:
         return self.gpu_nodes.count * self.gpu_nodes.instance.gpus
 
@@ -368,43 +366,3 @@ SECTIONS: dict[str, type] = {
 }
 # Scalar secrets under the namespace: read as Pulumi secrets, never parsed into the plain config.
 SECRET_KEYS = ("hfToken", "kubeconfig")
-
-
-def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
-    """Validate a stack's raw config: keys as the engine names them ("fsdp-eks:gpuNodes", "aws:region"),
-    object values as maps or JSON strings. Raises ConfigError listing every problem."""
-    problems: list[str] = []
-    known = {f"{NAMESPACE}:{name}" for name in (*SECTIONS, *SECRET_KEYS)}
-    for key in sorted(raw):
-        if key.startswith(f"{NAMESPACE}:") and key not in known:
-            allowed = ", ".join(sorted(k.split(":", 1)[1] for k in known))
-            problems.append(f"{key}: unknown key; allowed keys are {allowed}")
-    region = raw.get("aws:region")
-    if not isinstance(region, str) or not REGION.match(region):
-        problems.append(f"aws:region: {region!r} is not allowed; expected an AWS region name such as us-east-1")
-        region = "us-east-1"  # keep checking the rest against a well-formed region
-    sections = {
-        name: parse_section(cls, name, decode_object(name, raw.get(f"{NAMESPACE}:{name}"), problems), problems)
-        for name, cls in SECTIONS.items()
-    }
-    cluster, storage = sections["cluster"], sections["storage"]
-    if storage.fsx is None:  # the default depends on the cluster: an existing cluster gets no FSx from the stack
-        storage = dataclasses.replace(storage, fsx=not cluster.existing)
-    config = StackConfig(
-        stack=stack,
-        region=region,
-        network=sections["network"],
-        cluster=cluster,
-        gpu_nodes=sections["gpuNodes"],
-        storage=storage,
-        monitoring=sections["monitoring"],
-        job=sections["job"],
-    )
-    # Cross-key checks run on what parsed: a value rejected above fell back to its default, so they stay sound.
-    from stack.checks import cross_key_problems  # imports this module's types and patterns
-
-    problems += cross_key_problems(config)
-    problems += [] if problems else fit_problems(config)  # memory per GPU, once the rest is sound (sizing/estimate.py)
-    if problems:
-        raise ConfigError(problems)
-    return config

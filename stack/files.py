@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from stack.config import StackConfig, parse_stack_config
+from stack.config import StackConfig
+from stack.parse import parse_stack_config
 from stack.paths import PROJECT_ROOT
 
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import pulumi
 
-from stack.config import SECTIONS, StackConfig, parse_stack_config
+from stack.config import SECTIONS, StackConfig
 from stack.fields import NAMESPACE
+from stack.parse import parse_stack_config
 
 
 def read_stack_config() -> StackConfig:

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from sizing.cli import main
-from sizing.estimate import sizing_summary, stack_storage
 from sizing.storage import GIB, estimate_storage, fsx_capacity_for
-from stack.config import parse_stack_config
 from stack.fields import ConfigError
 from stack.files import load_stack_config
+from stack.fit import sizing_summary, stack_storage
+from stack.parse import parse_stack_config
 from tests.harness.pulumi_program import run_program
 from trainer.presets import PRESETS, find_shape
 

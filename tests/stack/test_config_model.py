@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import yaml
 
-from stack.config import SECTIONS, StackConfig, parse_stack_config
+from stack.config import SECTIONS, StackConfig
 from stack.docs import pulumi_yaml_document, readme_table, reference_table
 from stack.fields import section_defaults
+from stack.parse import parse_stack_config
 from stack.paths import PROJECT_ROOT as ROOT
 
 

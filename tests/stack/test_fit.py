@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sizing.estimate import fit_problems, sizing_summary, stack_sizing
-from stack.config import parse_stack_config
 from stack.fields import ConfigError
+from stack.fit import fit_problems, sizing_summary, stack_sizing
+from stack.parse import parse_stack_config
 from stack.paths import PROJECT_ROOT as ROOT
 
 STACK_FILES = sorted(p for p in ROOT.glob("Pulumi.*.yaml"))

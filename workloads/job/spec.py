@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 
 from sizing.catalog import InstanceType
-from sizing.estimate import checkpoint_timeout_minutes
 from stack.config import StackConfig
+from stack.fit import checkpoint_timeout_minutes
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 
@@ -131,7 +131,7 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
         run=job.run,
         image=image or job.image or _unpushed_image(config.stack),
         nodes=gpu.count,
-        min_nodes=job.min_nodes or gpu.count,
+        min_nodes=config.fewest_nodes,
         max_restarts=job.max_restarts,
         node=node_shape(gpu.instance, efa=gpu.efa_enabled),
         rendezvous=_rendezvous(job.rdzv_backend, name),

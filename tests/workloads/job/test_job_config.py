@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from stack.config import parse_stack_config
 from stack.fields import ConfigError
 from stack.files import raw_stack_config
+from stack.parse import parse_stack_config
 
 
 def problems_of(stack: str, job: dict[str, Any] | None = None, gpu_nodes: dict[str, Any] | None = None) -> list[str]:

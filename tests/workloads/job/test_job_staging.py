@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stack.config import parse_stack_config
+from stack.parse import parse_stack_config
 from trainer.config import parse_args
 from workloads.job.manifest import pytorchjob_manifest, trainer_args
 from workloads.job.spec import job_spec

@@ -23,8 +23,8 @@ import pulumi_random as random
 from pulumi.runtime import mocks
 from pulumi.runtime.sync_await import _sync_await
 
-from stack.config import parse_stack_config
 from stack.files import raw_stack_config
+from stack.parse import parse_stack_config
 from stack.paths import PROJECT_ROOT
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
 from tests.harness.pulumi_program import Registered, registered
