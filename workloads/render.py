@@ -18,15 +18,12 @@ import yaml
 
 from stack.config import StackConfig
 from stack.files import load_stack_config, stack_names
+from workloads.job.manifest import job_objects as build_job_objects
 from workloads.platform.objects import platform_objects
 
 
 def job_objects(config: StackConfig) -> list[dict[str, Any]]:
     """The training job's objects, from the job's own builder (workloads/job/manifest.py), when the stack runs a job."""
-    try:
-        from workloads.job.manifest import job_objects as build_job_objects
-    except ImportError:  # the job's builder is not part of this checkout
-        return []
     return list(build_job_objects(config)) if config.job.enabled else []
 
 

@@ -36,8 +36,7 @@ def test_render_prints_the_platform_objects_then_the_jobs(stack: str) -> None:
     assert printed[len(platform):] == job_objects(config)
 
 
-def test_render_includes_the_training_job_when_the_job_builder_exists() -> None:
-    pytest.importorskip("workloads.job.manifest")
+def test_render_includes_the_training_job() -> None:
     kinds = {o["kind"] for o in all_objects(load_stack_config("dev"))}
     assert "PyTorchJob" in kinds
 

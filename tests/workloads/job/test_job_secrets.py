@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from stack.files import load_stack_config, stack_names
-from stack.paths import PROJECT_ROOT
+from tests.harness.pulumi_program import run_program
 from workloads.job.manifest import hf_token_secret, job_objects
 from workloads.job.spec import job_spec
 
@@ -65,12 +65,9 @@ def test_the_token_never_reaches_the_log() -> None:
 
 
 def test_the_token_never_reaches_a_stack_output() -> None:
-    if "TrainingJob" not in (PROJECT_ROOT / "__main__.py").read_text():
-        pytest.skip("__main__.py does not compose the TrainingJob yet; the component-level checks above stand in")
-    from tests.harness.pulumi_program import run_program
-
     run = run_program("dev", secrets={"fsdp-eks:hfToken": SENTINEL})
     assert run.error is None, run.error
+    assert run.of_type("fsdp-eks:workloads:TrainingJob"), "__main__.py composes no TrainingJob"
     shown = {name: value for name, value in run.outputs.items() if not name.endswith(".__plain")}
     assert SENTINEL not in json.dumps(shown)
     assert SENTINEL not in json.dumps(without_secrets([r.inputs for r in run.resources]))
