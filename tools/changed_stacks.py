@@ -26,7 +26,16 @@ STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^/]+)\.yaml$")
 # Paths whose change can change every stack's preview: the program and its dependencies, the pack that judges it,
 # and everything the trainer image is built from (its content tag is part of the job): the image's own inputs and
 # docker/, which also holds the build's ignore file.
-PROGRAM_PATHS = ("__main__.py", "Pulumi.yaml", "requirements.txt", "infra/", "workloads/", "policy/")
+PROGRAM_PATHS = (
+    "__main__.py",
+    "Pulumi.yaml",
+    "requirements.txt",
+    "stack/",
+    "sizing/",
+    "infra/",
+    "workloads/",
+    "policy/",
+)
 
 
 def _as_prefix(path: Path) -> str:
