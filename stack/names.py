@@ -22,6 +22,7 @@ ETCD_ENDPOINT = f"{ETCD_SERVICE_HOST}:{ETCD_CLIENT_PORT}"
 # Node labels and the taint the GPU node group carries (infra/gpu_nodes.py sets them; pods select on them).
 NODE_GROUP_LABEL = "fsdp-eks/node-group"
 GPU_NODE_GROUP = "gpu"
+SYSTEM_NODE_GROUP = "system"  # the CPU system node group (infra/cluster.py): etcd, the operator, monitoring
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "true"
@@ -32,6 +33,8 @@ GPU_TAINT_EFFECT = "NoSchedule"
 COMPONENT_LABEL = "fsdp-eks/component"
 TRAINER_COMPONENT = "trainer"
 STACK_LABEL = "fsdp-eks/stack"
+# Every object the project builds itself carries this label (Kubernetes' recommended app.kubernetes.io/part-of).
+PART_OF = {"app.kubernetes.io/part-of": "fsdp-eks"}
 # The training operator labels the leader pod of a PyTorchJob, the Master replica or else Worker 0, with this role
 # (kubeflow/trainer v1.9.4: pkg/apis/kubeflow.org/v1/common_types.go JobRoleLabel; pkg/controller.v1/common/pod.go
 # sets it where IsMasterRole holds, which for a PyTorchJob without a Master is Worker index 0).

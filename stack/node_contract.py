@@ -5,10 +5,22 @@ must provide them (docs/aws.md, "An existing cluster"). Pure, so the job's build
 
 from __future__ import annotations
 
-NODE_GROUP_LABEL_KEY = "fsdp-eks/node-group"  # "gpu" on the GPU nodes, "system" on the CPU system nodes
-GPU_NODE_GROUP_LABEL = (NODE_GROUP_LABEL_KEY, "gpu")
+from stack.names import (
+    GPU_NODE_GROUP,
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    NODE_GROUP_LABEL,
+    SYSTEM_NODE_GROUP,
+)
+
+GPU_NODE_GROUP_LABEL = (NODE_GROUP_LABEL, GPU_NODE_GROUP)
+SYSTEM_NODE_GROUP_LABEL = (NODE_GROUP_LABEL, SYSTEM_NODE_GROUP)
 EFA_LABEL = "fsdp-eks/efa"  # "true" on nodes whose EFA interfaces are attached
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
+# The EKS API spells a taint's effect in its own enum (NO_SCHEDULE, NO_EXECUTE, PREFER_NO_SCHEDULE: the Taint data
+# type of the EKS API reference, and pulumi-aws's eks.NodeGroupTaint), Kubernetes in camel case.
+EKS_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+GPU_TAINT = {"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": EKS_TAINT_EFFECTS[GPU_TAINT_EFFECT]}
 
 # libfabric's EFA provider registers its bounce buffers in 2 MiB huge pages. EC2 instances with the EFA driver
 # pre-allocate 5128 of them (EKS user guide, "Run machine learning training on Amazon EKS with Elastic Fabric

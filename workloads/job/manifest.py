@@ -23,6 +23,7 @@ from stack.names import (
     GPU_TAINT_VALUE,
     INSTANCE_TYPE_LABEL,
     NODE_GROUP_LABEL,
+    PART_OF,
     STACK_LABEL,
     TRAINER_COMPONENT,
     TRAINER_METRICS_PORT,
@@ -139,7 +140,7 @@ def launcher_command(spec: JobSpec) -> list[str]:
 def labels(spec: JobSpec) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "fsdp-trainer",
-        "app.kubernetes.io/part-of": "fsdp-eks",
+        **PART_OF,
         STACK_LABEL: spec.stack,
         "fsdp-eks/run": str(spec.run),
         COMPONENT_LABEL: TRAINER_COMPONENT,

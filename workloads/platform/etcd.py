@@ -24,19 +24,20 @@ from stack.names import (
     ETCD_SERVICE_HOST,
     ETCD_SERVICE_NAME,
     NODE_GROUP_LABEL,
+    PART_OF,
     PLATFORM_NAMESPACE,
     STACK_LABEL,
+    SYSTEM_NODE_GROUP,
     TRAINER_COMPONENT,
     TRAINING_NAMESPACE,
 )
 from stack.versions import ETCD_IMAGE
 
-SYSTEM_NODE_GROUP = "system"
 # etcd serves /health and Prometheus metrics on a separate, plain-HTTP listener; probes go there so that they keep
 # working if client TLS is ever turned on.
 ETCD_METRICS_PORT = 2381
 ETCD_PEER_PORT = 2380
-LABELS = {"app.kubernetes.io/name": "etcd", "app.kubernetes.io/part-of": "fsdp-eks"}
+LABELS = {"app.kubernetes.io/name": "etcd", **PART_OF}
 VOLUME_PATH = "/var/lib/etcd"
 # The API server labels every namespace with its own name, unchangeably (Kubernetes docs, well-known labels), so a
 # policy can select a namespace by name.

@@ -18,15 +18,16 @@ from stack.names import (
     JOB_ROLE_LABEL,
     LEADER_ROLE,
     NODE_GROUP_LABEL,
+    PART_OF,
     PLATFORM_NAMESPACE,
+    SYSTEM_NODE_GROUP,
     TRAINER_COMPONENT,
     TRAINER_METRICS_PORT_NAME,
     TRAINING_NAMESPACE,
 )
 from workloads.platform.dashboards import DASHBOARD_LABEL, DASHBOARD_LABEL_VALUE
 
-PART_OF = {"app.kubernetes.io/part-of": "fsdp-eks"}
-SYSTEM_NODES = {NODE_GROUP_LABEL: "system"}
+SYSTEM_NODES = {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}
 GPU_NODES = {NODE_GROUP_LABEL: GPU_NODE_GROUP}
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
 

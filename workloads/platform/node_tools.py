@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stack.names import PLATFORM_NAMESPACE
+from stack.names import PART_OF, PLATFORM_NAMESPACE
 from stack.versions import NODE_TOOLS_IMAGE
-from workloads.platform.monitoring import GPU_NODES, GPU_TOLERATION, PART_OF
+from workloads.platform.monitoring import GPU_NODES, GPU_TOLERATION
 
 NODE_TOOLS = "node-tools"
 INSTALL_AND_WAIT = (

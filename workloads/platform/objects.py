@@ -13,6 +13,7 @@ from stack.names import (
     COMPONENT_LABEL,
     JOB_ROLE_LABEL,
     LEADER_ROLE,
+    PART_OF,
     PLATFORM_NAMESPACE,
     TRAINER_COMPONENT,
     TRAINING_NAMESPACE,
@@ -22,7 +23,6 @@ from workloads.platform.etcd import etcd_objects
 from workloads.platform.monitoring import (
     GRAFANA_ADMIN_SECRET,
     GRAFANA_SERVICE,
-    PART_OF,
     grafana_admin_secret,
     prometheus_storage_class,
     trainer_pod_monitor,

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from stack.names import PLATFORM_NAMESPACE
+from stack.names import PART_OF, PLATFORM_NAMESPACE
 from workloads.platform.dashboards.gpu import DCGM_METRICS, gpu_health_dashboard
 from workloads.platform.dashboards.training import training_dashboard
 
@@ -33,7 +33,7 @@ def dashboard_configmaps(namespace: str = PLATFORM_NAMESPACE) -> list[dict[str, 
             "metadata": {
                 "name": f"fsdp-eks-dashboard-{name}",
                 "namespace": namespace,
-                "labels": {DASHBOARD_LABEL: DASHBOARD_LABEL_VALUE, "app.kubernetes.io/part-of": "fsdp-eks"},
+                "labels": {DASHBOARD_LABEL: DASHBOARD_LABEL_VALUE, **PART_OF},
             },
             "data": {f"{name}.json": json.dumps(build(), indent=1, sort_keys=True)},
         }
