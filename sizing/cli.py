@@ -19,7 +19,7 @@ from sizing.estimate import (
     size_job,
     strategies_for,
 )
-from sizing.memory import CHECKPOINTING, COMPUTE_BYTES, STRATEGIES
+from sizing.memory import CHECKPOINTING, COMPUTE_BYTES
 from sizing.storage import (
     DEFAULT_FSX_THROUGHPUT_PER_TIB,
     FSX_THROUGHPUT_PER_TIB,
@@ -28,6 +28,7 @@ from sizing.storage import (
     fsx_capacity_problem,
 )
 from sizing.throughput import Assumptions
+from trainer.config import SHARDING_STRATEGIES
 
 EXIT_BAD_INPUT = 2  # argparse's status for bad arguments
 # Column labels of the memory breakdown, in sizing_memory.TERMS order (runtime is shown as "needed").
@@ -55,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default: min(4096, model max))")
     parser.add_argument("--batch-size", type=int, default=1, help="sequences per GPU per micro step (default: 1)")
     parser.add_argument("--global-batch-size", type=int, default=None, help="sequences per optimizer step")
-    parser.add_argument("--strategy", choices=STRATEGIES, action="append", help="only this strategy (repeatable)")
+    parser.add_argument(
+        "--strategy", choices=SHARDING_STRATEGIES, action="append", help="only this strategy (repeatable)"
+    )
     parser.add_argument("--mixed-precision", choices=tuple(COMPUTE_BYTES), default="bf16")
     parser.add_argument("--activation-checkpointing", choices=CHECKPOINTING, default="none")
     parser.add_argument("--mfu", type=float, default=None, help="assumed model FLOPs utilisation (default: per chip)")

@@ -21,7 +21,6 @@ from sizing.catalog import CATALOG, InstanceType
 from sizing.memory import (
     CHECKPOINTING,
     COMPUTE_BYTES,
-    STRATEGIES,
     Job,
     MemoryEstimate,
     Ranks,
@@ -29,6 +28,7 @@ from sizing.memory import (
 )
 from sizing.storage import StorageEstimate, storage_summary
 from sizing.throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
+from trainer.config import SHARDING_STRATEGIES
 from trainer.presets import PRESETS, ModelShape, find_shape
 
 GIB = 2**30
@@ -143,7 +143,11 @@ def make_job(
     """A Job with its gradient accumulation derived as the trainer does (trainer/plan.py); SizingError if bad."""
     checkpointing = activation_checkpointing
     checks = [
-        (sharding_strategy in STRATEGIES, f"sharding strategy {sharding_strategy!r}", ", ".join(STRATEGIES)),
+        (
+            sharding_strategy in SHARDING_STRATEGIES,
+            f"sharding strategy {sharding_strategy!r}",
+            ", ".join(SHARDING_STRATEGIES),
+        ),
         (mixed_precision in COMPUTE_BYTES, f"mixed precision {mixed_precision!r}", ", ".join(COMPUTE_BYTES)),
         (checkpointing in CHECKPOINTING, f"checkpointing {checkpointing!r}", ", ".join(CHECKPOINTING)),
         (1 <= seq_len <= shape.max_position_embeddings, f"seq len {seq_len}", f"1..{shape.max_position_embeddings}"),
@@ -189,4 +193,4 @@ def size_job(
 
 def strategies_for(nodes: int) -> tuple[str, ...]:
     """HYBRID_SHARD replicates across nodes: on one node it is FULL_SHARD (and the config refuses it)."""
-    return tuple(s for s in STRATEGIES if nodes > 1 or s != "HYBRID_SHARD")
+    return tuple(s for s in SHARDING_STRATEGIES if nodes > 1 or s != "HYBRID_SHARD")

@@ -27,7 +27,6 @@ from trainer.presets import ModelShape
 FP32 = 4
 INT64 = 8
 COMPUTE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 CHECKPOINTING = ("none", "selective", "full")
 
 

@@ -24,8 +24,8 @@ from stack.fields import (
     one_of_ints,
     setting,
 )
+from trainer.config import ACTIVATION_CHECKPOINTING, MIXED_PRECISIONS, SHARDING_STRATEGIES
 
-SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 CAPACITY_TYPES = ("ON_DEMAND", "CAPACITY_BLOCK", "SPOT")
 ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
@@ -272,9 +272,9 @@ class JobConfig:
     sharding_strategy: str = setting(
         "shardingStrategy", "FULL_SHARD", "FSDP sharding strategy.", one_of(*SHARDING_STRATEGIES)
     )
-    mixed_precision: str = setting("mixedPrecision", "bf16", "Mixed precision.", one_of("bf16", "fp16", "fp32"))
+    mixed_precision: str = setting("mixedPrecision", "bf16", "Mixed precision.", one_of(*MIXED_PRECISIONS))
     activation_checkpointing: str = setting(
-        "activationCheckpointing", "none", "Activation checkpointing.", one_of("none", "full", "selective")
+        "activationCheckpointing", "none", "Activation checkpointing.", one_of(*ACTIVATION_CHECKPOINTING)
     )
     compile: bool = setting("compile", False, "torch.compile each decoder block.")
     seq_len: int = setting("seqLen", 4096, "Tokens per sequence.", at_least(1))
