@@ -29,8 +29,13 @@ def time_stack(stack: str) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "tests.harness.mock_runner", stack, str(out)], cwd=ROOT, env=env,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "tests.harness.mock_runner", stack, str(out)],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         elapsed = time.perf_counter() - start
         run = json.loads(out.read_text())
     if run["error"]:

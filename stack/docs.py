@@ -1,7 +1,7 @@
 """The config reference, generated from the config model: the README table and Pulumi.yaml's declarations.
 
-    python -m stack.docs            # print the README table
-    python -m stack.docs --check    # exit 1 if README.md or Pulumi.yaml disagree with the model
+python -m stack.docs            # print the README table
+python -m stack.docs --check    # exit 1 if README.md or Pulumi.yaml disagree with the model
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ from workloads.render import all_objects, job_objects, render
 
 
 def run_render(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "workloads", *args], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "workloads", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_cli_prints_every_object_as_yaml() -> None:
@@ -33,7 +34,7 @@ def test_render_prints_the_platform_objects_then_the_jobs(stack: str) -> None:
     printed = list(yaml.safe_load_all(render(config)))
     platform = platform_objects(config)
     assert printed[: len(platform)] == platform
-    assert printed[len(platform):] == job_objects(config)
+    assert printed[len(platform) :] == job_objects(config)
 
 
 def test_render_includes_the_training_job() -> None:

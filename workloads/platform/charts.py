@@ -44,28 +44,55 @@ class ChartRelease:
 
 def device_plugin_charts(config: StackConfig) -> list[ChartRelease]:
     charts = [
-        ChartRelease("nvidia-device-plugin", "nvidia-device-plugin", NVIDIA_REPO, "nvidia-device-plugin",
-                     NVIDIA_DEVICE_PLUGIN_CHART_VERSION, NODE_AGENT_NAMESPACE, nvidia_device_plugin_values()),
+        ChartRelease(
+            "nvidia-device-plugin",
+            "nvidia-device-plugin",
+            NVIDIA_REPO,
+            "nvidia-device-plugin",
+            NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
+            NODE_AGENT_NAMESPACE,
+            nvidia_device_plugin_values(),
+        ),
     ]
     if config.gpu_nodes.efa_enabled:
         charts.append(
-            ChartRelease("efa-device-plugin", "aws-efa-k8s-device-plugin", EKS_CHARTS_REPO,
-                         "aws-efa-k8s-device-plugin", EFA_DEVICE_PLUGIN_CHART_VERSION, NODE_AGENT_NAMESPACE,
-                         efa_device_plugin_values(config.gpu_nodes))
+            ChartRelease(
+                "efa-device-plugin",
+                "aws-efa-k8s-device-plugin",
+                EKS_CHARTS_REPO,
+                "aws-efa-k8s-device-plugin",
+                EFA_DEVICE_PLUGIN_CHART_VERSION,
+                NODE_AGENT_NAMESPACE,
+                efa_device_plugin_values(config.gpu_nodes),
+            )
         )
     return charts
 
 
 def monitoring_chart(config: StackConfig) -> ChartRelease:
     # Fifteen minutes: the first install pulls a dozen images and waits for Prometheus' volume.
-    return ChartRelease("kube-prometheus-stack", MONITORING_RELEASE, PROMETHEUS_COMMUNITY_REPO,
-                        "kube-prometheus-stack", KUBE_PROMETHEUS_STACK_CHART_VERSION, PLATFORM_NAMESPACE,
-                        kube_prometheus_stack_values(config.monitoring), timeout_s=900)
+    return ChartRelease(
+        "kube-prometheus-stack",
+        MONITORING_RELEASE,
+        PROMETHEUS_COMMUNITY_REPO,
+        "kube-prometheus-stack",
+        KUBE_PROMETHEUS_STACK_CHART_VERSION,
+        PLATFORM_NAMESPACE,
+        kube_prometheus_stack_values(config.monitoring),
+        timeout_s=900,
+    )
 
 
 def dcgm_exporter_chart() -> ChartRelease:
-    return ChartRelease("dcgm-exporter", "dcgm-exporter", DCGM_EXPORTER_REPO, "dcgm-exporter",
-                        DCGM_EXPORTER_CHART_VERSION, NODE_AGENT_NAMESPACE, dcgm_exporter_values())
+    return ChartRelease(
+        "dcgm-exporter",
+        "dcgm-exporter",
+        DCGM_EXPORTER_REPO,
+        "dcgm-exporter",
+        DCGM_EXPORTER_CHART_VERSION,
+        NODE_AGENT_NAMESPACE,
+        dcgm_exporter_values(),
+    )
 
 
 def platform_charts(config: StackConfig) -> list[ChartRelease]:

@@ -114,16 +114,18 @@ class Platform(pulumi.ComponentResource):
                 f"{self._name}-grafana-admin", length=24, special=False, opts=pulumi.ResourceOptions(parent=self)
             )
             self.grafana_password = pulumi.Output.secret(password.result)
-            before_chart += [self._object(obj, depends_on=in_namespace)
-                             for obj in grafana_objects(cfg, self.grafana_password)]
+            before_chart += [
+                self._object(obj, depends_on=in_namespace) for obj in grafana_objects(cfg, self.grafana_password)
+            ]
         stack = self._release(monitoring_chart(cfg), depends_on=[*in_namespace, *before_chart])
         # The ServiceMonitor in the DCGM exporter's chart and the PodMonitor need the stack's CRDs.
         self._release(dcgm_exporter_chart(), depends_on=[stack, *after_nodes])
         for obj in scrape_objects(cfg):
             self._object(obj, depends_on=[*in_namespace, stack])
 
-    def _cloudwatch_addon(self, cfg: StackConfig, cluster_name: pulumi.Input[str],
-                          after_nodes: list[pulumi.Resource]) -> aws.eks.Addon:
+    def _cloudwatch_addon(
+        self, cfg: StackConfig, cluster_name: pulumi.Input[str], after_nodes: list[pulumi.Resource]
+    ) -> aws.eks.Addon:
         invoke = pulumi.InvokeOutputOptions(parent=self)
         partition = aws.get_partition_output(opts=invoke).partition
         account = aws.get_caller_identity_output(opts=invoke).account_id
@@ -132,12 +134,15 @@ class Platform(pulumi.ComponentResource):
             lambda v: pod_identity_trust_policy(CLOUDWATCH_IDENTITY, cluster_arn(v[0], cfg.region, v[1], v[2]))
         )
         role = role_with_policies(f"{self._name}-cloudwatch", trust, ("CloudWatchAgentServerPolicy",), partition, self)
-        version = CLOUDWATCH_OBSERVABILITY_ADDON_VERSION or aws.eks.get_addon_version_output(
-            addon_name=CLOUDWATCH_ADDON,
-            kubernetes_version=cfg.cluster.kubernetes_version,
-            most_recent=False,
-            opts=pulumi.InvokeOutputOptions(parent=self),
-        ).version
+        version = (
+            CLOUDWATCH_OBSERVABILITY_ADDON_VERSION
+            or aws.eks.get_addon_version_output(
+                addon_name=CLOUDWATCH_ADDON,
+                kubernetes_version=cfg.cluster.kubernetes_version,
+                most_recent=False,
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).version
+        )
         return aws.eks.Addon(
             f"{self._name}-cloudwatch-observability",
             cluster_name=cluster_name,

@@ -51,8 +51,7 @@ def node_tools_daemonset(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
                                 {"name": "TERM", "value": "xterm-256color"},
                             ],
                             "readinessProbe": {"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 5},
-                            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-                                          "limits": {"memory": "256Mi"}},
+                            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
                         }
                     ],
                 },

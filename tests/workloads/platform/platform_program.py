@@ -42,8 +42,10 @@ def program(stack: str, overrides: dict[str, Any]) -> None:
     platform = Platform("platform", PlatformArgs(provider=provider, config=config, depends_on=[gpu_nodes]))
     pulumi.export("nextCommands", platform.next_commands)
     pulumi.export("etcdEndpoint", platform.etcd_endpoint)
-    pulumi.export("grafanaPasswordIsSecret", platform.grafana_password is not None
-                  and _sync_await(platform.grafana_password.is_secret()))
+    pulumi.export(
+        "grafanaPasswordIsSecret",
+        platform.grafana_password is not None and _sync_await(platform.grafana_password.is_secret()),
+    )
 
 
 def run(stack: str, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -53,8 +55,10 @@ def run(stack: str, overrides: dict[str, Any]) -> dict[str, Any]:
     _sync_await(mocks.run_pulumi_func(lambda: program(stack, overrides)))
     from pulumi.runtime.settings import get_root_resource
 
-    outputs = {name: _sync_await(pulumi.Output.from_input(value).future())
-               for name, value in get_root_resource().outputs.items()}
+    outputs = {
+        name: _sync_await(pulumi.Output.from_input(value).future())
+        for name, value in get_root_resource().outputs.items()
+    }
     return {"resources": monitor.records, "outputs": outputs}
 
 
@@ -71,8 +75,11 @@ class PlatformRun:
 
     def one_named(self, kind: str, object_name: str) -> Registered:
         """The Kubernetes object of `kind` (lower case) whose metadata.name is `object_name`."""
-        (found,) = [r for r in self.resources if r.type.lower().endswith(f":{kind}")
-                    and (r.inputs.get("metadata") or {}).get("name") == object_name]
+        (found,) = [
+            r
+            for r in self.resources
+            if r.type.lower().endswith(f":{kind}") and (r.inputs.get("metadata") or {}).get("name") == object_name
+        ]
         return found
 
 
@@ -82,7 +89,10 @@ def run_platform(stack: str, overrides_json: str = "{}") -> PlatformRun:
         out = Path(tmp) / "run.json"
         completed = subprocess.run(
             [sys.executable, "-m", "tests.workloads.platform.platform_program", stack, str(out), overrides_json],
-            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         if not out.exists():
             raise RuntimeError(f"platform mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")

@@ -34,8 +34,11 @@ def test_the_gpu_device_plugin_waits_for_the_gpu_node_group(stack_run: ProgramRu
     gpu_groups = stack_run.of_type("fsdp-eks:infra:GpuNodeGroup")
     assert gpu_groups, "every stack file builds its cluster and GPU node group"
     gpu_resources = {r.urn for r in children(stack_run, gpu_groups[0])}
-    plugin = next(r for r in children(stack_run, platform)
-                  if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs["chart"] == "nvidia-device-plugin")
+    plugin = next(
+        r
+        for r in children(stack_run, platform)
+        if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs["chart"] == "nvidia-device-plugin"
+    )
     assert set(plugin.dependencies) & gpu_resources
 
 

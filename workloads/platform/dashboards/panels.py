@@ -78,11 +78,17 @@ def _target(query: Query, ref_id: str) -> dict[str, Any]:
 
 
 def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
-    options: dict[str, Any] = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-                               "tooltip": {"mode": "multi", "sort": "desc"}}
+    options: dict[str, Any] = {
+        "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }
     if panel.kind == "stat":
-        options = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                   "colorMode": "value", "graphMode": "area", "textMode": "auto"}
+        options = {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "value",
+            "graphMode": "area",
+            "textMode": "auto",
+        }
     elif panel.kind == "table":
         options = {"showHeader": True}
     return {
@@ -109,8 +115,14 @@ def layout(panels: list[Panel]) -> list[dict[str, Any]]:
     return placed
 
 
-def dashboard(uid: str, title: str, description: str, panels: list[Panel],
-              variables: list[dict[str, Any]] | None = None, refresh: str = "30s") -> dict[str, Any]:
+def dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    panels: list[Panel],
+    variables: list[dict[str, Any]] | None = None,
+    refresh: str = "30s",
+) -> dict[str, Any]:
     return {
         "uid": uid,
         "title": title,
