@@ -28,6 +28,7 @@ demo-drill: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m stack.docs --check
 	$(PY) -m pytest -q -p no:cacheprovider
 
@@ -36,6 +37,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 policy-venv: policy/venv/.installed
 
