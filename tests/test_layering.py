@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from stack.paths import PROJECT_ROOT
 from tests.harness.import_graph import MODULES, PACKAGES, package_of, project_imports, reachable, third_party
 
 # Lowest first. A package may import its own layer's package and every package of a lower layer; packages that
@@ -86,3 +87,11 @@ def test_the_checks_see_the_import_graph() -> None:
     assert "trainer.launch_exits" in project_imports("workloads.job.manifest")
     assert "workloads.job.component" in project_imports("__main__")
     assert "torch" in third_party("trainer.model")
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])
+def test_the_maps_name_every_package(doc: str) -> None:
+    """README's layout table and docs/architecture.md's package table list every package there is."""
+    text = (PROJECT_ROOT / doc).read_text()
+    missing = sorted(p for p in PACKAGES if f"`{p}/`" not in text and f"`{p}.py`" not in text)
+    assert not missing, f"{doc} does not name {missing}"
