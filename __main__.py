@@ -55,7 +55,6 @@ else:
             config=config.gpu_nodes,
             cluster=cluster.eks_cluster,
             cluster_name=config.cluster_name,
-            availability_zone=config.gpu_availability_zone,
             vpc_id=network.vpc_id,
             subnet_id=network.gpu_subnet_id,
             cluster_security_group_id=cluster.cluster_security_group_id,

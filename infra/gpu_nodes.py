@@ -99,7 +99,6 @@ class GpuNodeGroupArgs:
     config: GpuNodesConfig
     cluster: eks.Cluster
     cluster_name: str
-    availability_zone: str
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     cluster_security_group_id: pulumi.Input[str]  # the group EKS created for the cluster

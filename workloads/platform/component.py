@@ -56,8 +56,6 @@ class PlatformArgs:
     config: StackConfig
     depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
     """What node agents wait for, e.g. the GPU node group (their charts wait for their pods to be ready)."""
-    cluster_name: pulumi.Input[str] | None = None
-    """The EKS cluster's name for the CloudWatch add-on; default: the config's cluster name."""
 
 
 class Platform(pulumi.ComponentResource):
@@ -90,7 +88,7 @@ class Platform(pulumi.ComponentResource):
         for obj in node_tools_objects(cfg):
             self._object(obj, depends_on=[*in_namespace, *after_nodes])
         if cfg.monitoring.cloudwatch_observability:
-            self._cloudwatch_addon(cfg, args.cluster_name or cfg.cluster_name, after_nodes)
+            self._cloudwatch_addon(cfg, cfg.cluster_name, after_nodes)
 
         self.platform_namespace = PLATFORM_NAMESPACE
         self.training_namespace = TRAINING_NAMESPACE
