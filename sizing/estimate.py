@@ -28,7 +28,9 @@ from sizing.memory import (
 )
 from sizing.storage import StorageEstimate, storage_summary
 from sizing.throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
-from trainer.config import SHARDING_STRATEGIES
+from trainer.config import SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
+from trainer.env import DistEnv
+from trainer.plan import make_plan
 from trainer.presets import PRESETS, ModelShape, find_shape
 
 GIB = 2**30
@@ -157,15 +159,17 @@ def make_job(
     for ok, what, allowed in checks:
         if not ok:
             raise SizingError(f"{what} is not allowed for {shape.name}; expected {allowed}")
-    per_micro_step = batch_size * gpus
-    global_batch = global_batch_size or per_micro_step
-    if global_batch % per_micro_step:
+    # The trainer's own plan; gradient accumulation depends on the world size alone, not on how it splits in nodes.
+    schedule = ScheduleConfig(batch_size=batch_size, global_batch_size=global_batch_size)
+    try:
+        plan = make_plan(TrainConfig(schedule=schedule), DistEnv(world_size=gpus, local_world_size=gpus))
+    except ValueError:
         raise SizingError(
-            f"global batch size {global_batch} is not a multiple of batch size x GPUs ({batch_size} x {gpus})"
-        )
+            f"global batch size {global_batch_size} is not a multiple of batch size x GPUs ({batch_size} x {gpus})"
+        ) from None
     return Job(
         shape, seq_len, batch_size, sharding_strategy, mixed_precision, activation_checkpointing,
-        grad_accum=global_batch // per_micro_step,
+        grad_accum=plan.grad_accum,
     )  # fmt: skip
 
 

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainer.config import ParallelConfig, TrainConfig
+from trainer.env import DistEnv
+from trainer.plan import mesh_shape
 from trainer.presets import ModelShape
 
 FP32 = 4
@@ -62,17 +65,19 @@ class Ranks:
     device: str = "gpu"
     """gpu or cpu: the runtime term and the collectives' staging buffers differ (gloo on CPU, NCCL on GPU)."""
 
+    def mesh(self, strategy: str) -> tuple[int, int]:
+        """(replicate, shard): the trainer's own device mesh for the strategy (trainer/plan.py), with torchrun's
+        local world size (never more than the whole world) and one replicate group per node, the trainer's default."""
+        env = DistEnv(world_size=self.world_size, local_world_size=min(self.per_node, self.world_size))
+        return mesh_shape(TrainConfig(parallel=ParallelConfig(sharding_strategy=strategy)), env)
+
     def shard_size(self, strategy: str) -> int:
-        """Ranks one parameter is sharded over (the trainer's mesh, trainer/plan.py)."""
-        if strategy == "NO_SHARD":
-            return 1
-        if strategy == "HYBRID_SHARD":  # sharded within a node, replicated across nodes
-            return min(self.per_node, self.world_size)
-        return self.world_size
+        """Ranks one parameter is sharded over."""
+        return self.mesh(strategy)[1]
 
     def replicate_size(self, strategy: str) -> int:
         """Replicas of each shard: gradients are all-reduced across them (HYBRID_SHARD, NO_SHARD)."""
-        return self.world_size // self.shard_size(strategy)
+        return self.mesh(strategy)[0]
 
 
 @dataclass(frozen=True)
