@@ -8,21 +8,21 @@ resumed, so a step can appear twice; the later record is the one that counts.
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-Record = dict[str, Any]
+from sizing.metrics_file import Record, parse_records
 
 
 class MetricsFollower:
-    """Reads the records appended to a metrics file since the last call (the file may not exist yet)."""
+    """Reads the records appended to a metrics file since the last call (the file may not exist yet), with the
+    project's one reader of the file (sizing/metrics_file.py)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
+        self.lines = 0
         self.records: list[Record] = []
 
     def poll(self) -> list[Record]:
@@ -33,7 +33,9 @@ class MetricsFollower:
             chunk = handle.read()
         complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next call
         self.offset += len(complete)
-        new = [json.loads(line) for line in complete.decode().splitlines() if line.strip()]
+        text = complete.decode()
+        new = parse_records(text, self.path, first_line=self.lines + 1)
+        self.lines += text.count("\n")
         self.records += new
         return new
 

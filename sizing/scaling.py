@@ -21,8 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sizing.metrics_file import MetricsFileError, read_records
+
 EXIT_BAD_INPUT = 2
-REQUIRED_FIELDS = ("step", "world_size", "tokens_per_second")
 
 
 class ScalingError(ValueError):
@@ -42,28 +43,6 @@ class ScalingPoint:
     peak_memory_gib: float
     records: int
     """Logged records the point's median is taken over."""
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The records of one metrics file; ScalingError naming the file and line when it is not what the trainer
-    writes."""
-    if not path.is_file():
-        raise ScalingError(f"{path}: no such metrics file")
-    records = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ScalingError(f"{path}:{number}: not a JSON object ({error.msg})") from None
-        missing = [name for name in REQUIRED_FIELDS if not isinstance(record, dict) or name not in record]
-        if missing:
-            raise ScalingError(f"{path}:{number}: missing {', '.join(missing)}; expected the trainer's metrics")
-        records.append(record)
-    if not records:
-        raise ScalingError(f"{path}: no metrics records; expected the trainer's --metrics-file of a finished run")
-    return records
 
 
 def steady_records(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -175,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.gpus_per_node < 1:
             raise ScalingError(f"--gpus-per-node {args.gpus_per_node} is not allowed; expected at least 1")
-        points = scaling_points([read_metrics(path) for path in args.metrics], args.gpus_per_node)
-    except ScalingError as error:
+        points = scaling_points([read_records(path) for path in args.metrics], args.gpus_per_node)
+    except (ScalingError, MetricsFileError) as error:
         print(f"python -m sizing.scaling: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     paths = write_report(points, args.out, args.title)

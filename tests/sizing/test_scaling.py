@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from matplotlib import image
 
-from sizing.scaling import ScalingError, main, read_metrics, scaling_points
+from sizing.metrics_file import MetricsFileError, read_records
+from sizing.scaling import main, scaling_points
 
 
 def record(step: int, world_size: int, tokens_per_second: float, **extra: float) -> dict:
@@ -76,7 +77,7 @@ def test_unusable_metrics_files_are_refused_with_the_reason(
     path = tmp_path / "metrics.jsonl"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(ScalingError, match=message):
-        read_metrics(path)
+    with pytest.raises(MetricsFileError, match=message):
+        read_records(path)
     assert main([str(path), "--out", str(tmp_path / "out")]) == 2
     assert message in capsys.readouterr().err
