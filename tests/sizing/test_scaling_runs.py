@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +11,8 @@ import pytest
 from matplotlib import image
 
 from stack.paths import PROJECT_ROOT as ROOT
+from tests.harness.trainer_runs import run_trainer, trainer_env
 
-TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 TRAINER_ARGS = [
     "--model", "tiny", "--dataset", "synthetic", "--device", "cpu", "--seq-len", "64", "--batch-size", "2",
     "--steps", "6", "--log-every", "2",
@@ -21,9 +20,9 @@ TRAINER_ARGS = [
 
 
 def run(command: list[str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key not in TORCHRUN_VARIABLES}
-    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    result = subprocess.run(
+        command, cwd=ROOT, env=trainer_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout}\n{result.stderr}"
     return result
 
@@ -33,8 +32,8 @@ def test_scaling_report_from_local_runs_at_one_and_two_workers(tmp_path: Path) -
     files = []
     for workers in (1, 2):
         metrics = tmp_path / f"workers-{workers}.jsonl"
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc-per-node"]
-        run([*launcher, str(workers), "-m", "trainer", *TRAINER_ARGS, "--metrics-file", str(metrics)])
+        trained = run_trainer([*TRAINER_ARGS, "--metrics-file", str(metrics)], tmp_path, workers, torchrun=True)
+        assert trained.returncode == 0, trained.output
         files.append(metrics)
     report = tmp_path / "report"
     printed = run([sys.executable, "-m", "sizing.scaling", *map(str, files), "--out", str(report)]).stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -12,9 +11,9 @@ from pathlib import Path
 
 from sizing.memory import Job, MemoryEstimate, Ranks, peak_memory
 from stack.paths import PROJECT_ROOT as ROOT
+from tests.harness.trainer_runs import trainer_env
 from trainer.presets import PRESETS
 
-TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 # glibc keeps freed blocks below its (dynamic, up to 32 MiB) mmap threshold in the heap, so peak RSS would measure
 # the allocator's high-water mark rather than the bytes the job holds. With M_MMAP_THRESHOLD fixed at 64 KiB
 # (mallopt(3); settable as MALLOC_MMAP_THRESHOLD_) every tensor of 64 KiB or more is mapped when allocated and
@@ -49,8 +48,7 @@ class Case:
 
 
 def _env() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key not in TORCHRUN_VARIABLES}
-    return {**env, **MEASUREMENT_ENV, "PYTHONPATH": str(ROOT)}
+    return {**trainer_env(), **MEASUREMENT_ENV}
 
 
 def _launch(module: str, args: list[str], ranks: int, env: dict[str, str], timeout: float) -> None:
