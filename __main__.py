@@ -12,7 +12,7 @@ from infra.role_boundary import require_role_boundary
 from infra.storage import CheckpointStorage, CheckpointStorageArgs
 from stack.fit import sizing_summary
 from stack.pulumi_config import read_stack_config
-from workloads.job.component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
+from workloads.job.component import TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs
 from workloads.platform.component import Platform, PlatformArgs
 
@@ -76,9 +76,7 @@ else:
                 cluster.cluster_security_group_id,
             ),
         )
-        checkpoint_fs = CheckpointFileSystem(
-            storage.file_system_id, storage.dns_name, storage.mount_name, storage.capacity_gib
-        )
+        checkpoint_fs = storage.file_system
         job_runtime.append(storage)
 
 platform = Platform(

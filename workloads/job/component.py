@@ -13,8 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stack.config import StackConfig
+from stack.file_system import LustreFileSystem
 from workloads.job.manifest import (
-    LustreFileSystem,
     checkpoint_volume_objects,
     hf_token_secret,
     namespace_manifest,
@@ -22,16 +22,6 @@ from workloads.job.manifest import (
     with_image,
 )
 from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
-
-
-@dataclass(frozen=True)
-class CheckpointFileSystem:
-    """The stack's FSx for Lustre file system, as infra/ exports it, for the default checkpoint claim."""
-
-    file_system_id: pulumi.Input[str]
-    dns_name: pulumi.Input[str]
-    mount_name: pulumi.Input[str]
-    capacity_gib: int
 
 
 @dataclass(frozen=True)
@@ -45,7 +35,8 @@ class TrainingJobArgs:
     hf_token: pulumi.Input[str] | None = None
     # Whatever the job needs running first: the platform (etcd, training operator, device plugins).
     depends_on: Sequence[pulumi.Resource] = ()
-    checkpoint_file_system: CheckpointFileSystem | None = None
+    # The stack's FSx for Lustre file system (CheckpointStorage.file_system), for the default checkpoint claim.
+    checkpoint_file_system: LustreFileSystem[pulumi.Input[str]] | None = None
 
 
 class TrainingJob(pulumi.ComponentResource):

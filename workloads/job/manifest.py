@@ -11,10 +11,10 @@ render CLI prints them, the local runner executes the same container command, an
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any
 
 from stack.config import StackConfig
+from stack.file_system import LustreFileSystem
 from stack.names import (
     COMPONENT_LABEL,
     GPU_NODE_GROUP,
@@ -36,7 +36,6 @@ from workloads.job.staging import stage_container, stage_resources, staged_train
 
 __all__ = [
     "JobSpec",
-    "LustreFileSystem",
     "checkpoint_volume_objects",
     "hf_token_secret",
     "job_objects",
@@ -369,17 +368,7 @@ def job_objects(config: StackConfig, image: str | None = None) -> list[dict[str,
     return [namespace_manifest(spec), hf_token_secret(spec), pytorchjob_manifest(spec)]
 
 
-@dataclass(frozen=True)
-class LustreFileSystem:
-    """An FSx for Lustre file system for checkpoints (created in infra/, in the GPU nodes' AZ)."""
-
-    file_system_id: str
-    dns_name: str
-    mount_name: str
-    capacity_gib: int
-
-
-def checkpoint_volume_objects(spec: JobSpec, fs: LustreFileSystem) -> list[dict[str, Any]]:
+def checkpoint_volume_objects(spec: JobSpec, fs: LustreFileSystem[str]) -> list[dict[str, Any]]:
     """A statically provisioned PersistentVolume on `fs` through the FSx CSI driver, and the claim the job mounts.
     Static provisioning needs only the driver on the nodes, no StorageClass; Retain keeps the checkpoints when the
     job (and its claim) is replaced."""

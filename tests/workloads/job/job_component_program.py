@@ -23,10 +23,11 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import mocks
 from pulumi.runtime.sync_await import _sync_await
 
+from stack.file_system import LustreFileSystem
 from stack.files import load_stack_config
 from stack.paths import PROJECT_ROOT
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
-from workloads.job.component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
+from workloads.job.component import TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs
 
 PUSHED_DIGEST = "sha256:" + "ab" * 32
@@ -56,7 +57,7 @@ def program(stack: str, given_image: str | None, fsx: bool) -> None:
     platform = pulumi.ComponentResource("fsdp-eks:workloads:Platform", "platform")
     k8s.core.v1.ConfigMap("platform-ready", opts=pulumi.ResourceOptions(parent=platform, provider=provider))
     image = TrainerImage("trainer", TrainerImageArgs(stack=config.stack, image=config.job.image))
-    file_system = CheckpointFileSystem("fs-0123456789abcdef0", "fs.example", "abcdefgh", 1200) if fsx else None
+    file_system = LustreFileSystem("fs-0123456789abcdef0", "fs.example", "abcdefgh", 1200) if fsx else None
     job = TrainingJob(
         "job",
         TrainingJobArgs(
