@@ -20,15 +20,16 @@ $(STAMP): requirements.txt requirements-trainer.txt requirements-dev.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m workloads.local --stack dev
+	$(PY) -m local --stack dev
 
 # The same job with two agents, one of them killed (agent and workers) after the first checkpoint.
 demo-drill: $(STAMP)
-	$(PY) -m workloads.local --stack dev --drill kill-agent --after-checkpoint
+	$(PY) -m local --stack dev --drill kill-agent --after-checkpoint
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m infra.config_docs --check
+	$(PY) -m ruff format --check .
+	$(PY) -m stack.docs --check
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-fast: $(STAMP)
@@ -36,6 +37,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 policy-venv: policy/venv/.installed
 

@@ -8,13 +8,13 @@ import pulumi
 from infra.cluster import Cluster, ClusterArgs, ExistingCluster
 from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.network import Network, NetworkArgs
-from infra.pulumi_config import read_stack_config
 from infra.role_boundary import require_role_boundary
 from infra.storage import CheckpointStorage, CheckpointStorageArgs
-from workloads.image import TrainerImage, TrainerImageArgs
-from workloads.job_component import CheckpointFileSystem, TrainingJob, TrainingJobArgs
-from workloads.platform import Platform, PlatformArgs
-from workloads.sizing import checkpoint_warning, sizing_summary
+from stack.fit import checkpoint_warning, sizing_summary
+from stack.pulumi_config import read_stack_config
+from workloads.job.component import TrainingJob, TrainingJobArgs
+from workloads.job.image import TrainerImage, TrainerImageArgs
+from workloads.platform.component import Platform, PlatformArgs
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
 require_role_boundary(config.cluster.role_permissions_boundary)  # before any role is registered
@@ -55,7 +55,6 @@ else:
             config=config.gpu_nodes,
             cluster=cluster.eks_cluster,
             cluster_name=config.cluster_name,
-            availability_zone=config.gpu_availability_zone,
             vpc_id=network.vpc_id,
             subnet_id=network.gpu_subnet_id,
             cluster_security_group_id=cluster.cluster_security_group_id,
@@ -77,9 +76,7 @@ else:
                 cluster.cluster_security_group_id,
             ),
         )
-        checkpoint_fs = CheckpointFileSystem(
-            storage.file_system_id, storage.dns_name, storage.mount_name, storage.capacity_gib
-        )
+        checkpoint_fs = storage.file_system
         job_runtime.append(storage)
 
 platform = Platform(
@@ -110,7 +107,7 @@ pulumi.export("clusterName", config.cluster_name)
 pulumi.export("region", config.region)
 pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", config.cost_per_hour)
-pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from workloads.sizing
+pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from sizing.estimate
 if warning := checkpoint_warning(config):
     pulumi.log.warn(warning)
 pulumi.export("nextCommands", platform.next_commands)

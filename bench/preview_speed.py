@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infra.stack_files import raw_stack_config, stack_names  # noqa: E402
+from stack.files import raw_stack_config, stack_names  # noqa: E402
 from tests.harness.pulumi_program import engine_config  # noqa: E402
 
 
@@ -29,8 +29,13 @@ def time_stack(stack: str) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "tests.harness.mock_runner", stack, str(out)], cwd=ROOT, env=env,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "tests.harness.mock_runner", stack, str(out)],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         elapsed = time.perf_counter() - start
         run = json.loads(out.read_text())
     if run["error"]:

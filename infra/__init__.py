@@ -1,1 +1,2 @@
-"""AWS side of fsdp-eks: stack config, instance catalog, and the Pulumi components for network, cluster, GPU nodes."""
+"""AWS side of fsdp-eks: the Pulumi components for the network, the cluster, the GPU nodes and the checkpoint storage,
+and the IAM documents they attach (the stack's config and the instance catalog live in stack/ and sizing/)."""

@@ -1,7 +1,7 @@
 """The EKS add-ons the stack installs: which, when, with what configuration and which pod identity.
 
 Every add-on is an aws.eks.Addon the program registers itself (not pulumi-eks's defaults), so previews and
-tests show it; versions come from infra/versions.py.
+tests show it; versions come from stack/versions.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.iam import PodIdentity, pod_identity_trust_policy, role_with_policies
-from infra.versions import EKS_ADDONS
+from stack.versions import EKS_ADDONS
 
 
 @dataclass(frozen=True)

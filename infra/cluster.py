@@ -11,13 +11,13 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from infra.addons import AddonTarget, cluster_addons, eks_addon
-from infra.config import ClusterConfig
 from infra.iam import NODE_POLICIES, cluster_arn, key_policy, node_trust_policy, role_with_policies
 from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
-from infra.node_contract import NODE_GROUP_LABEL_KEY
-from infra.versions import SYSTEM_AMI_TYPE
+from stack.config import ClusterConfig
+from stack.node_contract import SYSTEM_NODE_GROUP_LABEL
+from stack.versions import SYSTEM_AMI_TYPE
 
-SYSTEM_NODE_LABELS = {NODE_GROUP_LABEL_KEY: "system"}
+SYSTEM_NODE_LABELS = dict([SYSTEM_NODE_GROUP_LABEL])
 SYSTEM_ROOT_VOLUME_GIB = 100
 # A KMS key scheduled for deletion can still be cancelled for this long (the maximum KMS allows): `pulumi destroy`
 # of a cluster whose secrets it encrypted stays recoverable for a month.

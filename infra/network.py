@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.config import NetworkConfig
+from stack.config import NetworkConfig
 
 
 @dataclass(frozen=True)

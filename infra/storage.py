@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.config import StorageConfig
+from stack.config import StorageConfig
+from stack.file_system import LustreFileSystem
 
 # Lustre's ports (FSx for Lustre user guide, "File system access control with Amazon VPC"): 988 for LNet, and
 # 1018-1023 for the servers' own traffic.
@@ -30,10 +31,8 @@ class CheckpointStorageArgs:
 class CheckpointStorage(pulumi.ComponentResource):
     """An FSx for Lustre file system reachable from the cluster's nodes."""
 
-    file_system_id: pulumi.Output[str]
-    dns_name: pulumi.Output[str]
-    mount_name: pulumi.Output[str]
-    capacity_gib: int
+    file_system: LustreFileSystem[pulumi.Output[str]]
+    """What the training job mounts (stack/file_system.py)."""
 
     def __init__(self, name: str, args: CheckpointStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fsdp-eks:infra:CheckpointStorage", name, None, opts)
@@ -84,8 +83,7 @@ class CheckpointStorage(pulumi.ComponentResource):
             tags={"Name": f"{args.cluster_name}-checkpoints"},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*rules, egress]),
         )
-        self.file_system_id = file_system.id
-        self.dns_name = file_system.dns_name
-        self.mount_name = file_system.mount_name
-        self.capacity_gib = cfg.fsx_capacity_gib
-        self.register_outputs({"fileSystemId": self.file_system_id, "dnsName": self.dns_name})
+        self.file_system = LustreFileSystem(
+            file_system.id, file_system.dns_name, file_system.mount_name, cfg.fsx_capacity_gib
+        )
+        self.register_outputs({"fileSystemId": file_system.id, "dnsName": file_system.dns_name})

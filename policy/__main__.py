@@ -8,11 +8,12 @@ the project root goes on the import path: the facts live in one place and the pa
 import sys
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(PROJECT_ROOT))
+# The project root (the parent of policy/), found from this file: nothing of the project can be imported before it
+# is on the path.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
+from pulumi_policy import EnforcementLevel, PolicyPack
 
-from policy.pack import POLICIES  # noqa: E402
+from policy.pack import POLICIES
 
 PolicyPack(name="fsdp-eks", policies=POLICIES, enforcement_level=EnforcementLevel.MANDATORY)

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.catalog import CATALOG
 from policy.node_groups import NODE_GROUP, instance_types, launch_template_of
 from policy.props import StackResource, as_int, get, is_unknown
+from sizing.catalog import CATALOG
 
 # $/hour. Above the 2-node p5 stacks, below a 16-node p5 fleet (about $1,570/h at list price): a default that makes
 # the big stacks say what they cost without failing anything. Teams set their own in the pack's config.

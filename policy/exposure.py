@@ -64,7 +64,8 @@ def ingress_violations(props: Mapping[str, Any]) -> list[str]:
     Controller's default scheme is internal, but other controllers' load balancers are usually internet-facing, so
     only the explicit annotation counts."""
     backends = {
-        value for path, value in walk(get(props, "spec"))
+        value
+        for path, value in walk(get(props, "spec"))
         if path[-2:] == ("service", "name") and isinstance(value, str) and GUARDED.search(value)
     }
     scheme = get(props, "metadata", "annotations", INGRESS_SCHEME_ANNOTATION)
@@ -89,16 +90,22 @@ def helm_values_violations(props: Mapping[str, Any]) -> list[str]:
         if not (chart_guarded or any(isinstance(p, str) and GUARDED.search(p) for p in path)):
             continue
         where = f"values.{dotted(path)}"
-        if path[-1] == "service" and get(value, "type") == "LoadBalancer" and not is_internal(
-            get(value, "annotations")
+        if (
+            path[-1] == "service"
+            and get(value, "type") == "LoadBalancer"
+            and not is_internal(get(value, "annotations"))
         ):
-            problems.append(f"chart {chart!r}: {where}.type is LoadBalancer (internet-facing); use ClusterIP and "
-                            "`kubectl port-forward`, or annotate it internal")
+            problems.append(
+                f"chart {chart!r}: {where}.type is LoadBalancer (internet-facing); use ClusterIP and "
+                "`kubectl port-forward`, or annotate it internal"
+            )
         if path[-1] == "ingress" and get(value, "enabled") is True:
             scheme = get(value, "annotations", INGRESS_SCHEME_ANNOTATION)
             if scheme != "internal" and not is_unknown(scheme):
-                problems.append(f"chart {chart!r}: {where}.enabled is true; remove the Ingress or make it "
-                                f"internal ({INGRESS_SCHEME_ANNOTATION}: internal)")
+                problems.append(
+                    f"chart {chart!r}: {where}.enabled is true; remove the Ingress or make it "
+                    f"internal ({INGRESS_SCHEME_ANNOTATION}: internal)"
+                )
     return problems
 
 

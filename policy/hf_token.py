@@ -55,6 +55,7 @@ def hf_token_violations(resource_type: str, props: Mapping[str, Any]) -> list[st
     ]
     problems += [f"{where} contains a Hugging Face token; keep it in a Secret" for where in token_literals(props)]
     if resource_type in CONFIG_MAP_TYPES:
-        problems += [f"{where} holds a token in a ConfigMap; keep it in a Secret" for where in
-                     config_map_token_keys(props)]
+        problems += [
+            f"{where} holds a token in a ConfigMap; keep it in a Secret" for where in config_map_token_keys(props)
+        ]
     return problems

@@ -1,8 +1,8 @@
 """The job's memory per GPU, from the sizing model, fits the GPU of its node type.
 
 Why mandatory: a job that cannot fit fails with CUDA out-of-memory only after the nodes are up, the image pulled
-and the model downloaded: tens of minutes of a 16-node fleet. The model (workloads/sizing.py) is the one the
-config validation and `python -m workloads.sizing` use, so the pack, the CLI and the PR summary agree.
+and the model downloaded: tens of minutes of a 16-node fleet. The model (sizing/estimate.py) is the one the
+config validation and `python -m sizing` use, so the pack, the CLI and the PR summary agree.
 
 The job is read from the PyTorchJob itself (trainer flags, replicas, node selector), not from the stack config:
 the policy checks what would be deployed. An elastic job is checked at its smallest size (minReplicas), where
@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.catalog import CATALOG, InstanceType
 from policy.props import as_int, get, is_unknown
 from policy.pytorchjob import PYTORCHJOB, replicas
+from sizing.catalog import CATALOG, InstanceType
 from trainer.config import TrainConfig, parse_args
 from trainer.presets import find_shape
 
@@ -83,9 +83,9 @@ class MemoryEstimate:
 
 
 def estimate(shape: JobShape) -> MemoryEstimate | None:
-    """workloads.sizing's figure for the job, the one `pulumi preview`'s config check and `python -m workloads.sizing`
+    """sizing.estimate's figure for the job, the one `pulumi preview`'s config check and `python -m sizing`
     give; None where it cannot size the job (a model known only by the config.json in its checkpoint)."""
-    from workloads import sizing  # imported here: the rest of the pack needs none of the sizing model
+    from sizing import estimate as sizing  # imported here: the rest of the pack needs none of the sizing model
 
     t = shape.train
     model = find_shape(t.model.name)
@@ -121,6 +121,6 @@ def memory_fit_violations(resource_type: str, props: Mapping[str, Any]) -> list[
         f"{t.parallel.activation_checkpointing}, seq len {t.data.seq_len} x batch {t.schedule.batch_size} on "
         f"{shape.nodes} x {shape.instance.name} needs about {result.needed_gib:.1f} GiB per GPU (peak, allocator "
         f"headroom and CUDA runtime), more than the {shape.instance.gpu_memory_gib} GiB of its GPUs; "
-        f"`python -m workloads.sizing --model {t.model.name} --instance {shape.instance.name} --nodes {shape.nodes}` "
+        f"`python -m sizing --model {t.model.name} --instance {shape.instance.name} --nodes {shape.nodes}` "
         "shows what would fit"
     ]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from infra.catalog import CATALOG, InstanceType
 from policy.props import StackResource, as_int, get, is_unknown
+from sizing.catalog import CATALOG, InstanceType
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SUBNET = "aws:ec2/subnet:Subnet"

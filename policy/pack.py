@@ -132,7 +132,7 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     ),
     resource_policy(
         "job-memory-fits-gpu",
-        "The training job's estimated memory per GPU (workloads.sizing) fits the GPU of its node type.",
+        "The training job's estimated memory per GPU (sizing.estimate) fits the GPU of its node type.",
         memory.memory_fit_violations,
     ),
     stack_policy(

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.catalog import CATALOG, InstanceType
 from policy.props import as_int, get, is_unknown
+from sizing.catalog import CATALOG, InstanceType
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 GPU_RESOURCE = "nvidia.com/gpu"

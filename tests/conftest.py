@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# The project root (the parent of tests/), found from this file: nothing of the project can be imported before it is
+# on the path.
+if str(Path(__file__).resolve().parent.parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from infra.stack_files import stack_names  # noqa: E402
-from tests.harness.pulumi_program import ProgramRun, run_program  # noqa: E402
+from stack.files import stack_names
+from tests.harness.pulumi_program import ProgramRun, run_program
 
 STACKS = stack_names()
 

@@ -3,7 +3,7 @@
 A stack is changed when its Pulumi.<stack>.yaml changed, or when anything every stack is built from changed (the
 program, its dependencies, every input of the trainer image, the policy pack): then every stack is previewed. Docs,
 tests and workflow edits change no stack. Runs on a bare runner: standard library and git only (the image's inputs
-come from workloads/image_source.py, which imports nothing else).
+come from workloads/job/image_source.py, which imports nothing else).
 
     python -m tools.changed_stacks --base origin/main                 # prints a JSON list
     python -m tools.changed_stacks --base "$BASE_SHA" --github-output "$GITHUB_OUTPUT"   # stacks=[...]
@@ -19,14 +19,23 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from workloads.image_source import IMAGE_INPUTS
+from stack.paths import PROJECT_ROOT
+from workloads.job.image_source import IMAGE_INPUTS
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STACK_FILE = re.compile(r"^Pulumi\.(?P<stack>[^/]+)\.yaml$")
 # Paths whose change can change every stack's preview: the program and its dependencies, the pack that judges it,
 # and everything the trainer image is built from (its content tag is part of the job): the image's own inputs and
 # docker/, which also holds the build's ignore file.
-PROGRAM_PATHS = ("__main__.py", "Pulumi.yaml", "requirements.txt", "infra/", "workloads/", "policy/")
+PROGRAM_PATHS = (
+    "__main__.py",
+    "Pulumi.yaml",
+    "requirements.txt",
+    "stack/",
+    "sizing/",
+    "infra/",
+    "workloads/",
+    "policy/",
+)
 
 
 def _as_prefix(path: Path) -> str:

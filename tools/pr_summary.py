@@ -22,11 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.config_fields import ConfigError
-from infra.stack_files import PROJECT_ROOT, load_stack_config, stack_names
 from policy.memory import estimate, job_shape
-from workloads.job import pytorchjob_manifest
-from workloads.job_spec import job_spec
+from stack.fields import ConfigError
+from stack.files import load_stack_config, stack_names
+from stack.paths import PROJECT_ROOT
+from workloads.job.manifest import pytorchjob_manifest
+from workloads.job.spec import job_spec
 
 COMMENT_MARKER = "<!-- fsdp-eks:pr-summary -->"
 # job_spec wants an image reference; the summary is about shapes, and reading the image's content tag would hash
@@ -79,13 +80,15 @@ def summarize(stack: str, root: Path = PROJECT_ROOT) -> StackSummary:
 def base_summaries(ref: str, root: Path = PROJECT_ROOT) -> dict[str, StackSummary]:
     """Each stack as it is at `ref`: its stack file from git, read by the current code (the summary is about what
     the config change does)."""
-    listed = subprocess.run(["git", "ls-tree", "--name-only", ref], cwd=root, check=True, capture_output=True,
-                            text=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", ref], cwd=root, check=True, capture_output=True, text=True
+    ).stdout.split()
     names = [n for n in listed if n.startswith("Pulumi.") and n.endswith(".yaml") and n != "Pulumi.yaml"]
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            text = subprocess.run(["git", "show", f"{ref}:{name}"], cwd=root, check=True, capture_output=True,
-                                  text=True).stdout
+            text = subprocess.run(
+                ["git", "show", f"{ref}:{name}"], cwd=root, check=True, capture_output=True, text=True
+            ).stdout
             (Path(tmp) / name).write_text(text)
         return {stack: summarize(stack, Path(tmp)) for stack in stack_names(Path(tmp))}
 
@@ -123,11 +126,9 @@ def _cell(column: Column, now: StackSummary, before: StackSummary | None) -> str
     return new if old is None or old == new else f"{old} → **{new}**"
 
 
-def markdown(current: Sequence[StackSummary], base: dict[str, StackSummary] | None,
-             changed: Sequence[str] = ()) -> str:
+def markdown(current: Sequence[StackSummary], base: dict[str, StackSummary] | None, changed: Sequence[str] = ()) -> str:
     lines = [COMMENT_MARKER, "### fsdp-eks: what this change means per stack", ""]
-    lines += ["| Stack | " + " | ".join(name for name, _ in COLUMNS) + " |",
-              "|---" * (len(COLUMNS) + 1) + "|"]
+    lines += ["| Stack | " + " | ".join(name for name, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     ordered = sorted(current, key=lambda s: (s.stack not in changed, s.stack))
     for s in ordered:
         before = (base or {}).get(s.stack)
@@ -143,7 +144,7 @@ def markdown(current: Sequence[StackSummary], base: dict[str, StackSummary] | No
     lines += [
         "",
         "Cost: GPU nodes x the catalog's on-demand price (or `gpuNodes.pricePerHour`), as the stack's "
-        "`estimatedCostPerHour` output. Memory/GPU: what `workloads.sizing` says the job needs per GPU (peak, "
+        "`estimatedCostPerHour` output. Memory/GPU: what `sizing.estimate` says the job needs per GPU (peak, "
         "allocator headroom, CUDA runtime) against the GPU's memory, as the policy `job-memory-fits-gpu` checks it. "
         "Policy results are in each stack's Pulumi preview comment.",
     ]
@@ -159,8 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     current = [summarize(stack) for stack in stack_names()]
     base = base_summaries(args.base_ref) if args.base_ref else None
     if args.format == "json":
-        document = {"stacks": [dataclasses.asdict(s) for s in current],
-                    "base": {k: dataclasses.asdict(v) for k, v in base.items()} if base is not None else None}
+        document = {
+            "stacks": [dataclasses.asdict(s) for s in current],
+            "base": {k: dataclasses.asdict(v) for k, v in base.items()} if base is not None else None,
+        }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         sys.stdout.write(markdown(current, base, json.loads(args.changed)))

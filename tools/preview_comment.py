@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from tools.changed_stacks import PROJECT_ROOT
+from stack.paths import PROJECT_ROOT
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 POLICY_LEVEL = re.compile(r"\[(mandatory|advisory|remediate)\]")

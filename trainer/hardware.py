@@ -1,6 +1,6 @@
 """Peak dense bf16 tensor throughput per accelerator chip (the denominator of MFU) and its memory bandwidth.
 
-Pure data, no torch import. The instance catalog (infra/catalog.py) names the chip of each instance type and
+Pure data, no torch import. The instance catalog (sizing/catalog.py) names the chip of each instance type and
 takes its peak from here, so each figure is written once. Figures are NVIDIA's datasheet numbers without
 structured sparsity.
 """

@@ -1,6 +1,6 @@
 """Model shapes the project knows by name: the trainer builds models from them, the sizing math reads them.
 
-Pure data, no torch import: `workloads.sizing` and the config validation use these shapes too.
+Pure data, no torch import: `sizing.estimate` and the config validation use these shapes too.
 Figures are the `config.json` values of the published checkpoints (meta-llama/Llama-2-*-hf).
 """
 

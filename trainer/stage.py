@@ -8,8 +8,8 @@ Takes the trainer's own flags and stages what they name onto shared storage:
 - the data set, tokenised into --data-cache-dir (trainer/data_cache.py) as the trainer will map it.
 The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub, none downloads, none tokenises.
 In the PyTorchJob every pod runs this as an init container; an exclusive lock on the shared volume (flock: FSx for
-Lustre is mounted with the flock option, workloads/job.py) lets the first pod stage while the others wait, and a
-marker naming what was staged lets them, and restarts, skip it. Exit status 2 for bad input, as the trainer's.
+Lustre is mounted with the flock option, workloads/job/manifest.py) lets the first pod stage while the others wait,
+and a marker naming what was staged lets them, and restarts, skip it. Exit status 2 for bad input, as the trainer's.
 """
 
 from __future__ import annotations

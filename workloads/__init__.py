@@ -1,1 +1,2 @@
-"""Kubernetes side of fsdp-eks: the platform, the PyTorchJob, the sizing math and the local run. No torch here."""
+"""Kubernetes side of fsdp-eks: the cluster platform (workloads/platform/) and the training job (workloads/job/);
+`python -m workloads --stack NAME` renders their objects. No torch here."""

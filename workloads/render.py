@@ -1,7 +1,7 @@
 """Print every Kubernetes object the project builds itself for a stack, as YAML, from the builders the stack uses.
 
-    python -m workloads.render --stack dev            # platform objects, then the training job's
-    python -m workloads.render --stack p5-16 | kubectl apply --dry-run=server -f -
+    python -m workloads --stack dev            # platform objects, then the training job's
+    python -m workloads --stack p5-16 | kubectl apply --dry-run=server -f -
 
 Helm charts and the training operator's manifests are not included: their contents are the charts' own. The
 Grafana password is a placeholder here; the stack generates the real one.
@@ -16,17 +16,14 @@ from typing import Any
 
 import yaml
 
-from infra.config import StackConfig
-from infra.stack_files import load_stack_config, stack_names
-from workloads.platform_objects import platform_objects
+from stack.config import StackConfig
+from stack.files import load_stack_config, stack_names
+from workloads.job.manifest import job_objects as build_job_objects
+from workloads.platform.objects import platform_objects
 
 
 def job_objects(config: StackConfig) -> list[dict[str, Any]]:
-    """The training job's objects, from the job's own builder (workloads/job.py), when the stack runs a job."""
-    try:
-        from workloads.job import job_objects as build_job_objects
-    except ImportError:  # the job's builder is not part of this checkout
-        return []
+    """The training job's objects, from the job's own builder (workloads/job/manifest.py), when the stack runs a job."""
     return list(build_job_objects(config)) if config.job.enabled else []
 
 
@@ -39,12 +36,8 @@ def render(config: StackConfig) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.render", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m workloads", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True, choices=stack_names(), help="a stack with a Pulumi.<stack>.yaml")
     args = parser.parse_args(argv)
     sys.stdout.write(render(load_stack_config(args.stack)))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

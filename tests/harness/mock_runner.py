@@ -26,12 +26,12 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import get_root_resource
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
-from infra.config_fields import ConfigError
+from stack.fields import ConfigError
+from stack.paths import PROJECT_ROOT
 from tests.harness.fake_cloud import FakeCloud, child_reference
 from tests.harness.fake_eks import Child
 from tests.harness.preview_runs import PREVIEW_CLOUDS
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SECRET_SENTINEL = "[secret]"
 UNKNOWN_MARKER = "$unknown"
 

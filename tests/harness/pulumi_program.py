@@ -19,7 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from infra.stack_files import PROJECT_ROOT, raw_stack_config
+from stack.files import raw_stack_config
+from stack.paths import PROJECT_ROOT
 
 
 @dataclass(frozen=True)

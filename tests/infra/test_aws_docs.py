@@ -1,13 +1,13 @@
 """docs/aws.md states what the program does with the facts the program uses: an existing cluster's node
-prerequisites from infra/node_contract.py, the failure codes AWS answers with, and the reservation update path
+prerequisites from stack/node_contract.py, the failure codes AWS answers with, and the reservation update path
 the preview warns about."""
 
 from __future__ import annotations
 
 from infra.addons import VPC_CNI
-from infra.config_docs import ROOT
 from infra.gpu_nodes import SCALE_TO_ZERO
-from infra.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, HUGEPAGE_SIZE_MIB
+from stack.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, HUGEPAGE_SIZE_MIB
+from stack.paths import PROJECT_ROOT as ROOT
 
 AWS_DOC = " ".join((ROOT / "docs" / "aws.md").read_text().split())  # line breaks do not matter
 

@@ -6,9 +6,9 @@ import ipaddress
 
 import pytest
 
-from infra.catalog import CATALOG, instance_type
 from infra.gpu_nodes import efa_network_interfaces, hugepages_user_data
 from infra.network import subnet_plan
+from sizing.catalog import CATALOG, instance_type
 from trainer.hardware import PEAK_BF16_FLOPS
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from infra.config import parse_stack_config
-from infra.config_fields import ConfigError
-from infra.stack_files import load_stack_config, raw_stack_config
+from stack.fields import ConfigError
+from stack.files import load_stack_config, raw_stack_config
+from stack.parse import parse_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
 
 ROLE = "aws:iam/role:Role"

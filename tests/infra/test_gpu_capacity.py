@@ -3,7 +3,7 @@ inside an existing placement group, and node groups that can be replaced without
 
 from __future__ import annotations
 
-from infra.stack_files import raw_stack_config
+from stack.files import raw_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
 
 GPU = "fsdp-eks:gpuNodes"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infra.catalog import CATALOG
-from infra.stack_files import load_stack_config, raw_stack_config
+from sizing.catalog import CATALOG
+from stack.files import load_stack_config, raw_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

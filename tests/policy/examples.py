@@ -6,11 +6,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from infra.catalog import CATALOG
-from infra.stack_files import load_stack_config
 from policy.props import StackResource
-from workloads.job import pytorchjob_manifest
-from workloads.job_spec import job_spec
+from sizing.catalog import CATALOG
+from stack.files import load_stack_config
+from workloads.job.manifest import pytorchjob_manifest
+from workloads.job.spec import job_spec
 
 TEMPLATE_URN = "urn:pulumi:s::fsdp-eks::fsdp-eks:infra:GpuNodeGroup$aws:ec2/launchTemplate:LaunchTemplate::gpu-template"
 GROUP_URN = (

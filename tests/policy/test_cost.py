@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from infra.catalog import CATALOG
 from policy.cost import DEFAULT_MAX_COST_PER_HOUR, budget_violations, stack_cost
 from policy.props import UNKNOWN, StackResource
+from sizing.catalog import CATALOG
 from tests.policy.examples import NODE_GROUP, launch_template, node_group, node_group_resources
 
 STACK = "urn:pulumi:s::fsdp-eks::"

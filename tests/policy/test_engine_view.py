@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-from infra.stack_files import load_stack_config, raw_stack_config
+from stack.files import load_stack_config, raw_stack_config
 from tests.harness.fake_eks import ProviderRefusalError
 from tests.harness.pulumi_program import ProgramRun, run_program
 from tests.policy.engine import analyze_view

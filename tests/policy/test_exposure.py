@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from infra.config import MonitoringConfig
 from policy.exposure import public_endpoint_violations
-from workloads.etcd import etcd_service
-from workloads.monitoring import kube_prometheus_stack_values
+from stack.config import MonitoringConfig
+from workloads.platform.etcd import etcd_service
+from workloads.platform.monitoring import kube_prometheus_stack_values
 
 SERVICE = "kubernetes:core/v1:Service"
 INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
@@ -53,8 +53,10 @@ def test_other_services_may_have_public_load_balancers() -> None:
 
 
 def test_a_service_selecting_grafana_pods_counts_as_grafana() -> None:
-    service = {"metadata": {"name": "dashboards"}, "spec": {"type": "LoadBalancer",
-                                                             "selector": {"app.kubernetes.io/name": "grafana"}}}
+    service = {
+        "metadata": {"name": "dashboards"},
+        "spec": {"type": "LoadBalancer", "selector": {"app.kubernetes.io/name": "grafana"}},
+    }
     assert "grafana" in public_endpoint_violations(SERVICE, service)[0]
 
 
@@ -75,8 +77,9 @@ def test_a_prometheus_ingress_in_chart_values_fails() -> None:
 
 
 def test_an_internal_ingress_in_chart_values_passes() -> None:
-    values = {"grafana": {"ingress": {"enabled": True,
-                                      "annotations": {"alb.ingress.kubernetes.io/scheme": "internal"}}}}
+    values = {
+        "grafana": {"ingress": {"enabled": True, "annotations": {"alb.ingress.kubernetes.io/scheme": "internal"}}}
+    }
     assert public_endpoint_violations(RELEASE, _release(values)) == []
 
 

@@ -40,8 +40,11 @@ def test_a_token_pasted_into_the_command_fails_and_is_not_repeated() -> None:
 
 
 def test_init_containers_and_other_workloads_are_checked() -> None:
-    deployment = {"spec": {"template": {"spec": {"initContainers": [
-        {"name": "fetch", "env": [{"name": "HF_TOKEN", "value": "x"}]}]}}}}
+    deployment = {
+        "spec": {
+            "template": {"spec": {"initContainers": [{"name": "fetch", "env": [{"name": "HF_TOKEN", "value": "x"}]}]}}
+        }
+    }
     assert hf_token_violations("kubernetes:apps/v1:Deployment", deployment)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.stack_files import stack_names
 from policy.memory import estimate, job_shape, memory_fit_violations, trainer_argv
+from stack.files import stack_names
 from tests.policy.examples import pytorchjob, set_trainer_flag, worker_container
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
@@ -17,18 +17,21 @@ def test_every_stacks_job_fits(stack: str) -> None:
 
 
 def test_a_70b_model_unsharded_on_one_node_does_not_fit() -> None:
-    job = set_trainer_flag(set_trainer_flag(pytorchjob("p5-1"), "--model", "llama2-70b"),
-                           "--sharding-strategy", "NO_SHARD")
+    job = set_trainer_flag(
+        set_trainer_flag(pytorchjob("p5-1"), "--model", "llama2-70b"), "--sharding-strategy", "NO_SHARD"
+    )
     (problem,) = memory_fit_violations(PYTORCHJOB, job)
     assert "llama2-70b" in problem and "NO_SHARD" in problem and "GiB per GPU" in problem and "80 GiB" in problem
-    assert "python -m workloads.sizing --model llama2-70b --instance p5.48xlarge --nodes 1" in problem
+    assert "python -m sizing --model llama2-70b --instance p5.48xlarge --nodes 1" in problem
 
 
 def test_the_job_is_read_from_its_trainer_flags_and_replicas() -> None:
     shape = job_shape(pytorchjob("p4de-16"))
     assert (shape.instance.name, shape.nodes, shape.gpus_per_node) == ("p4de.24xlarge", 16, 8)
-    assert (shape.train.model.name, shape.train.parallel.sharding_strategy) == ("meta-llama/Llama-2-7b-hf",
-                                                                              "HYBRID_SHARD")
+    assert (shape.train.model.name, shape.train.parallel.sharding_strategy) == (
+        "meta-llama/Llama-2-7b-hf",
+        "HYBRID_SHARD",
+    )
 
 
 def test_an_elastic_job_is_sized_at_its_fewest_nodes() -> None:
@@ -45,8 +48,9 @@ def test_fewer_ranks_need_more_memory_per_gpu_when_sharding() -> None:
 
 
 def test_the_figure_is_the_sizing_models_own() -> None:
-    from infra.stack_files import load_stack_config
-    from workloads.sizing import GIB, stack_sizing
+    from sizing.estimate import GIB
+    from stack.files import load_stack_config
+    from stack.fit import stack_sizing
 
     expected = stack_sizing(load_stack_config("p5-16"))
     assert estimate(job_shape(pytorchjob("p5-16"))).needed_gib == expected.needed_bytes / GIB

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from infra.catalog import CATALOG
 from policy.node_groups import (
     efa_layout_violations,
     efa_node_group_violations,
@@ -13,6 +12,7 @@ from policy.node_groups import (
     single_az_stack_violations,
 )
 from policy.props import UNKNOWN, StackResource
+from sizing.catalog import CATALOG
 from tests.policy.examples import (
     GROUP_URN,
     NODE_GROUP,

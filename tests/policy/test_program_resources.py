@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from infra.stack_files import load_stack_config, raw_stack_config
 from policy.cost import DEFAULT_MAX_COST_PER_HOUR
 from policy.pack import POLICIES
+from stack.files import load_stack_config, raw_stack_config
 from tests.harness.mock_runner import UNKNOWN_MARKER
 from tests.harness.pulumi_program import ProgramRun, Registered, run_program
 from tests.policy.engine import analyze, mandatory

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.stack_files import stack_names
 from policy.props import UNKNOWN
 from policy.pytorchjob import EFA_RESOURCE, GPU_RESOURCE, node_type_violations
+from stack.files import stack_names
 from tests.policy.examples import pytorchjob, worker_container
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
@@ -60,14 +60,16 @@ def test_request_and_limit_must_agree() -> None:
 def test_pods_without_an_instance_type_selector_fail() -> None:
     job = pytorchjob("p5-16")
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"].pop(
-        "node.kubernetes.io/instance-type")
+        "node.kubernetes.io/instance-type"
+    )
     assert "no nodeSelector" in node_type_violations(PYTORCHJOB, job)[0]
 
 
 def test_an_instance_type_outside_the_catalog_fails() -> None:
     job = pytorchjob("p5-16")
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"][
-        "node.kubernetes.io/instance-type"] = "p3.16xlarge"
+        "node.kubernetes.io/instance-type"
+    ] = "p3.16xlarge"
     assert "does not know" in node_type_violations(PYTORCHJOB, job)[0]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.trainer.runs import TINY, TrainerRun, run_trainer
+from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from tests.trainer.runs import ROOT, trainer_env
+from tests.harness.trainer_runs import ROOT, trainer_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
 
@@ -36,8 +36,14 @@ def test_vs_torchtitan_prints_rounds_ratios_and_memory() -> None:
     done = bench("bench/vs_torchtitan.py", "--model", "tiny", "--rounds", "1", "--warmup", "2", "--steps", "2",
                  timeout=1100)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
-    for row in ("| ours, tokens/s |", "| torchtitan, tokens/s |", "| ours / torchtitan (wall) |",
-                "| ours / torchtitan (CPU time) |", "| ours, peak GiB per rank |", "| torchtitan, peak GiB per rank |"):
+    for row in (
+        "| ours, tokens/s |",
+        "| torchtitan, tokens/s |",
+        "| ours / torchtitan (wall) |",
+        "| ours / torchtitan (CPU time) |",
+        "| ours, peak GiB per rank |",
+        "| torchtitan, peak GiB per rank |",
+    ):
         assert row in done.stdout, row  # fmt: skip
     assert "median of 1 rounds" in done.stdout
 

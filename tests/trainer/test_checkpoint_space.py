@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.runs import TINY, TrainerRun, run_trainer, with_flags
+from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
 from trainer.checkpoint_layout import complete_checkpoints
 from trainer.checkpoint_space import Existing, directory_bytes, format_bytes, plan_space
 from trainer.faults import FAKE_DISK_ENV

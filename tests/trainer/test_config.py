@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.trainer.runs import ROOT, trainer_env
+from tests.harness.trainer_runs import ROOT, trainer_env
 from trainer.config import TrainConfig, _sections, build_parser, field_docstrings, parse_args, to_argv
 
 

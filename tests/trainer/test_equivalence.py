@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
+from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.trainer.runs import TINY, TrainerRun, run_trainer, with_flags
+from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
 from trainer.model import build_meta_model, hf_config
 from trainer.model_source import resolve_model
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.runs import ROOT, TINY, trainer_env, with_flags
+from tests.harness.trainer_runs import ROOT, TINY, trainer_env, with_flags
 from tests.trainer.test_metrics import REQUIRED_JSON_KEYS, free_port
 from trainer.metrics import PROMETHEUS_METRICS, training_flops_per_token
 from trainer.presets import PRESETS

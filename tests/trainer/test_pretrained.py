@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.trainer.runs import TINY, TrainerRun, run_trainer, with_flags
+from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
 from trainer.config import DataConfig
 from trainer.data import IGNORE_INDEX, SampleOrder, build_packed_data, step_batch
 from trainer.tokenizer_bytes import ByteTokenizer

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
+from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
 from trainer.checkpoint import Checkpointer, _Pending
 from trainer.checkpoint_layout import complete_checkpoints
 from trainer.config import CheckpointConfig

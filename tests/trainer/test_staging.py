@@ -1,6 +1,6 @@
 """Inputs prepared once per job: the data set tokenised by one rank (or by `python -m trainer.stage`) and mapped by
 every rank, and a hub model's files staged so that the workers run with the hub offline (HF_HUB_OFFLINE=1, which
-tests/trainer/runs.py sets for every run). tests/trainer/data_probe.py reports how each rank got its data."""
+tests/harness/trainer_runs.py sets for every run). tests/trainer/data_probe.py reports how each rank got its data."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainer.runs import ROOT, TINY, TrainerRun, assert_same_losses, run_trainer, trainer_env, with_flags
+from tests.harness.trainer_runs import ROOT, TINY, TrainerRun, assert_same_losses, run_trainer, trainer_env, with_flags
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 HUB_REPO = "fsdp-eks-test/tiny-llama"

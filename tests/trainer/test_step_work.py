@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.trainer.runs import TINY, run_trainer, with_flags
+from tests.harness.trainer_runs import TINY, run_trainer, with_flags
 from trainer.presets import PRESETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -7,10 +7,11 @@ import sys
 
 import pytest
 
-from infra import stack_files
+from stack import files as stack_files
+from tests.harness.import_graph import MODULES, reachable
 from tests.workflows.workflows import ROOT
 from tools.changed_stacks import affected_stacks, stack_names
-from workloads.image_source import IMAGE_INPUTS
+from workloads.job.image_source import IMAGE_INPUTS
 
 STACKS = ["dev", "p5-16", "p5-2"]
 
@@ -30,7 +31,7 @@ def test_a_changed_stack_file_previews_that_stack() -> None:
         "Pulumi.yaml",
         "requirements.txt",
         "infra/gpu_nodes.py",
-        "workloads/job.py",
+        "workloads/job/manifest.py",
         "trainer/train.py",
         "docker/Dockerfile",
         "policy/efa.py",
@@ -73,3 +74,12 @@ def test_docs_tests_and_workflows_preview_nothing(path: str) -> None:
 
 def test_a_deleted_stack_is_not_previewed() -> None:
     assert affected_stacks(["Pulumi.old.yaml", "Pulumi.dev.yaml"], STACKS) == ["dev"]
+
+
+@pytest.mark.parametrize("entry_point", ["__main__", "policy.__main__"])
+def test_every_package_the_program_or_the_pack_imports_previews_every_stack(entry_point: str) -> None:
+    """A change anywhere in the code `pulumi preview` runs (the program and the policy pack, through every import)
+    can change every stack's preview."""
+    for module in sorted(reachable(entry_point)):
+        path = MODULES[module].relative_to(ROOT).as_posix()
+        assert affected_stacks([path], STACKS) == STACKS, f"{path} ({entry_point} imports it) previews no stack"

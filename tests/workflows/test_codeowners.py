@@ -58,4 +58,4 @@ def test_every_rule_is_anchored_and_names_a_user_or_team() -> None:
 
 
 def test_ordinary_code_is_not_gated() -> None:
-    assert owners_of("trainer/train.py") == [] and owners_of("workloads/job.py") == []
+    assert owners_of("trainer/train.py") == [] and owners_of("workloads/job/manifest.py") == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from infra.stack_files import stack_names
+from stack.files import stack_names
 from tests.workflows.workflows import ROOT
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 
-from infra.stack_files import load_stack_config, stack_names
+from stack.files import load_stack_config, stack_names
 from tools.pr_summary import COMMENT_MARKER, markdown, summarize
 
 
@@ -14,7 +14,10 @@ def test_every_stack_is_summarized_from_its_config() -> None:
         summary, config = summarize(stack), load_stack_config(stack)
         assert summary.error is None
         assert (summary.nodes, summary.gpus, summary.cost_per_hour) == (
-            config.gpu_nodes.count, config.total_gpus, config.cost_per_hour)
+            config.gpu_nodes.count,
+            config.total_gpus,
+            config.cost_per_hour,
+        )
         assert summary.gpu_memory_gib == config.gpu_nodes.instance.gpu_memory_gib
 
 
@@ -55,6 +58,7 @@ def test_the_summary_reads_the_base_stacks_from_git() -> None:
     from tools.pr_summary import base_summaries
 
     base = base_summaries(result.stdout.strip())
-    committed = subprocess.run(["git", "ls-files", "Pulumi.*.yaml"], capture_output=True, text=True,
-                               check=True).stdout.split()
-    assert sorted(base) == sorted(name[len("Pulumi."):-len(".yaml")] for name in committed)
+    committed = subprocess.run(
+        ["git", "ls-files", "Pulumi.*.yaml"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert sorted(base) == sorted(name[len("Pulumi.") : -len(".yaml")] for name in committed)

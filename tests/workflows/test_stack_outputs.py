@@ -4,7 +4,7 @@ kubeconfig comes from `aws eks update-kubeconfig`, Grafana's password from its K
 
 from __future__ import annotations
 
-from infra.stack_files import raw_stack_config
+from stack.files import raw_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
 
 SECRET = "[secret]"  # how the mock runner reports an output marked secret

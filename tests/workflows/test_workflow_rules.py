@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from infra.stack_files import stack_names
+from stack.files import stack_names
 from tests.workflows.workflows import ROOT, WORKFLOWS, expressions, load, steps, uses, workflow_files
 
 PR = load(WORKFLOWS / "pull-request.yml")

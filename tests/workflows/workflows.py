@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from stack.paths import PROJECT_ROOT as ROOT
+
 WORKFLOWS = ROOT / ".github" / "workflows"
 HERE = Path(__file__).resolve().parent
 SCHEMA = json.loads((HERE / "github_workflow.schema.json").read_text())

@@ -1,4 +1,4 @@
-"""`python -m workloads.render --stack NAME`: every object the project builds itself, as YAML, from the builders
+"""`python -m workloads --stack NAME`: every object the project builds itself, as YAML, from the builders
 the stack uses."""
 
 from __future__ import annotations
@@ -9,14 +9,16 @@ import sys
 import pytest
 import yaml
 
-from infra.stack_files import PROJECT_ROOT, load_stack_config, stack_names
-from workloads.platform_objects import platform_objects
+from stack.files import load_stack_config, stack_names
+from stack.paths import PROJECT_ROOT
+from workloads.platform.objects import platform_objects
 from workloads.render import all_objects, job_objects, render
 
 
 def run_render(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "workloads.render", *args], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "workloads", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_cli_prints_every_object_as_yaml() -> None:
@@ -32,11 +34,10 @@ def test_render_prints_the_platform_objects_then_the_jobs(stack: str) -> None:
     printed = list(yaml.safe_load_all(render(config)))
     platform = platform_objects(config)
     assert printed[: len(platform)] == platform
-    assert printed[len(platform):] == job_objects(config)
+    assert printed[len(platform) :] == job_objects(config)
 
 
-def test_render_includes_the_training_job_when_the_job_builder_exists() -> None:
-    pytest.importorskip("workloads.job")
+def test_render_includes_the_training_job() -> None:
     kinds = {o["kind"] for o in all_objects(load_stack_config("dev"))}
     assert "PyTorchJob" in kinds
 

@@ -1,0 +1,6 @@
+"""`python -m local --stack NAME`: run a stack's PyTorchJob on this machine (local/cli.py; `make demo` runs the dev
+stack's)."""
+
+from local.cli import main
+
+raise SystemExit(main())

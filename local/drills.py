@@ -1,0 +1,150 @@
+"""Fault drills for the local run: real faults, injected while the job trains, from the CLI or from tests.
+
+- kill-agent:   a worker pod is lost with its node: its torchrun agent and every worker that agent started get
+                SIGKILL at once (torchrun puts workers in sessions of their own, so they are found through the
+                process tree, not the process group). The surviving agents' workers fail on the broken
+                collective, the agents re-form the rendezvous without the lost node, within the elastic range,
+                and the trainer resumes from the last checkpoint.
+- kill-workers: the workers of one pod keep dying, as on a node whose GPU keeps failing: each time that pod's
+                agent has started workers, they get SIGKILL. The agent restarts its worker group --max-restarts
+                times, then gives up: torchrun closes the rendezvous and the launcher exits 1, which under
+                restartPolicy ExitCode fails the job at once; no pod is restarted into the closed rendezvous.
+- restart-etcd: the rendezvous store goes away and comes back empty, as when the platform's etcd pod is
+                replaced. Every agent's next call to etcd fails; it stops its workers and the launcher exits 200
+                (trainer/launch_exits.py) with the rendezvous left open. restartPolicy ExitCode creates the pods
+                again, they rejoin in the new etcd, and the trainer resumes from the last checkpoint.
+
+A drill fires when its trigger is met: after the first complete checkpoint (the default: the job then has
+something to resume from), or once the leader has logged a given step. kill-workers then fires again each time
+the pod has new workers; the others fire once.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from local.agents import PodPhase, WorkerPods
+from local.etcd import LocalEtcd
+from local.procs import Proc, process_tree, signal_all
+from trainer.checkpoint_layout import complete_checkpoints
+
+DRILLS = ("kill-agent", "kill-workers", "restart-etcd")
+POD_DRILLS = ("kill-agent", "kill-workers")  # drills aimed at one worker pod (--drill-pod)
+ETCD_DOWN_S = 3.0  # long enough for every agent's next keep-alive or state sync to fail
+
+
+class DrillError(ValueError):
+    """The drill cannot run in this setup (the message says what to change)."""
+
+
+@dataclass(frozen=True)
+class Trigger:
+    after_step: int | None = None  # None: after the first complete checkpoint
+
+    def describe(self) -> str:
+        return "after the first checkpoint" if self.after_step is None else f"once step {self.after_step} is logged"
+
+    def met(self, checkpoint_dir: Path | None, last_step: int) -> bool:
+        if self.after_step is not None:
+            return last_step >= self.after_step
+        return checkpoint_dir is not None and bool(complete_checkpoints(checkpoint_dir))
+
+
+@dataclass(frozen=True)
+class DrillReport:
+    drill: str
+    at_step: int  # the last step the leader had logged when the fault was injected
+    checkpoint_step: int | None  # the newest complete checkpoint right after the fault: the resume point
+    detail: str
+    killed: tuple[Proc, ...] = ()  # kill-agent, kill-workers: every process that got SIGKILL
+    repeats: int = 1  # kill-workers: how many times it killed a set of workers (0: there were none to kill)
+
+
+def newest_checkpoint_step(checkpoint_dir: Path | None) -> int | None:
+    found = complete_checkpoints(checkpoint_dir) if checkpoint_dir else []
+    return found[-1][0] if found else None
+
+
+class Drill:
+    """One fault, injected once its trigger is met; `poll` is called from the runner's loop."""
+
+    def __init__(self, name: str, trigger: Trigger, nodes: range, local_etcd: bool, pod_index: int = -1) -> None:
+        """Check that the drill can run here before anything starts. `nodes` is the job's elastic range (min to
+        max agents); pod_index -1 is the last worker pod."""
+        replicas = nodes.stop - 1
+        if name not in DRILLS:
+            raise DrillError(f"unknown drill {name!r}; drills: {', '.join(DRILLS)}")
+        if name == "restart-etcd" and not local_etcd:
+            raise DrillError("restart-etcd restarts the etcd this run started; leave out --etcd-endpoint")
+        if name == "kill-agent" and (replicas < 2 or nodes.start >= replicas):
+            raise DrillError(
+                f"kill-agent needs the job to go on with fewer agents, but it runs {nodes.start}:{replicas}; "
+                "run with --nodes 2 --min-nodes 1"
+            )
+        if name in POD_DRILLS and not -replicas <= pod_index < replicas:
+            raise DrillError(f"--drill-pod {pod_index}: the job has worker pods 0 to {replicas - 1}")
+        self.name, self.trigger, self.pod_index = name, trigger, pod_index % max(replicas, 1)
+        self.report: DrillReport | None = None
+
+    def describe(self, job: str) -> str:
+        target = f" {job}-worker-{self.pod_index}" if self.name in POD_DRILLS else ""
+        return f"{self.name}{target} {self.trigger.describe()}"
+
+    def poll(self, pods: WorkerPods, etcd: LocalEtcd | None, checkpoint_dir: Path | None, last_step: int) -> str:
+        """Inject the fault if it is due; returns what it did ("" when nothing). The report (`self.report`) is
+        made when the drill first fires; kill-workers adds each later round of killed workers to it."""
+        if self.report is not None:
+            return self._kill_workers_again(pods) if self.name == "kill-workers" else ""
+        if not self.trigger.met(checkpoint_dir, last_step):
+            return ""
+        killed: list[Proc] = []
+        if self.name == "kill-agent":
+            detail = self._kill_agent(pods, killed)
+        elif self.name == "kill-workers":
+            detail = self._kill_workers(pods, killed) or f"{pods.pods[self.pod_index].name} had no workers running"
+        else:
+            detail = self._restart_etcd(etcd)
+        checkpoint = newest_checkpoint_step(checkpoint_dir)
+        repeats = 0 if self.name == "kill-workers" and not killed else 1  # kill-workers counts rounds with victims
+        self.report = DrillReport(self.name, last_step, checkpoint, detail, tuple(killed), repeats)
+        return detail
+
+    def _kill_agent(self, pods: WorkerPods, killed: list[Proc]) -> str:
+        pod = pods.pods[self.pod_index]
+        if pod.phase is not PodPhase.RUNNING:
+            return f"{pod.name} was no longer running ({pod.phase.value}); nothing killed"
+        killed += pod.kill()
+        pids = ", ".join(str(proc.pid) for proc in killed)
+        return f"SIGKILL to {pod.name}: its agent and workers (pids {pids}); the pod is lost with its node"
+
+    def _kill_workers(self, pods: WorkerPods, killed: list[Proc]) -> str:
+        """SIGKILL the workers (and their children) of the pod's running agent, not the agent itself."""
+        pod = pods.pods[self.pod_index]
+        if pod.phase is not PodPhase.RUNNING or pod.process is None:
+            return ""
+        workers = [proc for proc in process_tree(pod.process.pid)[1:] if proc not in self.killed]
+        signal_all(workers, signal.SIGKILL)
+        killed += workers
+        pids = ", ".join(str(proc.pid) for proc in workers)
+        return f"SIGKILL to the workers of {pod.name} (pids {pids}); its agent lives on" if workers else ""
+
+    def _kill_workers_again(self, pods: WorkerPods) -> str:
+        assert self.report is not None
+        killed: list[Proc] = []
+        detail = self._kill_workers(pods, killed)
+        if killed:
+            report = self.report
+            self.report = replace(report, killed=report.killed + tuple(killed), repeats=report.repeats + 1)
+        return detail
+
+    @property
+    def killed(self) -> tuple[Proc, ...]:
+        return self.report.killed if self.report else ()
+
+    @staticmethod
+    def _restart_etcd(etcd: LocalEtcd | None) -> str:
+        assert etcd is not None  # checked in __init__
+        etcd.restart(down_s=ETCD_DOWN_S)
+        return f"etcd on {etcd.endpoint} stopped, down {ETCD_DOWN_S:.0f} s, started again with no data"

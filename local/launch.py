@@ -1,0 +1,319 @@
+"""From the PyTorchJob manifest to the torchrun agents the local run starts: one per worker replica, with the
+container's command (`python -m trainer.launch`, torchrun in that process) and environment, and the PET_* variables
+the Training Operator adds.
+
+Pure functions of the manifest (no processes, no torch import). What changes for this machine, and only that:
+- the rendezvous points at the local etcd, with a rendezvous id fresh for each local run (a new run must never
+  join the closed rendezvous of the previous one in the same etcd);
+- one worker process per agent (nprocPerNode is the node's GPU count on the cluster; here there are no GPUs);
+- the agents and workers talk over loopback only;
+- the trainer runs on the CPU (gloo), serves its metrics on loopback, and its paths under the pod's volume
+  mounts (/checkpoints, /cache) land in the run's local directory, as the volumes would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import secrets
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from local.restart_policy import DEFAULT_POLICY, POLICIES
+from stack.paths import PROJECT_ROOT
+from trainer.config import TrainConfig, parse_args
+from trainer.launch_exits import LAUNCH_MODULE
+
+CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
+LOOPBACK = "127.0.0.1"
+LOCAL_NPROC_PER_NODE = 1
+# Variables of an enclosing torchrun or operator that must not leak into the local agents' own launch.
+INHERITED_LAUNCH_VARIABLES = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_RUN_ID",
+)
+
+
+class ManifestError(ValueError):
+    """The manifest is not a PyTorchJob this runner can execute; the message names what is off."""
+
+
+@dataclass(frozen=True)
+class AgentLaunch:
+    """How to start one worker replica's torchrun agent (what the kubelet would run in the pod)."""
+
+    name: str  # the pod's name: <job>-worker-<index>
+    argv: list[str]
+    env: dict[str, str]  # the container's environment and the operator's PET_* variables, after local changes
+    trainer: TrainConfig  # the trainer's arguments as parsed by the trainer's own parser
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """Every agent of the job, and what the local run changed in the manifest's launch."""
+
+    job: str
+    replicas: int
+    backoff_limit: int
+    restart_policy: str  # the Worker replica's restartPolicy, as the operator reads it
+    rendezvous_id: str
+    cluster_nproc_per_node: int  # the manifest's nprocPerNode: the node's GPUs
+    agents: list[AgentLaunch]
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def trainer(self) -> TrainConfig:
+        return self.agents[0].trainer
+
+
+def fresh_rendezvous_id(manifest_id: str) -> str:
+    """The manifest's id plus a per-run suffix: the same etcd may hold the closed rendezvous of an earlier run."""
+    return f"{manifest_id}-local-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
+
+
+def loopback_interface() -> str:
+    """gloo binds to the interface its host name resolves to unless told otherwise; this keeps it on loopback."""
+    names = {name for _, name in socket.if_nameindex()} if hasattr(socket, "if_nameindex") else set()
+    return "lo0" if "lo0" in names and "lo" not in names else "lo"
+
+
+def worker_container(manifest: dict[str, Any]) -> dict[str, Any]:
+    try:
+        template = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+        containers = template["spec"]["containers"]
+    except (KeyError, TypeError) as missing:
+        raise ManifestError(f"not a PyTorchJob with a Worker replica spec: missing {missing}") from None
+    for container in containers:
+        if container.get("name") == CONTAINER:
+            return dict(container)
+    raise ManifestError(f"the Worker pod has no container named {CONTAINER!r}")
+
+
+def split_command(command: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The launcher's (torchrun's) flags (name -> value, in order) and the trainer's arguments after `-m trainer`."""
+    if command[1:3] != ["-m", LAUNCH_MODULE] or "-m" not in command[3:]:
+        expected = f"python -m {LAUNCH_MODULE} ... -m MODULE ..."
+        raise ManifestError(f"the container command is not `{expected}`: {command[:3]}")
+    module_at = command.index("-m", 3)
+    flags: dict[str, str] = {}
+    launcher = command[3:module_at]
+    index = 0
+    while index < len(launcher):
+        token = launcher[index]
+        if not token.startswith("--"):
+            raise ManifestError(f"unexpected launcher argument {token!r}")
+        if "=" in token:
+            name, value = token[2:].split("=", 1)
+        else:
+            index += 1
+            name, value = token[2:], launcher[index] if index < len(launcher) else ""
+        flags[name.replace("_", "-")] = value
+        index += 1
+    if command[module_at + 1 : module_at + 2] != ["trainer"]:
+        raise ManifestError(f"the container runs module {command[module_at + 1 : module_at + 2]}, not the trainer")
+    return flags, command[module_at + 2 :]
+
+
+def operator_variables(manifest: dict[str, Any]) -> dict[str, str]:
+    """The PET_* variables the Training Operator sets on an elastic PyTorchJob's container (torchrun reads
+    PET_<FLAG> for each flag not given on its command line)."""
+    spec = manifest["spec"]
+    policy = spec.get("elasticPolicy") or {}
+    replicas = spec["pytorchReplicaSpecs"]["Worker"]["replicas"]
+    conf = ",".join(f"{item['key']}={item['value']}" for item in policy.get("rdzvConf", []))
+    variables = {
+        "PET_NPROC_PER_NODE": str(spec.get("nprocPerNode", "1")),
+        "PET_NNODES": f"{policy.get('minReplicas', replicas)}:{policy.get('maxReplicas', replicas)}",
+        "PET_RDZV_BACKEND": str(policy.get("rdzvBackend", "c10d")),
+        "PET_RDZV_ENDPOINT": f"{policy.get('rdzvHost')}:{policy.get('rdzvPort')}",
+        "PET_RDZV_ID": str(policy.get("rdzvId", manifest["metadata"]["name"])),
+        "PET_MAX_RESTARTS": str(policy.get("maxRestarts", 0)),
+    }
+    if conf:
+        variables["PET_RDZV_CONF"] = conf
+    return variables
+
+
+def flag_for(variable: str) -> str:
+    return variable.removeprefix("PET_").lower().replace("_", "-")
+
+
+def check_command_matches_policy(flags: dict[str, str], variables: dict[str, str]) -> None:
+    """The command's explicit flags win over PET_* in torchrun; if they disagreed, the job on the cluster would
+    not be the one its elasticPolicy describes. Refuse such a manifest rather than run either."""
+    for variable, value in variables.items():
+        flag = flag_for(variable)
+        if flag in flags and flags[flag] != value:
+            raise ManifestError(f"torchrun --{flag}={flags[flag]} disagrees with the operator's {variable}={value}")
+
+
+def remap_path(value: str, mounts: dict[str, Path]) -> str:
+    """A path inside a volume mount, moved to that volume's local directory (other values unchanged)."""
+    for mount_path, local in mounts.items():
+        if value == mount_path or value.startswith(mount_path.rstrip("/") + "/"):
+            return str(local / value[len(mount_path) :].lstrip("/"))
+    return value
+
+
+def volume_directories(container: dict[str, Any], work_dir: Path) -> dict[str, Path]:
+    """mountPath -> local directory, for the pod's volumes that hold files (/dev/shm stays the machine's own)."""
+    return {
+        mount["mountPath"]: work_dir / mount["name"]
+        for mount in container.get("volumeMounts", [])
+        if not mount["mountPath"].startswith("/dev/")
+    }
+
+
+def container_environment(container: dict[str, Any], mounts: dict[str, Path]) -> dict[str, str]:
+    """The container's env entries; a value from a Secret comes from this machine's environment (HF_TOKEN)."""
+    env: dict[str, str] = {}
+    for entry in container.get("env", []):
+        name = entry["name"]
+        if "value" in entry:
+            env[name] = remap_path(str(entry["value"]), mounts)
+        elif name in os.environ:
+            env[name] = os.environ[name]
+        elif not entry.get("valueFrom", {}).get("secretKeyRef", {}).get("optional", False):
+            raise ManifestError(f"the container needs {name} from a Secret; set {name} in this environment")
+    return env
+
+
+def local_trainer_config(
+    trainer_args: list[str], mounts: dict[str, Path], metrics_port: int, node_counts: range
+) -> TrainConfig:
+    """The trainer's arguments, parsed by the trainer's own parser, with this machine's changes."""
+    config = parse_args(trainer_args)
+    config.parallel.device = "cpu"  # gloo on CPU; the manifest asks for cuda so that a GPU node without GPUs fails
+    config.metrics.host = LOOPBACK
+    config.metrics.port = metrics_port
+    config.metrics.peak_tflops = None  # a GPU's peak makes no MFU for a CPU
+    config.checkpoint.directory = remap_path(config.checkpoint.directory or "", mounts) or None
+    config.checkpoint.export_hf = remap_path(config.checkpoint.export_hf or "", mounts) or None
+    config.metrics.file = remap_path(config.metrics.file or "", mounts) or None
+    config.data.cache_dir = remap_path(config.data.cache_dir or "", mounts) or None
+    if config.schedule.global_batch_size is None:
+        # Fixed, so that losing an agent changes the gradient accumulation and not the optimisation: the smallest
+        # global batch that divides evenly at every node count of the elastic range (one rank per agent here).
+        per_rank = config.schedule.batch_size * LOCAL_NPROC_PER_NODE
+        config.schedule.global_batch_size = per_rank * math.lcm(*node_counts)
+    return config
+
+
+def changed_flags(manifest: TrainConfig, local: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """flag -> (manifest's value, local value) for each trainer option the local run changes."""
+    changed = {}
+    for section in dataclasses.fields(manifest):
+        before, after = getattr(manifest, section.name), getattr(local, section.name)
+        for option in dataclasses.fields(before):
+            old, new = getattr(before, option.name), getattr(after, option.name)
+            if old != new:
+                changed[option.metadata["flag"]] = (old, new)
+    return changed
+
+
+def with_flags(args: list[str], values: dict[str, Any]) -> list[str]:
+    """`args` with each flag in `values` set to its value, in place or appended, or left out when it is None.
+    The manifest's other arguments stay exactly as they are, so the local command reads like the pod's."""
+    result: list[str] = []
+    pending, index = dict(values), 0
+    while index < len(args):
+        token = args[index]
+        flag = token.split("=", 1)[0]
+        index += 1
+        if flag not in values:
+            result.append(token)
+            continue
+        if "=" not in token:
+            index += 1  # skip the old value
+        if pending.pop(flag, None) is not None:
+            result += [flag, str(values[flag])]
+    for flag, value in pending.items():
+        if value is not None:
+            result += [flag, str(value)]
+    return result
+
+
+def local_trainer_args(trainer_args: list[str], local: TrainConfig) -> tuple[list[str], list[str]]:
+    """The manifest's trainer arguments with the local changes, and a line per change for the run's header."""
+    changed = changed_flags(parse_args(trainer_args), local)
+    args = with_flags(trainer_args, {flag: new for flag, (_, new) in changed.items()})
+    if parse_args(args) != local:  # the trainer's own parser must read back exactly the local config
+        raise ManifestError(f"the trainer arguments do not round-trip: {args}")
+    shown = {flag: tuple("unset" if value is None else value for value in pair) for flag, pair in changed.items()}
+    return args, [f"trainer {flag} {new} (manifest: {old})" for flag, (old, new) in shown.items()]
+
+
+def agent_environment(container: dict[str, Any], mounts: dict[str, Path], variables: dict[str, str]) -> dict[str, str]:
+    """This machine's environment (PATH, HOME, ...) without the launch variables of any enclosing job, then the
+    container's variables, the operator's PET_* variables, and what a process on a shared CPU needs."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in INHERITED_LAUNCH_VARIABLES and not key.startswith("PET_")
+    }
+    env.update(container_environment(container, mounts))
+    env.update(variables)
+    env.update(
+        {
+            "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),  # a core per process, not a thread per core each
+            "GLOO_SOCKET_IFNAME": loopback_interface(),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),
+        }
+    )
+    return env
+
+
+def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, metrics_port: int) -> LocalPlan:
+    """The agents to start for `manifest`, with the rendezvous at `etcd_endpoint` and files under `work_dir`."""
+    container = worker_container(manifest)
+    flags, trainer_args = split_command(container["command"])
+    variables = operator_variables(manifest)
+    check_command_matches_policy(flags, variables)
+    job = manifest["metadata"]["name"]
+    replicas = int(manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"])
+    rendezvous_id = fresh_rendezvous_id(variables["PET_RDZV_ID"])
+    local = {
+        "nproc-per-node": str(LOCAL_NPROC_PER_NODE),
+        "rdzv-backend": "etcd-v2",
+        "rdzv-endpoint": etcd_endpoint,
+        "rdzv-id": rendezvous_id,
+        "local-addr": LOOPBACK,  # the address an agent advertises to the others, and the workers' MASTER_ADDR
+    }
+    changes = [
+        f"torchrun --{name}={value} (manifest: {flags.get(name, 'unset')})"
+        for name, value in local.items()
+        if flags.get(name) != value
+    ]
+    flags = {**flags, **local}
+    variables = {**variables, **{f"PET_{name.upper().replace('-', '_')}": value for name, value in local.items()}}
+    mounts = volume_directories(container, work_dir)
+    low, high = (int(n) for n in variables["PET_NNODES"].split(":"))
+    trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1))
+    args, trainer_lines = local_trainer_args(trainer_args, trainer)
+    changes += trainer_lines
+    # The container's `python` is this interpreter here: the venv's, whatever is on PATH.
+    argv = [sys.executable, "-m", LAUNCH_MODULE, *(f"--{name}={value}" for name, value in flags.items())]
+    argv += ["-m", "trainer", *args]
+    env = agent_environment(container, mounts, variables)
+    agents = [
+        AgentLaunch(name=f"{job}-worker-{index}", argv=list(argv), env=dict(env), trainer=trainer)
+        for index in range(replicas)
+    ]
+    backoff = int((manifest["spec"].get("runPolicy") or {}).get("backoffLimit", 0))
+    policy = manifest["spec"]["pytorchReplicaSpecs"]["Worker"].get("restartPolicy", DEFAULT_POLICY)
+    if policy not in POLICIES:
+        raise ManifestError(f"the Worker replicas' restartPolicy {policy!r} is none of {', '.join(POLICIES)}")
+    nproc = int(manifest["spec"].get("nprocPerNode", 1))
+    return LocalPlan(job, replicas, backoff, policy, rendezvous_id, nproc, agents, changes)

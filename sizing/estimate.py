@@ -1,0 +1,200 @@
+"""Will a job fit, and how fast will it go: memory per GPU and expected throughput per sharding strategy.
+
+    python -m sizing --model meta-llama/Llama-2-7b-hf --instance p5.48xlarge --nodes 16
+    python -m sizing --model llama2-70b --instance p5.48xlarge --nodes 4 --activation-checkpointing full
+    python -m sizing --model llama2-13b --instance p4de.24xlarge --nodes 2 --json
+
+Pure Python (no torch), and below the stack's config: the stack's fit check (stack/fit.py) sizes the configured
+job with these functions, so a job that cannot fit fails `pulumi preview` with the memory it needs, what the GPU
+has and the smallest changes that would fit.
+The memory model is sizing/memory.py, the throughput model sizing/throughput.py; docs/sizing.md
+has the hand calculation for Llama 2 7B, 13B and 70B.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sizing.catalog import CATALOG, InstanceType
+from sizing.memory import (
+    CHECKPOINTING,
+    COMPUTE_BYTES,
+    Job,
+    MemoryEstimate,
+    Ranks,
+    peak_memory,
+)
+from sizing.storage import StorageEstimate, storage_summary
+from sizing.throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
+from trainer.config import SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
+from trainer.env import DistEnv
+from trainer.plan import make_plan
+from trainer.presets import PRESETS, ModelShape, find_shape
+
+GIB = 2**30
+# Memory a GPU process holds outside PyTorch's allocator, which the trainer's `peak_memory_bytes`
+# (torch.cuda.max_memory_allocated) does not see: the CUDA context (about 0.5 GiB with lazy module loading,
+# CUDA 11.7+) and NCCL's communication buffers (NCCL_BUFFSIZE, 4 MiB by default, per channel and peer; with EFA
+# and tens of channels about 1 GiB). An estimate: check it with nvidia-smi on the first run.
+GPU_RUNTIME_BYTES = 2 * GIB
+# PyTorch's caching allocator reserves more than it hands out (blocks split and cached for reuse); FSDP training
+# typically reserves 5-15% above its allocated peak. Kept free so a job predicted to fit does fit.
+ALLOCATOR_HEADROOM = 0.10
+MAX_NODES_SUGGESTED = 64
+
+
+class SizingError(ValueError):
+    """A bad input to the sizing: the message names the value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """One job on one fleet: its peak memory per GPU, whether that fits, and its expected speed."""
+
+    job: Job
+    instance: InstanceType
+    nodes: int
+    memory: MemoryEstimate
+    """The allocator's peak per GPU (what the trainer reports as peak_memory_bytes), by buffer."""
+    throughput: ThroughputEstimate | None
+    """None in fp32: the catalog's peaks are bf16 tensor-core rates, and the trainer leaves TF32 off."""
+    scaling_efficiency: float | None
+    storage: StorageEstimate | None = None
+    """Its checkpoints on an FSx for Lustre file system (sizing/storage.py), when one is given."""
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.instance.gpus
+
+    @property
+    def needed_bytes(self) -> int:
+        """Peak allocated, plus the allocator's headroom, plus the CUDA/NCCL runtime."""
+        return math.ceil(self.memory.total * (1 + ALLOCATOR_HEADROOM)) + GPU_RUNTIME_BYTES
+
+    @property
+    def gpu_memory_bytes(self) -> int:
+        return self.instance.gpu_memory_gib * GIB
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes <= self.gpu_memory_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        job, t = self.job, self.throughput
+        speed = {
+            "tokens_per_second": t.tokens_per_second if t else None,
+            "tokens_per_second_per_gpu": t.tokens_per_second_per_gpu if t else None,
+            "mfu": t.mfu if t else None,
+            "step_time_s": t.step_s if t else None,
+            "compute_s": t.compute_s if t else None,
+            "communication_s": t.communication_s if t else None,
+            "exposed_communication_s": t.exposed_s if t else None,
+            "scaling_efficiency": self.scaling_efficiency,
+        }
+        return {
+            "model": job.shape.name,
+            "parameters": job.shape.num_parameters,
+            "instance": self.instance.name,
+            "nodes": self.nodes,
+            "gpus": self.gpus,
+            "sharding_strategy": job.sharding_strategy,
+            "mixed_precision": job.mixed_precision,
+            "activation_checkpointing": job.activation_checkpointing,
+            "seq_len": job.seq_len,
+            "batch_size": job.batch_size,
+            "grad_accum": job.grad_accum,
+            "peak_moment": self.memory.moment,
+            "peak_allocated_bytes": self.memory.total,
+            "memory_bytes": dict(self.memory.terms),
+            "runtime_bytes": GPU_RUNTIME_BYTES,
+            "needed_bytes": self.needed_bytes,
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "fits": self.fits,
+            **speed,
+            "storage": storage_summary(self.storage, t.step_s if t else None, 0) if self.storage else None,
+        }
+
+
+def resolve_shape(model: str) -> ModelShape:
+    shape = find_shape(model)
+    if shape is None:
+        known = ", ".join([*PRESETS, *(s.hf_id for s in PRESETS.values() if s.hf_id)])
+        raise SizingError(f"unknown model {model!r}; expected a preset name or hub id the project knows: {known}")
+    return shape
+
+
+def resolve_instance(name: str) -> InstanceType:
+    if name not in CATALOG:
+        raise SizingError(f"unknown instance type {name!r}; expected one of {', '.join(sorted(CATALOG))}")
+    return CATALOG[name]
+
+
+def make_job(
+    shape: ModelShape,
+    *,
+    gpus: int,
+    seq_len: int,
+    batch_size: int = 1,
+    global_batch_size: int | None = None,
+    sharding_strategy: str = "FULL_SHARD",
+    mixed_precision: str = "bf16",
+    activation_checkpointing: str = "none",
+) -> Job:
+    """A Job with its gradient accumulation derived as the trainer does (trainer/plan.py); SizingError if bad."""
+    checkpointing = activation_checkpointing
+    checks = [
+        (
+            sharding_strategy in SHARDING_STRATEGIES,
+            f"sharding strategy {sharding_strategy!r}",
+            ", ".join(SHARDING_STRATEGIES),
+        ),
+        (mixed_precision in COMPUTE_BYTES, f"mixed precision {mixed_precision!r}", ", ".join(COMPUTE_BYTES)),
+        (checkpointing in CHECKPOINTING, f"checkpointing {checkpointing!r}", ", ".join(CHECKPOINTING)),
+        (1 <= seq_len <= shape.max_position_embeddings, f"seq len {seq_len}", f"1..{shape.max_position_embeddings}"),
+        (batch_size >= 1, f"batch size {batch_size}", "at least 1"),
+        (gpus >= 1, f"{gpus} GPUs", "at least 1"),
+    ]
+    for ok, what, allowed in checks:
+        if not ok:
+            raise SizingError(f"{what} is not allowed for {shape.name}; expected {allowed}")
+    # The trainer's own plan; gradient accumulation depends on the world size alone, not on how it splits in nodes.
+    schedule = ScheduleConfig(batch_size=batch_size, global_batch_size=global_batch_size)
+    try:
+        plan = make_plan(TrainConfig(schedule=schedule), DistEnv(world_size=gpus, local_world_size=gpus))
+    except ValueError:
+        raise SizingError(
+            f"global batch size {global_batch_size} is not a multiple of batch size x GPUs ({batch_size} x {gpus})"
+        ) from None
+    return Job(
+        shape, seq_len, batch_size, sharding_strategy, mixed_precision, activation_checkpointing,
+        grad_accum=plan.grad_accum,
+    )  # fmt: skip
+
+
+def size_job(
+    job: Job,
+    instance: InstanceType,
+    nodes: int,
+    assumptions: Assumptions | None = None,
+    storage: StorageEstimate | None = None,
+) -> Sizing:
+    if nodes < 1:
+        raise SizingError(f"{nodes} nodes is not allowed; expected at least 1")
+    ranks = Ranks(nodes * instance.gpus, instance.gpus, device="gpu")
+    estimated = job.mixed_precision != "fp32"
+    return Sizing(
+        job=job,
+        instance=instance,
+        nodes=nodes,
+        memory=peak_memory(job, ranks),
+        throughput=estimate_throughput(job, instance, nodes, assumptions) if estimated else None,
+        scaling_efficiency=scaling_efficiency(job, instance, nodes, assumptions) if estimated else None,
+        storage=storage,
+    )
+
+
+def strategies_for(nodes: int) -> tuple[str, ...]:
+    """HYBRID_SHARD replicates across nodes: on one node it is FULL_SHARD (and the config refuses it)."""
+    return tuple(s for s in SHARDING_STRATEGIES if nodes > 1 or s != "HYBRID_SHARD")

@@ -1,0 +1,456 @@
+"""Peak memory per rank of the trainer's FSDP2 fine-tuning step, buffer by buffer. Pure Python, no torch.
+
+What is modelled is what trainer/ builds (trainer/parallelize.py, trainer/train.py, trainer/optim.py):
+- each decoder layer is one FSDP2 unit, the input embedding one more (gathered for its forward only: its
+  backward needs no weight), the final norm with the output layer another (the head: gathered from its forward
+  to the end of its backward, its gradients reduce-scattered right after); with tied embeddings the root holds
+  embedding, norm and output together, gathered throughout and reduced last; SHARD_GRAD_OP and NO_SHARD keep
+  every layer gathered from its forward to its backward (reshard_after_forward=False);
+- parameters are fp32 shards; forward and backward run on unsharded copies in the mixed-precision dtype
+  (MixedPrecisionPolicy param_dtype), gradients are reduce-scattered in fp32 into fp32 shards;
+- AdamW keeps two fp32 moments per parameter (torch.optim.AdamW: exp_avg and exp_avg_sq);
+- the model is transformers' LlamaForCausalLM with SDPA attention; the loss is an fp32 cross-entropy.
+
+The peak is the largest of a few moments of a training step (`MOMENTS`), each the sum of the buffers alive then.
+FSDP2 buffer lifetimes follow torch/distributed/fsdp/_fully_shard (torch 2.13): in forward the previous layer's
+all-gather output is freed after the next copy-out; in backward one layer is prefetched, the unsharded
+parameters are freed before the reduce-scatter buffers are allocated, and one reduce-scatter input is kept until
+the next layer's reduce-scatter. A process group of one copies the shard instead of all-gathering into a buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainer.config import ParallelConfig, TrainConfig
+from trainer.env import DistEnv
+from trainer.plan import mesh_shape
+from trainer.presets import ModelShape
+
+FP32 = 4
+INT64 = 8
+COMPUTE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+CHECKPOINTING = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one rank trains: the model, its micro batch and the trainer's parallelism flags."""
+
+    shape: ModelShape
+    seq_len: int
+    batch_size: int = 1
+    """Sequences per rank per micro step."""
+    sharding_strategy: str = "FULL_SHARD"
+    mixed_precision: str = "bf16"
+    activation_checkpointing: str = "none"
+    grad_accum: int = 1
+    """Micro steps per optimizer step; above 1, the gradient shards live through every forward and backward."""
+
+    @property
+    def tokens(self) -> int:
+        return self.batch_size * self.seq_len
+
+    @property
+    def compute_bytes(self) -> int:
+        return COMPUTE_BYTES[self.mixed_precision]
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where the job runs: how many ranks, how many per node, and on what (the optimizer differs, see below)."""
+
+    world_size: int
+    per_node: int
+    device: str = "gpu"
+    """gpu or cpu: the runtime term and the collectives' staging buffers differ (gloo on CPU, NCCL on GPU)."""
+
+    def mesh(self, strategy: str) -> tuple[int, int]:
+        """(replicate, shard): the trainer's own device mesh for the strategy (trainer/plan.py), with torchrun's
+        local world size (never more than the whole world) and one replicate group per node, the trainer's default."""
+        env = DistEnv(world_size=self.world_size, local_world_size=min(self.per_node, self.world_size))
+        return mesh_shape(TrainConfig(parallel=ParallelConfig(sharding_strategy=strategy)), env)
+
+    def shard_size(self, strategy: str) -> int:
+        """Ranks one parameter is sharded over."""
+        return self.mesh(strategy)[1]
+
+    def replicate_size(self, strategy: str) -> int:
+        """Replicas of each shard: gradients are all-reduced across them (HYBRID_SHARD, NO_SHARD)."""
+        return self.mesh(strategy)[0]
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The buffers alive at one moment of a step, in bytes per rank; `total` is their sum."""
+
+    moment: str
+    terms: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.terms.values())
+
+
+def layer_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
+    """(rows, columns) of each parameter of one decoder layer; FSDP2 shards rows (dim 0)."""
+    h, i, kv = shape.hidden_size, shape.intermediate_size, shape.num_kv_heads * shape.head_dim
+    attention = [(h, h), (kv, h), (kv, h), (h, h)]  # q, k, v, o
+    mlp = [(i, h), (i, h), (h, i)]  # gate, up, down
+    return [*attention, *mlp, (h, 1), (h, 1)]  # and the two RMSNorm weights
+
+
+def root_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
+    """Every parameter outside the decoder layers: input embedding, final norm and (untied) output layer."""
+    embeddings = [(shape.vocab_size, shape.hidden_size)] * (1 if shape.tie_word_embeddings else 2)
+    return [*embeddings, (shape.hidden_size, 1)]
+
+
+def head_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
+    """The unit that runs last in forward: final norm and output layer (tied: the root, with the embedding)."""
+    if shape.tie_word_embeddings:
+        return root_parameter_shapes(shape)
+    return [(shape.hidden_size, 1), (shape.vocab_size, shape.hidden_size)]
+
+
+def embedding_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
+    """The input embedding's own unit; none when it is tied to the output layer (then it is in the head)."""
+    return [] if shape.tie_word_embeddings else [(shape.vocab_size, shape.hidden_size)]
+
+
+def shard_numel(shapes: list[tuple[int, int]], shard: int) -> int:
+    """Elements one rank holds: FSDP2 pads dim 0 to a multiple of the shard count (torch.chunk sizes)."""
+    return sum(-(-rows // shard) * cols for rows, cols in shapes)
+
+
+def numel(shapes: list[tuple[int, int]]) -> int:
+    return sum(rows * cols for rows, cols in shapes)
+
+
+def layer_activation_bytes(shape: ModelShape, tokens: int, compute_bytes: int) -> int:
+    """Bytes one decoder layer saves for backward (no checkpointing), counted tensor by tensor.
+
+    The method is Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+    section 4.1 (sum the tensors autograd saves), redone for transformers' Llama layer instead of GPT's
+    (per token, e = compute dtype bytes, h hidden, kv key/value width, I MLP width):
+    - each RMSNorm upcasts its input to fp32 and saves it (4h), saves the normalised value and its output (2eh)
+      and 1/rms (4): two norms, 8h + 4eh + 8;
+    - attention saves q and k after RoPE, v, and the SDPA output (which o_proj reads as its input, same storage):
+      e(2h + 2kv), plus the fp32 log-sum-exp per head (4 x heads). Flash/efficient SDPA keeps no s x s scores,
+      so the paper's 5as/h term is gone;
+    - the SwiGLU MLP saves gate, SiLU(gate), up and their product: 4eI (the paper's GeLU MLP of width 4h
+      saves 19h including dropout masks; Llama has no dropout).
+    tests/sizing/trainer_memory/test_activation_formula.py checks this against autograd's saved tensors, to the byte.
+    """
+    h, i, e = shape.hidden_size, shape.intermediate_size, compute_bytes
+    kv = shape.num_kv_heads * shape.head_dim
+    per_token = 8 * h + 4 * e * h + 8 + e * (2 * h + 2 * kv) + FP32 * shape.num_heads + 4 * e * i
+    return tokens * per_token
+
+
+def checkpointed_layer_bytes(shape: ModelShape, tokens: int, compute_bytes: int, mode: str) -> int:
+    """Bytes one layer keeps between its forward and its backward under activation checkpointing.
+
+    full: only the layer's input (the checkpoint wrapper's argument). selective (trainer/parallelize.py's
+    policy): the input plus the outputs of every matmul (q, k, v, o, gate, up, down projections) and of SDPA
+    (output and log-sum-exp); norms, RoPE and SiLU are recomputed.
+    """
+    h, i, e = shape.hidden_size, shape.intermediate_size, compute_bytes
+    kv = shape.num_kv_heads * shape.head_dim
+    if mode == "none":
+        return layer_activation_bytes(shape, tokens, compute_bytes)
+    if mode == "full":
+        return tokens * e * h
+    return tokens * (e * (h + (3 * h + 2 * kv + 2 * i) + h) + FP32 * shape.num_heads)
+
+
+def recomputed_layer_bytes(shape: ModelShape, tokens: int, compute_bytes: int, mode: str) -> int:
+    """Bytes a checkpointed layer adds while it is recomputed for its backward: its full saved set, less what it
+    shares with what checkpointing kept. In fp32 the first norm saves the layer input itself; under selective
+    checkpointing the recompute takes the cached matmul and SDPA outputs instead of recomputing them, so v, the
+    SDPA output and log-sum-exp, gate and up are not held twice."""
+    if mode == "none":
+        return 0
+    h, i, e = shape.hidden_size, shape.intermediate_size, compute_bytes
+    kv = shape.num_kv_heads * shape.head_dim
+    shared = tokens * FP32 * h if e == FP32 else 0
+    if mode == "selective":
+        shared += tokens * (e * (kv + h + 2 * i) + FP32 * shape.num_heads)
+    return layer_activation_bytes(shape, tokens, compute_bytes) - shared
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """The per-rank quantities every moment is built from (bytes unless named numel)."""
+
+    layers: int
+    layer_shard: int  # numel
+    head_shard: int  # numel
+    embedding_shard: int  # numel
+    split: bool  # embedding and head are units of their own (untied embeddings)
+    gathered_layer: int  # a layer's unsharded parameters in the compute dtype (padded)
+    gathered_head: int
+    all_gather_buffer: int  # the flat all-gather output of one layer; none in a group of one
+    layer_grad: int  # a layer's unsharded gradients as autograd makes them (compute dtype)
+    head_grad: int
+    embedding_grad: int
+    output_layer_grad: int
+    reduce_scatter_layer: int  # fp32 reduce-scatter input of one layer (padded)
+    reduce_scatter_head: int
+    reduce_scatter_embedding: int
+    saved_layer: int  # what one layer keeps for backward under the job's checkpointing
+    recomputed_layer: int  # what recomputing one checkpointed layer adds in its backward
+    shared_saved: int  # RoPE cos/sin, token ids, and the final norm's saved tensors
+    in_flight_grads: int  # gradients of activations inside one layer's backward
+    logits: int
+    log_softmax: int
+    optimizer_temporaries: int
+    all_gather_temporary: int  # what the collective itself allocates while one layer is all-gathered
+    reduce_scatter_temporary: int  # ... while one layer's gradients are reduce-scattered
+    head_reduce_scatter_temporary: int
+    embedding_reduce_scatter_temporary: int
+    held_layer_grad: int  # the last parameter's unsharded gradient, alive through the reduce-scatter (S > 1)
+    held_head_grad: int
+    held_embedding_grad: int
+    keeps_layers_gathered: bool
+
+
+def _sizes(job: Job, ranks: Ranks) -> _Sizes:
+    shape, e, tokens = job.shape, job.compute_bytes, job.tokens
+    shard = ranks.shard_size(job.sharding_strategy)
+    layer, head, embedding = (
+        layer_parameter_shapes(shape),
+        head_parameter_shapes(shape),
+        embedding_parameter_shapes(shape),
+    )
+    layer_shard, head_shard, embedding_shard = (shard_numel(p, shard) for p in (layer, head, embedding))
+    h, v, i = shape.hidden_size, shape.vocab_size, shape.intermediate_size
+    kv = shape.num_kv_heads * shape.head_dim
+    # trainer/optim.py takes AdamW's fused kernel on CPU and CUDA: it updates each tensor in place, one element at a
+    # time, with no temporaries (torch/optim/adam.py _fused_adam; aten's FusedAdam kernels).
+    optimizer_temporaries = 0
+    # NCCL works in its own fixed buffers (part of the GPU runtime term). gloo's all_gather_into_tensor stages the
+    # whole output and its reduce_scatter_tensor a copy of the whole input (measured on torch 2.13: one extra
+    # buffer of that size each; all_reduce works in place).
+    gloo = ranks.device == "cpu" and shard > 1
+    return _Sizes(
+        layers=shape.num_layers,
+        layer_shard=layer_shard,
+        head_shard=head_shard,
+        embedding_shard=embedding_shard,
+        split=not shape.tie_word_embeddings,
+        gathered_layer=e * shard * layer_shard,
+        gathered_head=e * shard * head_shard,
+        all_gather_buffer=e * shard * layer_shard if shard > 1 else 0,
+        layer_grad=e * numel(layer),
+        head_grad=e * numel(head),
+        embedding_grad=e * numel(embedding),
+        output_layer_grad=e * v * h,
+        reduce_scatter_layer=FP32 * shard * layer_shard,
+        reduce_scatter_head=FP32 * shard * head_shard,
+        reduce_scatter_embedding=FP32 * shard * embedding_shard,
+        saved_layer=checkpointed_layer_bytes(shape, tokens, e, job.activation_checkpointing),
+        recomputed_layer=recomputed_layer_bytes(shape, tokens, e, job.activation_checkpointing),
+        # cos and sin (one per position, shared by all layers), token ids, final norm (as a layer's norm).
+        shared_saved=2 * job.seq_len * shape.head_dim * e + INT64 * tokens + tokens * (4 * h + 2 * e * h + 4),
+        # Inside a layer's backward: the MLP's product, SiLU and up gradients and the residual gradient, or
+        # the q/k/v gradients of SDPA, whichever is larger.
+        in_flight_grads=tokens * e * max(2 * i + h, 2 * h + 2 * kv),
+        logits=e * v * tokens,  # the trainer keeps `logits` until the step's backward is done
+        log_softmax=FP32 * v * tokens,  # fp32 log-probabilities, saved by cross-entropy
+        optimizer_temporaries=optimizer_temporaries,
+        all_gather_temporary=e * shard * layer_shard if gloo else 0,
+        reduce_scatter_temporary=FP32 * shard * layer_shard if gloo else 0,
+        head_reduce_scatter_temporary=FP32 * shard * head_shard if gloo else 0,
+        embedding_reduce_scatter_temporary=FP32 * shard * embedding_shard if gloo else 0,
+        # Registration order: a layer ends with its post-attention norm weight, the head (and a tied root) with the
+        # output layer, the embedding unit is its one weight.
+        held_layer_grad=e * h if shard > 1 else 0,
+        held_head_grad=e * v * h if shard > 1 else 0,
+        held_embedding_grad=e * numel(embedding) if shard > 1 else 0,
+        # trainer/parallelize.py: reshard_after_forward only for FULL_SHARD and HYBRID_SHARD.
+        keeps_layers_gathered=job.sharding_strategy in ("SHARD_GRAD_OP", "NO_SHARD"),
+    )
+
+
+MOMENTS = (
+    "loss backward",
+    "last layer prefetch",
+    "output layer backward",
+    "head reduce-scatter",
+    "last layer backward",
+    "first layer backward",
+    "first layer reduce-scatter",
+    "embedding backward",
+    "embedding reduce-scatter",
+    "optimizer step",
+)
+TERMS = (
+    "runtime",
+    "parameters",
+    "gradients",
+    "optimizer_states",
+    "unsharded_parameters",
+    "unsharded_gradients",
+    "communication_buffers",
+    "activations",
+    "loss_buffers",
+    "optimizer_temporaries",
+)
+
+
+def _reduce_scatter(grads: int, staged: int, output: int, temporary: int, held: int) -> dict[str, int]:
+    """The larger of a reduce-scatter's two phases: the unsharded gradients copied into the fp32 input, then the
+    collective writing the output shard with whatever it stages itself. The gradients are freed in between except
+    `held`: in a group of more than one rank, foreach_reduce's loop variable keeps the group's last unsharded
+    gradient alive until it returns (torch 2.13 _fsdp_collectives.py)."""
+    if grads >= output + temporary + held:
+        return {"unsharded_gradients": grads, "communication_buffers": staged}
+    return {"unsharded_gradients": held, "communication_buffers": staged + output + temporary}
+
+
+def memory_moments(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> list[MemoryEstimate]:
+    """Every modelled moment of a step, in `MOMENTS` order, each with its live buffers by kind (`TERMS`)."""
+    z = _sizes(job, ranks)
+    total_shard = z.layers * z.layer_shard + z.head_shard + z.embedding_shard
+    recompute = z.recomputed_layer
+    all_gathered = z.layers * z.gathered_layer if z.keeps_layers_gathered else 0
+    prefetch_buffer = 0 if z.keeps_layers_gathered else z.all_gather_buffer
+    # Untied: the head is resharded and reduced right after its backward, before the layers'. Tied: the root stays
+    # gathered to the end of the step, its output-layer gradient waiting for its reduce-scatter there.
+    head_after_backward = 0 if z.split else z.gathered_head
+    output_grad_after_backward = 0 if z.split else z.output_layer_grad
+    head_reduced = z.head_shard if z.split else 0
+
+    def moment(name: str, gradient_shards: int, **terms: int) -> MemoryEstimate:
+        """The sharded state plus `terms`. `gradient_shards` (numel) have been reduced so far in this backward;
+        from the second micro step of an accumulating step on, all of them exist throughout."""
+        reduced = total_shard if job.grad_accum > 1 else gradient_shards
+        state = {
+            "runtime": runtime_bytes,
+            "parameters": FP32 * total_shard,
+            "gradients": FP32 * reduced,
+            "optimizer_states": 2 * FP32 * total_shard,
+        }
+        return MemoryEstimate(name, {term: state.get(term, terms.get(term, 0)) for term in TERMS})
+
+    def saved(layers: int) -> int:
+        return layers * z.saved_layer + z.shared_saved
+
+    # While layer i (the last or the first) runs backward: layers up to i still saved (and layer i recomputed
+    # under checkpointing), layer i gathered and the next one prefetched (SHARD_GRAD_OP, NO_SHARD: every layer not
+    # yet reduced stays gathered), the previous layer's reduce-scatter input kept (after the head's, for the last).
+    def layer_backward(name: str, index: int) -> MemoryEstimate:
+        gathered = (index + 1 if z.keeps_layers_gathered else 1) * z.gathered_layer
+        kept_input = z.reduce_scatter_layer if index < z.layers - 1 else (z.reduce_scatter_head if z.split else 0)
+        return moment(
+            name,
+            head_reduced + (z.layers - 1 - index) * z.layer_shard,
+            unsharded_parameters=head_after_backward + gathered,
+            unsharded_gradients=output_grad_after_backward,
+            communication_buffers=(prefetch_buffer if index > 0 else 0) + kept_input,
+            activations=saved(index + 1) + recompute + z.in_flight_grads,
+            loss_buffers=z.logits,
+        )
+
+    head_reduce = _reduce_scatter(
+        z.head_grad, z.reduce_scatter_head, FP32 * z.head_shard, z.head_reduce_scatter_temporary, z.held_head_grad
+    )
+    head_reduce["communication_buffers"] += prefetch_buffer
+    first_layer_reduce = _reduce_scatter(
+        z.layer_grad, z.reduce_scatter_layer, FP32 * z.layer_shard, z.reduce_scatter_temporary, z.held_layer_grad
+    )
+    first_layer_reduce["unsharded_gradients"] += output_grad_after_backward
+    # The last unit reduced: the embedding's own (untied), else the root with everything outside the layers.
+    last_grad, last_input, last_shard, last_temporary, last_held = (
+        (z.embedding_grad, z.reduce_scatter_embedding, z.embedding_shard, z.embedding_reduce_scatter_temporary,
+         z.held_embedding_grad)
+        if z.split
+        else (z.head_grad, z.reduce_scatter_head, z.head_shard, z.head_reduce_scatter_temporary, z.held_head_grad)
+    )  # fmt: skip
+    last_reduce = _reduce_scatter(last_grad, last_input, FP32 * last_shard, last_temporary, last_held)
+    layer_shards = z.layers * z.layer_shard
+    return [
+        # Cross-entropy backward: nll_loss's dense gradient and log_softmax's input gradient, both fp32, next to
+        # the saved fp32 log-probabilities and the logits.
+        moment(
+            MOMENTS[0],
+            0,
+            unsharded_parameters=z.gathered_head + all_gathered,
+            activations=saved(z.layers),
+            loss_buffers=z.logits + z.log_softmax + 2 * FP32 * job.shape.vocab_size * job.tokens,
+        ),
+        # Once the logits' gradient (compute dtype) exists, the head's pre-backward all-gathers layer L-1 ...
+        moment(
+            MOMENTS[1],
+            0,
+            unsharded_parameters=z.gathered_head + all_gathered,
+            communication_buffers=prefetch_buffer + (0 if z.keeps_layers_gathered else z.all_gather_temporary),
+            activations=saved(z.layers),
+            loss_buffers=2 * z.logits,
+        ),
+        # ... and the output layer's backward makes its unsharded weight gradient.
+        moment(
+            MOMENTS[2],
+            0,
+            unsharded_parameters=z.gathered_head + all_gathered,
+            unsharded_gradients=z.output_layer_grad,
+            communication_buffers=prefetch_buffer,
+            activations=saved(z.layers),
+            loss_buffers=2 * z.logits,
+        ),
+        # Untied: the head's reduce-scatter, its parameters resharded first, layer L-1 prefetched. Tied: nothing
+        # is reduced yet, as at the output layer's backward.
+        moment(
+            MOMENTS[3],
+            0,
+            unsharded_parameters=all_gathered,
+            **head_reduce,
+            activations=saved(z.layers),
+            loss_buffers=z.logits,
+        )
+        if z.split
+        else moment(
+            MOMENTS[3],
+            0,
+            unsharded_parameters=z.gathered_head + all_gathered,
+            unsharded_gradients=z.output_layer_grad,
+            communication_buffers=prefetch_buffer,
+            activations=saved(z.layers),
+            loss_buffers=z.logits,
+        ),
+        layer_backward(MOMENTS[4], z.layers - 1),
+        layer_backward(MOMENTS[5], 0),
+        # Layer 0's reduce-scatter: its parameters are resharded before the fp32 input is allocated.
+        moment(
+            MOMENTS[6],
+            head_reduced + (z.layers - 1) * z.layer_shard,
+            unsharded_parameters=head_after_backward,
+            **first_layer_reduce,
+            activations=z.shared_saved,
+            loss_buffers=z.logits,
+        ),
+        # Embedding backward: its whole unsharded gradient exists (its weight is not gathered for it; a tied root's
+        # is); layer 0's reduce-scatter input is kept until the next reduce-scatter.
+        moment(
+            MOMENTS[7],
+            head_reduced + layer_shards,
+            unsharded_parameters=head_after_backward,
+            unsharded_gradients=last_grad,
+            communication_buffers=z.reduce_scatter_layer,
+            loss_buffers=z.logits,
+        ),
+        # The last reduce-scatter of the step: the embedding's (or the tied root's, after it is resharded).
+        moment(MOMENTS[8], head_reduced + layer_shards, **last_reduce, loss_buffers=z.logits),
+        moment(
+            MOMENTS[9],
+            total_shard,
+            loss_buffers=z.logits,
+            optimizer_temporaries=z.optimizer_temporaries,
+        ),
+    ]
+
+
+def peak_memory(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> MemoryEstimate:
+    """The moment with the most memory alive: the rank's peak."""
+    return max(memory_moments(job, ranks, runtime_bytes), key=lambda estimate: estimate.total)

@@ -1,0 +1,200 @@
+"""Expected training throughput of an FSDP2 job on a fleet, and its scaling efficiency against one node.
+
+A micro step's time is its compute plus the part of its communication that does not hide behind compute:
+- compute: the trainer's own FLOPs per token (trainer.metrics.training_flops_per_token: 6N + 12LHT, PaLM,
+  Chowdhery et al. 2022, appendix B) times the tokens of a micro step, plus one more forward under full activation
+  checkpointing, at `mfu` of the chip's peak bf16 FLOP/s (sizing/catalog.py). `mfu` is an assumption (see
+  default_mfu); the trainer reports the real figure as `mfu` in its metrics;
+- communication per micro step: FSDP all-gathers each layer's parameters in the compute dtype for forward and,
+  when it resharded them, again for backward; it reduce-scatters fp32 gradients every micro step; HYBRID_SHARD and
+  NO_SHARD all-reduce the fp32 gradient shards across replicas on an optimizer step's last micro step only.
+  Collective times follow the ring model of nccl-tests' PERFORMANCE.md (all-gather and reduce-scatter move
+  (n-1)/n of the buffer, all-reduce twice that) over the slowest link the ring crosses;
+- overlap: FSDP2 prefetches the next layer's all-gather and reduce-scatters on their own streams, so a layer's
+  communication runs under the neighbouring layers' compute. Forward communication hides under forward compute,
+  backward communication under backward compute; only the excess is exposed, plus what cannot overlap at all:
+  the embedding's all-gather before the first layer and its reduce-scatter (and all-reduce) after the last. The
+  model charges the head's (final norm, output layer) the same way, though it overlaps with the layers' (trainer/
+  parallelize.py): conservative by under 1% of a step for Llama 2 7B on p5.
+  Overlapped communication still takes SMs and memory bandwidth from compute: `overlap_cost` of its time is
+  charged to the step (an assumption).
+Not modelled: the optimizer step (a few ms of memory-bound work per step), data loading, stragglers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sizing.catalog import InstanceType
+from sizing.memory import FP32, Job, Ranks, layer_parameter_shapes, numel, root_parameter_shapes
+from trainer.hardware import HBM_BYTES_PER_S, PEAK_BF16_FLOPS
+from trainer.metrics import training_flops_per_token
+
+# Compute efficiency: the fraction of peak bf16 FLOP/s a GPU reaches on the model's math when communication costs
+# nothing. The matrix multiplies run at a fixed fraction of peak per chip; the element-wise work between them
+# (norms, RoPE, SiLU, residual adds, the loss) is memory-bound, O(h) bytes per token against the multiplies' O(h^2)
+# FLOPs, and costs what ELEMENTWISE_WIDTH more columns of multiplies would cost on an A100, scaled on other chips by
+# their ratio of peak FLOP/s to memory bandwidth (trainer/hardware.py). So mfu(h) = matmul_efficiency * h / (h + w):
+# wide models run nearer peak. Calibrated against published FSDP runs (sizing/published.py, the table in
+# docs/sizing.md), as the mfu at h = 4096: A100s 0.63 (torchtitan's and IBM's Llama 2 runs, 7B to 70B, all within
+# 2% with w = 1500 columns, where a width-blind constant left the 70B runs 15-18% off), H100s 0.35 (torchtitan's
+# Llama 3.1 8B without compile). H200 is H100's die with more memory bandwidth. L40S keeps an unmeasured 0.35.
+# Override with --mfu, or better, with the `mfu` the trainer measures on a one-node run.
+ELEMENTWISE_WIDTH = 1500
+REFERENCE_WIDTH = 4096
+CALIBRATED_MFU = {"A100-SXM": 0.63, "H100-SXM": 0.35, "L40S": 0.35}
+SAME_DIE = {"H200-SXM": "H100-SXM"}
+# GPUs without NVLink talk over PCIe 4.0 x16: 32 GB/s per direction (PCI-SIG), GB = 1e9 bytes.
+PCIE_GB_PER_S = 32
+# NCCL's latency model (src/graph/tuning.cc): a base cost per collective and a per-step cost per hop of the ring,
+# about 0.6 us over NVLink and 5 us over the network (simple protocol, rounded).
+COLLECTIVE_BASE_S = 7e-6
+HOP_S = {"nvlink": 0.6e-6, "network": 5e-6}
+
+
+def elementwise_width(chip: str) -> float:
+    """Columns of matrix multiply that cost as much time as a layer's element-wise work on `chip`."""
+    a100 = PEAK_BF16_FLOPS["A100-SXM"] / HBM_BYTES_PER_S["A100-SXM"]
+    return ELEMENTWISE_WIDTH * (PEAK_BF16_FLOPS[chip] / HBM_BYTES_PER_S[chip]) / a100
+
+
+def default_mfu(chip: str, hidden_size: int) -> float:
+    """The compute efficiency assumed for a model of width `hidden_size` on `chip` (see CALIBRATED_MFU)."""
+    calibrated = SAME_DIE.get(chip, chip)
+    reference = REFERENCE_WIDTH / (REFERENCE_WIDTH + elementwise_width(calibrated))
+    matmul_efficiency = CALIBRATED_MFU[calibrated] / reference
+    return matmul_efficiency * hidden_size / (hidden_size + elementwise_width(chip))
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    mfu: float | None = None
+    """Fraction of peak the math reaches; None: default_mfu for the chip and the model's width."""
+    nvlink_efficiency: float = 0.8
+    """Fraction of the one-direction NVLink (or PCIe) bandwidth NCCL reaches (nccl-tests bus bandwidth)."""
+    network_efficiency: float = 0.8
+    """Fraction of the instance's network bandwidth NCCL reaches over EFA (aws-ofi-nccl)."""
+    overlap_cost: float = 0.1
+    """Share of overlapped communication time that still slows compute."""
+
+
+@dataclass(frozen=True)
+class ThroughputEstimate:
+    nodes: int
+    gpus: int
+    compute_s: float
+    """One micro step's compute on one GPU."""
+    communication_s: float
+    """A micro step's communication, as if nothing overlapped (the mean over an optimizer step's micro steps)."""
+    exposed_s: float
+    """Communication time a micro step waits for, including the overlap cost (the mean, likewise)."""
+    micro_step_s: float
+    step_s: float
+    """One optimizer step: grad_accum micro steps."""
+    tokens_per_second: float
+    tokens_per_second_per_gpu: float
+    mfu: float
+    """Model FLOPs utilisation: what the trainer would report as `mfu`."""
+
+
+@dataclass(frozen=True)
+class _Link:
+    bytes_per_s: float
+    hop: str
+
+
+def _links(instance: InstanceType, nodes: int, assumptions: Assumptions) -> tuple[_Link, _Link]:
+    """(within a node, across nodes) for one ring collective. NVIDIA's NVLink figure (900 GB/s on H100, 600 on
+    A100) counts both directions (the A100 architecture whitepaper: 12 links of 25 GB/s per direction); a ring
+    uses one. Across nodes, NCCL runs one ring channel per NIC, so a ring over whole nodes moves data at the node's
+    network bandwidth (network_gbps, bits)."""
+    one_direction = instance.nvlink_gb_per_s / 2 if instance.nvlink_gb_per_s else PCIE_GB_PER_S
+    intra = _Link(one_direction * 1e9 * assumptions.nvlink_efficiency, "nvlink")
+    network = instance.network_gbps * 1e9 / 8 * assumptions.network_efficiency
+    inter = _Link(min(network, intra.bytes_per_s), "network") if nodes > 1 else intra
+    return intra, inter
+
+
+def _ring(buffer_bytes: float, ranks: int, link: _Link, all_reduce: bool = False) -> float:
+    """Seconds for an all-gather / reduce-scatter of a `buffer_bytes` (unsharded) buffer over `ranks`, or an
+    all-reduce of a `buffer_bytes` buffer on every rank."""
+    if ranks <= 1:
+        return 0.0
+    steps = (2 if all_reduce else 1) * (ranks - 1)
+    return COLLECTIVE_BASE_S + steps * HOP_S[link.hop] + steps / ranks * buffer_bytes / link.bytes_per_s
+
+
+def estimate_throughput(
+    job: Job, instance: InstanceType, nodes: int, assumptions: Assumptions | None = None
+) -> ThroughputEstimate:
+    """Throughput of `job` (per GPU micro batch, strategy, checkpointing) on `nodes` nodes of `instance`."""
+    assumptions = assumptions or Assumptions()
+    shape, e = job.shape, job.compute_bytes
+    mfu = assumptions.mfu if assumptions.mfu is not None else default_mfu(instance.gpu_chip, shape.hidden_size)
+    flops_per_token = training_flops_per_token(shape, job.seq_len)
+    forward_flops = flops_per_token / 3  # forward is a third of forward + backward (2N + 4LHT of 6N + 12LHT)
+    recompute = forward_flops if job.activation_checkpointing == "full" else 0.0
+    rate = instance.peak_bf16_flops_per_gpu * mfu
+    forward_s = job.tokens * forward_flops / rate
+    backward_s = job.tokens * (flops_per_token - forward_flops + recompute) / rate
+
+    ranks = Ranks(nodes * instance.gpus, instance.gpus)
+    shard, replicate = ranks.shard_size(job.sharding_strategy), ranks.replicate_size(job.sharding_strategy)
+    intra, inter = _links(instance, nodes, assumptions)
+    shard_link = inter if shard > instance.gpus else intra
+    layer, root = numel(layer_parameter_shapes(shape)), numel(root_parameter_shapes(shape))
+    layers = shape.num_layers
+    resharded = job.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")  # trainer/parallelize.py
+
+    def gather(params: int) -> float:
+        return _ring(e * params, shard, shard_link)
+
+    # HYBRID_SHARD: each GPU all-reduces its shard with the same GPU of every other node, and a node's GPUs do so
+    # at once, sharing its network. NO_SHARD: one ring over every GPU, like FULL_SHARD's.
+    replica_link = _Link(inter.bytes_per_s / instance.gpus, "network") if shard > 1 else inter
+
+    def reduce(params: int, across_replicas: bool) -> float:
+        scatter = _ring(FP32 * params, shard, shard_link)
+        return scatter + (
+            _ring(FP32 * params / shard, replicate, replica_link, all_reduce=True) if across_replicas else 0
+        )
+
+    def micro_step(last: bool) -> tuple[float, float]:
+        """(communication, exposed communication) of a micro step; only the last all-reduces across replicas."""
+        forward_comm = layers * gather(layer)
+        backward_comm = layers * ((gather(layer) if resharded else 0.0) + reduce(layer, last))
+        unhidden = gather(root) + reduce(root, last)
+        exposed = max(0.0, forward_comm - forward_s) + max(0.0, backward_comm - backward_s) + unhidden
+        overlapped = min(forward_comm, forward_s) + min(backward_comm, backward_s)
+        return forward_comm + backward_comm + unhidden, exposed + assumptions.overlap_cost * overlapped
+
+    # Gradient accumulation all-reduces across replicas once per optimizer step, on the last micro step; the others
+    # only reduce-scatter within their shard group (trainer/train.py, FSDP2's set_requires_all_reduce).
+    compute_s = forward_s + backward_s
+    last, other = micro_step(last=True), micro_step(last=False)
+    others = job.grad_accum - 1
+    communication_s = (last[0] + others * other[0]) / job.grad_accum
+    exposed = (last[1] + others * other[1]) / job.grad_accum
+    micro_step_s = compute_s + exposed
+    gpus = nodes * instance.gpus
+    per_gpu = job.tokens / micro_step_s
+    return ThroughputEstimate(
+        nodes=nodes,
+        gpus=gpus,
+        compute_s=compute_s,
+        communication_s=communication_s,
+        exposed_s=exposed,
+        micro_step_s=micro_step_s,
+        step_s=job.grad_accum * micro_step_s,
+        tokens_per_second=per_gpu * gpus,
+        tokens_per_second_per_gpu=per_gpu,
+        mfu=per_gpu * flops_per_token / instance.peak_bf16_flops_per_gpu,
+    )
+
+
+def scaling_efficiency(job: Job, instance: InstanceType, nodes: int, assumptions: Assumptions | None = None) -> float:
+    """Per-GPU throughput on `nodes` nodes over that on one node (HYBRID_SHARD on one node is FULL_SHARD)."""
+    one_node_job = replace(job, sharding_strategy="FULL_SHARD") if job.sharding_strategy == "HYBRID_SHARD" else job
+    one = estimate_throughput(one_node_job, instance, 1, assumptions)
+    many = estimate_throughput(job, instance, nodes, assumptions)
+    return many.tokens_per_second_per_gpu / one.tokens_per_second_per_gpu

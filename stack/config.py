@@ -1,0 +1,368 @@
+"""The stack's config as typed, validated dataclasses, with every default applied here in code.
+
+Pulumi applies the defaults declared in Pulumi.yaml only when its CLI runs; under test mocks, in the render CLI
+and in the local run nothing does, so this module is the one place defaults live (a test keeps Pulumi.yaml in
+step). Every problem is collected and raised as one ConfigError before any resource is registered.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sizing.catalog import CATALOG, InstanceType
+from sizing.storage import (
+    DEFAULT_FSX_CAPACITY_GIB,
+    DEFAULT_FSX_THROUGHPUT_PER_TIB,
+    FSX_THROUGHPUT_PER_TIB,
+    fsx_capacity_problem,
+)
+from stack.fields import (
+    at_least,
+    between,
+    one_of,
+    one_of_ints,
+    setting,
+)
+from trainer.config import ACTIVATION_CHECKPOINTING, MIXED_PRECISIONS, SHARDING_STRATEGIES
+
+CAPACITY_TYPES = ("ON_DEMAND", "CAPACITY_BLOCK", "SPOT")
+ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+# EC2 capacity reservation ids (ODCRs and capacity blocks alike): "cr-" and 17 hex digits.
+CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
+SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
+IAM_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+IAM_POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:policy/[\w+=,.@/-]+$")
+REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+# Kubernetes object names (RFC 1123 subdomain), such as a PersistentVolumeClaim's.
+DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# EKS versions this project is tested against; the newest is the default.
+KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
+# The retention periods CloudWatch Logs accepts, in days (CloudWatch Logs API reference, PutRetentionPolicy).
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+# EC2 placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
+PLACEMENT_GROUP_NAME = re.compile(r"^[\x20-\x7e]{1,255}$")
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    cidr: str = setting("cidr", "10.0.0.0/16", "IPv4 CIDR of the new VPC.")
+    availability_zones: list[str] = setting(
+        "availabilityZones", [], "AZs of the new VPC (at least 2); default: the region's a and b.", factory=True
+    )
+    private_subnet_prefix: int = setting(
+        "privateSubnetPrefix", 19, "Prefix length of each private subnet (nodes and pods live here).", between(16, 28)
+    )
+    public_subnet_prefix: int = setting(
+        "publicSubnetPrefix", 22, "Prefix length of each public subnet (NAT gateways, load balancers).", between(16, 28)
+    )
+    nat_gateways: str = setting(
+        "natGateways",
+        "single",
+        "One NAT gateway for the VPC, or one per AZ for AZ-independent egress.",
+        one_of("single", "perAz"),
+    )
+    vpc_id: str | None = setting("vpcId", None, "Use this existing VPC instead of creating one.")
+    private_subnet_ids: list[str] = setting(
+        "privateSubnetIds", [], "With vpcId: the private subnets for the cluster (at least 2 AZs).", factory=True
+    )
+    public_subnet_ids: list[str] = setting(
+        "publicSubnetIds", [], "With vpcId: public subnets (optional; for public load balancers).", factory=True
+    )
+    gpu_subnet_id: str | None = setting(
+        "gpuSubnetId", None, "With vpcId: the private subnet, in gpuNodes.availabilityZone, for the GPU nodes."
+    )
+
+    @property
+    def uses_existing_vpc(self) -> bool:
+        return self.vpc_id is not None
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str | None = setting("name", None, "EKS cluster name; default: fsdp-eks-<stack>.")
+    kubernetes_version: str = setting(
+        "kubernetesVersion", KUBERNETES_VERSIONS[-1], "EKS Kubernetes version.", one_of(*KUBERNETES_VERSIONS)
+    )
+    endpoint_public_access: bool = setting(
+        "endpointPublicAccess",
+        False,
+        "Whether the API endpoint is reachable from outside the VPC, from publicAccessCidrs (private access is always "
+        "on). Without it, run pulumi up and kubectl from inside the VPC or a network routed to it.",
+    )
+    public_access_cidrs: list[str] = setting(
+        "publicAccessCidrs",
+        [],
+        "With endpointPublicAccess: the CIDRs that may reach the API endpoint (0.0.0.0/0 only if you mean the whole "
+        "internet).",
+        factory=True,
+    )
+    admin_role_arns: list[str] = setting(
+        "adminRoleArns", [], "IAM roles given cluster-admin through EKS access entries.", factory=True
+    )
+    control_plane_logs: list[str] = setting(
+        "controlPlaneLogs", ALL_CONTROL_PLANE_LOGS, "Control-plane log types sent to CloudWatch.", factory=True
+    )
+    control_plane_log_retention_days: int = setting(
+        "controlPlaneLogRetentionDays",
+        30,
+        "Days CloudWatch keeps control-plane logs (the stack owns their log group).",
+        one_of_ints(*LOG_RETENTION_DAYS),
+    )
+    system_node_instance_type: str = setting(
+        "systemNodeInstanceType", "m6i.2xlarge", "Instance type of the CPU node group for controllers and monitoring."
+    )
+    system_node_count: int = setting("systemNodeCount", 2, "Nodes in the CPU system node group.", between(1, 20))
+    existing: bool = setting(
+        "existing",
+        False,
+        "Use an existing cluster (kubeconfig from the secret fsdp-eks:kubeconfig) instead of creating one.",
+    )
+    role_permissions_boundary: str | None = setting(
+        "rolePermissionsBoundary",
+        None,
+        "IAM policy ARN set as the permissions boundary of every IAM role the stack creates (pulumi-eks's too); "
+        "the CI deploy role only creates roles that carry it (docs/ci.md).",
+    )
+
+
+@dataclass(frozen=True)
+class GpuNodesConfig:
+    instance_type: str = setting(
+        "instanceType", "p5.48xlarge", "GPU instance type (one of the catalog's).", one_of(*CATALOG)
+    )
+    count: int = setting("count", 2, "Number of GPU nodes.", at_least(0))
+    availability_zone: str | None = setting(
+        "availabilityZone",
+        None,
+        "The one AZ of the GPU nodes; default: the first network AZ. Must be the "
+        "reservation's AZ when capacityReservationId is set.",
+    )
+    capacity_type: str = setting("capacityType", "ON_DEMAND", "How the nodes are bought.", one_of(*CAPACITY_TYPES))
+    capacity_reservation_id: str | None = setting(
+        "capacityReservationId", None, "ODCR or capacity block id (cr-...) the nodes launch into."
+    )
+    efa: bool | None = setting(
+        "efa", None, "One EFA interface per network card; default: on wherever the type supports EFA."
+    )
+    placement_group: str = setting(
+        "placementGroup",
+        "auto",
+        "Cluster placement group: auto (on unless a reservation fixes placement), always, never.",
+        one_of("auto", "always", "never"),
+    )
+    placement_group_name: str | None = setting(
+        "placementGroupName",
+        None,
+        "An existing cluster placement group to launch into, such as the one an ODCR was made in; the stack "
+        "then makes none.",
+    )
+    root_volume_gib: int = setting(
+        "rootVolumeGiB", 500, "gp3 root volume per node (container images, logs).", at_least(100)
+    )
+    price_per_hour: float | None = setting(
+        "pricePerHour", None, "Your price per node-hour in USD; default: the catalog's on-demand list price."
+    )
+
+    @property
+    def instance(self) -> InstanceType:
+        return CATALOG[self.instance_type]
+
+    @property
+    def efa_enabled(self) -> bool:
+        return self.instance.supports_efa if self.efa is None else self.efa
+
+    @property
+    def uses_placement_group(self) -> bool:
+        """Whether the stack creates a cluster placement group for the nodes."""
+        # A cluster placement group on top of an ODCR or a capacity block makes launches fail with
+        # InsufficientInstanceCapacity: the reservation already fixes where the instances go. An ODCR made in a
+        # placement group is used through that group (placementGroupName) instead.
+        if self.placement_group_name is not None:
+            return False
+        if self.placement_group == "auto":
+            return self.capacity_reservation_id is None
+        return self.placement_group == "always"
+
+    @property
+    def reserved_capacity(self) -> bool:
+        """Whether the nodes launch into a reservation (ODCR or capacity block) sized for them: no spare instances
+        for a rolling update to surge into."""
+        return self.capacity_reservation_id is not None
+
+    @property
+    def node_price_per_hour(self) -> float:
+        return self.instance.price_per_hour_usd if self.price_per_hour is None else self.price_per_hour
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    fsx: bool | None = setting(
+        "fsx",
+        None,
+        "An FSx for Lustre file system in the GPU nodes' AZ for checkpoints, shared by every node; default: on "
+        "for a new cluster, off (none is made) with cluster.existing.",
+    )
+    fsx_capacity_gib: int = setting(
+        "fsxCapacityGiB",
+        DEFAULT_FSX_CAPACITY_GIB,
+        "FSx for Lustre capacity: 1200, or a multiple of 2400 (PERSISTENT_2 sizes).",
+        fsx_capacity_problem,
+    )
+    fsx_throughput_per_tib: int = setting(
+        "fsxThroughputPerTiB",
+        DEFAULT_FSX_THROUGHPUT_PER_TIB,
+        "FSx for Lustre MB/s per TiB of capacity.",
+        one_of_ints(*FSX_THROUGHPUT_PER_TIB),
+    )
+
+
+@dataclass(frozen=True)
+class MonitoringConfig:
+    enabled: bool = setting("enabled", True, "Prometheus, Grafana and the DCGM exporter.")
+    grafana: bool = setting("grafana", True, "Grafana with the project's dashboards.")
+    grafana_load_balancer: bool = setting(
+        "grafanaLoadBalancer",
+        False,
+        "Expose Grafana through an internet-facing load balancer (default: port-forward only).",
+    )
+    cloudwatch_observability: bool = setting(
+        "cloudwatchObservability", False, "The Amazon CloudWatch Observability add-on (Container Insights GPU metrics)."
+    )
+    node_tools: bool = setting("nodeTools", False, "htop / nvtop DaemonSets on the GPU nodes for inspection.")
+    prometheus_retention: str = setting("prometheusRetention", "15d", "How long Prometheus keeps samples.")
+    prometheus_storage_gib: int = setting(
+        "prometheusStorageGiB",
+        50,
+        "gp3 volume for Prometheus' samples (EBS CSI driver); 0 keeps them in an emptyDir that a pod restart loses.",
+        at_least(0),
+    )
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    enabled: bool = setting("enabled", True, "Run the PyTorchJob as part of the stack.")
+    model: str = setting("model", "meta-llama/Llama-2-7b-hf", "HF hub id, path in the image, or preset name.")
+    dataset: str = setting("dataset", "knkarthick/dialogsum", "HF dataset id or a path inside the pod.")
+    sharding_strategy: str = setting(
+        "shardingStrategy", "FULL_SHARD", "FSDP sharding strategy.", one_of(*SHARDING_STRATEGIES)
+    )
+    mixed_precision: str = setting("mixedPrecision", "bf16", "Mixed precision.", one_of(*MIXED_PRECISIONS))
+    activation_checkpointing: str = setting(
+        "activationCheckpointing", "none", "Activation checkpointing.", one_of(*ACTIVATION_CHECKPOINTING)
+    )
+    compile: bool = setting("compile", False, "torch.compile each decoder block.")
+    seq_len: int = setting("seqLen", 4096, "Tokens per sequence.", at_least(1))
+    batch_size: int = setting("batchSize", 1, "Sequences per GPU per micro step.", at_least(1))
+    global_batch_size: int | None = setting(
+        "globalBatchSize", None, "Sequences per optimizer step; default: batchSize x all GPUs. Kept for any world size."
+    )
+    steps: int = setting("steps", 1000, "Optimizer steps.", at_least(1))
+    learning_rate: float = setting("learningRate", 2e-5, "Peak learning rate.")
+    checkpoint_every: int = setting("checkpointEvery", 100, "Steps between checkpoints.", at_least(1))
+    rdzv_backend: str = setting(
+        "rdzvBackend", "etcd", "torchrun rendezvous: the platform's etcd, or c10d.", one_of("etcd", "c10d")
+    )
+    max_restarts: int = setting("maxRestarts", 3, "torchrun restarts of the worker group after a failure.", at_least(0))
+    min_nodes: int | None = setting(
+        "minNodes", None, "Fewest nodes the elastic job runs on after losing some; default: all of them."
+    )
+    run: int = setting("run", 1, "Run counter: bump it to start a fresh run with a fresh rendezvous.", at_least(1))
+    image: str | None = setting("image", None, "Trainer image; default: built and pushed to the stack's ECR.")
+    checkpoint_claim: str | None = setting(
+        "checkpointClaim",
+        None,
+        "ReadWriteMany PVC in the training namespace for checkpoints (FSx for Lustre "
+        "recommended). Default: an emptyDir on one node; on more nodes, the claim fsdp-checkpoints, which the job "
+        "creates on the stack's FSx file system when it has one.",
+    )
+    nccl_debug: str = setting(
+        "ncclDebug",
+        "WARN",
+        "NCCL_DEBUG: INFO shows the transport (NET/OFI = EFA) per rank.",
+        one_of("VERSION", "WARN", "INFO", "TRACE"),
+    )
+    distributed_debug: str = setting(
+        "distributedDebug",
+        "OFF",
+        "TORCH_DISTRIBUTED_DEBUG: DETAIL checks collectives match across ranks (slow).",
+        one_of("OFF", "INFO", "DETAIL"),
+    )
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Everything the program needs, validated. Built by `parse_stack_config` (stack/parse.py)."""
+
+    stack: str
+    region: str
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    gpu_nodes: GpuNodesConfig = field(default_factory=GpuNodesConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    monitoring: MonitoringConfig = field(default_factory=MonitoringConfig)
+    job: JobConfig = field(default_factory=JobConfig)
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.name or f"fsdp-eks-{self.stack}"
+
+    @property
+    def availability_zones(self) -> list[str]:
+        return self.network.availability_zones or [f"{self.region}a", f"{self.region}b"]
+
+    @property
+    def gpu_availability_zone(self) -> str:
+        return self.gpu_nodes.availability_zone or self.availability_zones[0]
+
+    @property
+    def fewest_nodes(self) -> int:
+        """The fewest nodes the job runs on: an elastic job (job.minNodes) may go on with fewer than gpuNodes.count,
+        and then every GPU holds a larger shard."""
+        return self.job.min_nodes or self.gpu_nodes.count
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpu_nodes.count * self.gpu_nodes.instance.gpus
+
+    @property
+    def cost_per_hour(self) -> float:
+        return round(self.gpu_nodes.count * self.gpu_nodes.node_price_per_hour, 2)
+
+
+# The object-valued keys under the fsdp-eks namespace, with the section dataclass each parses into.
+SECTIONS: dict[str, type] = {
+    "network": NetworkConfig,
+    "cluster": ClusterConfig,
+    "gpuNodes": GpuNodesConfig,
+    "storage": StorageConfig,
+    "monitoring": MonitoringConfig,
+    "job": JobConfig,
+}
+# Scalar secrets under the namespace: read as Pulumi secrets, never parsed into the plain config.
+SECRET_KEYS = ("hfToken", "kubeconfig")

@@ -1,0 +1,164 @@
+"""Declarative config sections: a dataclass field per key, with the key's name, description and check.
+
+`stack/config.py` declares the sections; this module turns a raw mapping (as Pulumi or a stack file gives it)
+into those dataclasses, collecting every problem instead of stopping at the first, and produces the rows of
+the README's config reference and of Pulumi.yaml's declarations from the same declarations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+NAMESPACE = "fsdp-eks"
+
+Check = Callable[[Any], str | None]  # returns what is allowed when the value is bad, None when it is fine
+
+
+class ConfigError(ValueError):
+    """Every problem found in a stack's config, one per line, each naming the key, the value and what is allowed."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid stack config:\n  " + "\n  ".join(problems))
+
+
+def setting(key: str, default: Any, doc: str, check: Check | None = None, *, factory: bool = False) -> Any:
+    """A config field: `key` is the camelCase name users write, `doc` goes into the README and Pulumi.yaml."""
+    metadata = {"key": key, "doc": doc, "check": check}
+    if factory:
+        return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def one_of(*allowed: str) -> Check:
+    return lambda value: None if value in allowed else f"one of {', '.join(allowed)}"
+
+
+def one_of_ints(*allowed: int) -> Check:
+    return lambda value: None if value in allowed else f"one of {', '.join(map(str, allowed))}"
+
+
+def at_least(low: float) -> Check:
+    return lambda value: None if value >= low else f"a number >= {low}"
+
+
+def between(low: float, high: float) -> Check:
+    return lambda value: None if low <= value <= high else f"a number from {low} to {high}"
+
+
+def _base_type(annotation: Any) -> tuple[type, bool]:
+    """(the type a field holds, whether None is allowed) for annotations like `int`, `str | None`, `list[str]`."""
+    if isinstance(annotation, str):
+        annotation = eval(annotation, {"list": list})  # annotations are postponed strings under __future__
+    optional = False
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = len(members) < len(typing.get_args(annotation))
+        annotation = members[0]
+    return (typing.get_origin(annotation) or annotation), optional
+
+
+def _coerce(value: Any, wanted: type) -> Any:
+    """Values from the CLI arrive as strings; stack files give YAML scalars. Accept both, as Pulumi does."""
+    if wanted is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in {"true", "false"}:
+            return value.lower() == "true"
+        raise TypeError("true or false")
+    if wanted is int:
+        if isinstance(value, bool):
+            raise TypeError("an integer")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        raise TypeError("an integer")
+    if wanted is float:
+        if isinstance(value, bool):
+            raise TypeError("a number")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise TypeError("a number") from None
+    if wanted is list:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise TypeError("a list of strings")
+    if isinstance(value, str):
+        return value
+    raise TypeError("a string")
+
+
+def decode_object(name: str, value: Any, problems: list[str]) -> Mapping[str, Any]:
+    """Object-valued keys reach the program as JSON strings (PULUMI_CONFIG) or as maps (stack files)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            problems.append(f"{NAMESPACE}:{name}: {value!r} is not allowed; expected a map of settings")
+            return {}
+    if not isinstance(value, Mapping):
+        problems.append(f"{NAMESPACE}:{name}: {value!r} is not allowed; expected a map of settings")
+        return {}
+    return value
+
+
+def parse_section(cls: type, name: str, raw: Mapping[str, Any], problems: list[str]) -> Any:
+    """Build dataclass `cls` from the map `raw` of config section `name`, appending problems rather than raising."""
+    fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}
+    for unknown in sorted(set(raw) - set(fields)):
+        problems.append(f"{NAMESPACE}:{name}.{unknown}: unknown key; allowed keys are {', '.join(sorted(fields))}")
+    values: dict[str, Any] = {}
+    hints = typing.get_type_hints(cls)
+    for key, field in fields.items():
+        if key not in raw or raw[key] is None:
+            continue
+        wanted, _ = _base_type(hints[field.name])
+        where = f"{NAMESPACE}:{name}.{key}"
+        try:
+            value = _coerce(raw[key], wanted)
+        except TypeError as expected:
+            problems.append(f"{where}: {raw[key]!r} is not allowed; expected {expected}")
+            continue
+        check = field.metadata["check"]
+        allowed = check(value) if check else None
+        if allowed:
+            problems.append(f"{where}: {value!r} is not allowed; expected {allowed}")
+            continue
+        values[field.name] = value
+    return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyDoc:
+    """One row of the config reference."""
+
+    key: str  # e.g. "gpuNodes.count"
+    type_name: str
+    default: Any
+    doc: str
+
+
+def section_docs(cls: type, name: str) -> list[KeyDoc]:
+    hints = typing.get_type_hints(cls)
+    rows = []
+    for field in dataclasses.fields(cls):
+        wanted, _ = _base_type(hints[field.name])
+        type_name = {bool: "boolean", int: "integer", float: "number", list: "list of strings"}.get(wanted, "string")
+        has_default = field.default is not dataclasses.MISSING
+        default = field.default if has_default else field.default_factory()  # type: ignore[misc]
+        rows.append(KeyDoc(f"{name}.{field.metadata['key']}", type_name, default, field.metadata["doc"]))
+    return rows
+
+
+def section_defaults(cls: type) -> dict[str, Any]:
+    """The section's defaults keyed by the names users write: what Pulumi.yaml declares for the section."""
+    return {row.key.split(".", 1)[1]: row.default for row in section_docs(cls, "_")}

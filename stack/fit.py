@@ -1,0 +1,203 @@
+"""Does the stack's job fit its fleet: the configured job sized with the sizing model (sizing/estimate.py), the
+problems `parse_stack_config` reports for a job that cannot fit (with the smallest changes that would), and the
+stack's `jobSizing` output.
+
+The StackConfig half of the sizing: the model below it (sizing/) knows nothing of the stack's config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sizing.catalog import CATALOG, InstanceType
+from sizing.estimate import GIB, MAX_NODES_SUGGESTED, Sizing, SizingError, make_job, size_job
+from sizing.memory import CHECKPOINTING, Job
+from sizing.storage import (
+    StorageEstimate,
+    checkpoint_wait_warning,
+    estimate_storage,
+    storage_problem,
+    storage_summary,
+)
+from sizing.throughput import Assumptions
+from stack.config import StackConfig
+from trainer.presets import PRESETS, find_shape
+
+
+def _fleet_job(config: StackConfig, **changes: Any) -> tuple[Job, InstanceType, int] | None:
+    """The stack's job (with `changes` to its keys) as a sizing Job, or None when it cannot be sized here."""
+    job_config, gpu = config.job, config.gpu_nodes
+    shape = find_shape(job_config.model)
+    nodes = changes.pop("nodes", gpu.count)
+    instance = gpu.instance
+    if shape is None or nodes < 1:
+        return None  # a model known only by its config.json in the image, or no GPU nodes: nothing to size
+    values = {
+        "seq_len": job_config.seq_len,
+        "batch_size": job_config.batch_size,
+        "global_batch_size": job_config.global_batch_size,
+        "sharding_strategy": job_config.sharding_strategy,
+        "mixed_precision": job_config.mixed_precision,
+        "activation_checkpointing": job_config.activation_checkpointing,
+        **changes,
+    }
+    try:
+        return make_job(shape, gpus=nodes * instance.gpus, **values), instance, nodes
+    except SizingError:
+        return None  # the config's own checks report a bad value; a candidate change that breaks one is no answer
+
+
+def stack_sizing(
+    config: StackConfig, assumptions: Assumptions | None = None, nodes: int | None = None
+) -> Sizing | None:
+    """The sizing of the stack's configured job (on `nodes`, default gpuNodes.count), or None when its model's
+    shape is not known here."""
+    fleet = _fleet_job(config, nodes=nodes or config.gpu_nodes.count)
+    return size_job(*fleet, assumptions) if fleet else None
+
+
+def stack_storage(config: StackConfig) -> StorageEstimate | None:
+    """The job's checkpoints on the stack's FSx file system; None without one (a claim of the user's, or an emptyDir
+    on one node: the trainer checks the free space there itself) or for a model not known here."""
+    job, storage = config.job, config.storage
+    shape = find_shape(job.model)
+    if not job.enabled or shape is None or not storage.fsx or job.checkpoint_claim is not None:
+        return None
+    return estimate_storage(
+        shape,
+        pretrained=job.model not in PRESETS,  # a preset is randomly initialised: no weights to stage
+        capacity_gib=storage.fsx_capacity_gib,
+        per_tib=storage.fsx_throughput_per_tib,
+    )
+
+
+def checkpoint_timeout_minutes(config: StackConfig) -> int | None:
+    """The trainer's --checkpoint-timeout-minutes for the stack's file system, or None (the trainer's default)."""
+    storage = stack_storage(config)
+    return storage.timeout_minutes() if storage else None
+
+
+def checkpoint_warning(config: StackConfig) -> str | None:
+    """A preview warning when the job's saves come faster than its file system writes them (see
+    checkpoint_wait_warning); None when they do not, or when the job cannot be sized."""
+    storage, sizing = stack_storage(config), stack_sizing(config)
+    if storage is None or sizing is None or sizing.throughput is None:
+        return None
+    return checkpoint_wait_warning(storage, sizing.throughput.step_s, config.job.checkpoint_every)
+
+
+def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
+    """A stack output: the configured job's memory, speed and checkpoint storage in a few figures (None when not
+    sizeable)."""
+    sizing = stack_sizing(config)
+    if sizing is None:
+        return None
+    speed, efficiency = sizing.throughput, sizing.scaling_efficiency
+    storage = stack_storage(config)
+    return {
+        "shardingStrategy": sizing.job.sharding_strategy,
+        "peakAllocatedGiB": round(sizing.memory.total / GIB, 1),
+        "neededGiB": round(sizing.needed_bytes / GIB, 1),
+        "gpuMemoryGiB": sizing.instance.gpu_memory_gib,
+        "fits": sizing.fits,
+        "tokensPerSecond": round(speed.tokens_per_second) if speed else None,
+        "mfu": round(speed.mfu, 3) if speed else None,
+        "scalingEfficiency": round(efficiency, 3) if efficiency is not None else None,
+        "storage": (
+            storage_summary(storage, speed.step_s if speed else None, config.job.checkpoint_every) if storage else None
+        ),
+    }
+
+
+def _candidate_changes(config: StackConfig) -> list[tuple[str, dict[str, Any]]]:
+    """Single-key changes that lower memory, cheapest first: checkpointing, strategy, batch, then more nodes."""
+    job, gpu, fewest = config.job, config.gpu_nodes, config.fewest_nodes
+    order = list(CHECKPOINTING)
+    candidates = [
+        (f"job.activationCheckpointing: {mode}", {"activation_checkpointing": mode})
+        for mode in order[order.index(job.activation_checkpointing) + 1 :]
+    ]
+    if job.sharding_strategy != "FULL_SHARD":
+        candidates.append(("job.shardingStrategy: FULL_SHARD", {"sharding_strategy": "FULL_SHARD"}))
+    candidates += [(f"job.batchSize: {b}", {"batch_size": b}) for b in range(job.batch_size - 1, 0, -1)]
+    if fewest < gpu.count:  # elastic: a larger minimum is the change, up to the nodes there are
+        return candidates + [(f"job.minNodes: {n}", {"nodes": n}) for n in range(fewest + 1, gpu.count + 1)]
+    return candidates + [(f"gpuNodes.count: {n}", {"nodes": n}) for n in range(gpu.count + 1, MAX_NODES_SUGGESTED + 1)]
+
+
+def _fitting_changes(config: StackConfig) -> list[str]:
+    found: list[str] = []
+    seen_keys: set[str] = set()
+    for label, change in _candidate_changes(config):
+        key = label.split(":")[0]
+        if key in seen_keys:
+            continue  # the smallest fitting change per key only
+        fleet = _fleet_job(config, **{"nodes": config.fewest_nodes, **change})
+        if fleet is None:
+            continue
+        sizing = size_job(*fleet)
+        if sizing.fits:
+            seen_keys.add(key)
+            found.append(f"{label} ({sizing.needed_bytes / GIB:.1f} GiB)")
+    return found
+
+
+def _combined_change(config: StackConfig) -> str | None:
+    """When no single change fits: every memory-saving setting at once, on the fewest nodes that then fit."""
+    job, gpu = config.job, config.gpu_nodes
+    change: dict[str, Any] = {"activation_checkpointing": "full", "sharding_strategy": "FULL_SHARD", "batch_size": 1}
+    labels = {
+        "activation_checkpointing": "job.activationCheckpointing: full",
+        "sharding_strategy": "job.shardingStrategy: FULL_SHARD",
+        "batch_size": "job.batchSize: 1",
+    }
+    current = {"activation_checkpointing": job.activation_checkpointing, "sharding_strategy": job.sharding_strategy}
+    current["batch_size"] = job.batch_size
+    wanted = [labels[key] for key, value in change.items() if current[key] != value]
+    fewest = config.fewest_nodes
+    key = "job.minNodes" if fewest < gpu.count else "gpuNodes.count"
+    for nodes in range(fewest, (gpu.count if fewest < gpu.count else MAX_NODES_SUGGESTED) + 1):
+        fleet = _fleet_job(config, nodes=nodes, **change)
+        if fleet is not None and (sizing := size_job(*fleet)).fits:
+            node_change = [f"{key}: {nodes}"] if nodes != fewest else []
+            return f"{', '.join(wanted + node_change)} ({sizing.needed_bytes / GIB:.1f} GiB)"
+    return None
+
+
+def fit_problems(config: StackConfig) -> list[str]:
+    """Config problems for a job that cannot fit: its GPUs' memory (what it needs, what the GPU has, the smallest
+    changes that would fit) and its checkpoint file system (what the checkpoints need, what the file system has).
+    Empty when it fits or cannot be sized (job off, no nodes, or a model whose shape is only in its config.json)."""
+    if not config.job.enabled:
+        return []
+    storage = stack_storage(config)
+    problem = storage_problem(storage, config.job.model) if storage else None
+    return _memory_problems(config) + ([problem] if problem else [])
+
+
+def _memory_problems(config: StackConfig) -> list[str]:
+    sizing = stack_sizing(config, nodes=config.fewest_nodes)
+    if sizing is None or sizing.fits:
+        return []
+    terms = sorted(sizing.memory.terms.items(), key=lambda item: -item[1])[:3]
+    largest = ", ".join(f"{name.replace('_', ' ')} {value / GIB:.1f}" for name, value in terms)
+    instance = sizing.instance
+    fixes = _fitting_changes(config)
+    combined = None if fixes else _combined_change(config)
+    if fixes:
+        advice = "smallest changes that fit: " + "; ".join(fixes)
+    elif combined:
+        advice = f"no single change fits; these together do: {combined}"
+    else:
+        larger = [t.name for t in CATALOG.values() if t.gpu_memory_gib > instance.gpu_memory_gib]
+        advice = f"nothing fits on up to {MAX_NODES_SUGGESTED} nodes; expected a shorter job.seqLen" + (
+            f" or an instance type with more GPU memory ({', '.join(larger)})" if larger else ""
+        )
+    elastic = " (job.minNodes: the fewest it runs on)" if sizing.nodes < config.gpu_nodes.count else ""
+    return [
+        f"fsdp-eks:job: {config.job.model} with {sizing.job.sharding_strategy} on {sizing.nodes} x {instance.name}"
+        f"{elastic} "
+        f"needs {sizing.needed_bytes / GIB:.1f} GiB per GPU (peak at {sizing.memory.moment}: {largest} GiB, plus "
+        f"runtime and allocator headroom), more than the {instance.gpu_memory_gib} GiB of its {instance.gpu_chip}; "
+        + advice
+    ]

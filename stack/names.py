@@ -1,0 +1,44 @@
+"""Names the platform and the training job must agree on, in one torch-free module both import.
+
+The platform (workloads/platform/component.py) deploys etcd behind a Service with these names; the PyTorchJob
+(workloads/job/manifest.py) points torchrun's rendezvous at it. Changing one here changes both.
+"""
+
+from __future__ import annotations
+
+# The namespace of the cluster's own services (etcd, the training operator, monitoring).
+PLATFORM_NAMESPACE = "fsdp-system"
+# The namespace the PyTorchJob, its pods and its Secret live in; the job component (workloads/job/component.py)
+# creates it.
+TRAINING_NAMESPACE = "training"
+
+# etcd for torchrun's etcd-v2 rendezvous: a Service named "etcd" in the platform namespace, client port 2379
+# (the port etcd registers with IANA for client traffic).
+ETCD_SERVICE_NAME = "etcd"
+ETCD_CLIENT_PORT = 2379
+ETCD_SERVICE_HOST = f"{ETCD_SERVICE_NAME}.{PLATFORM_NAMESPACE}.svc.cluster.local"
+ETCD_ENDPOINT = f"{ETCD_SERVICE_HOST}:{ETCD_CLIENT_PORT}"
+
+# Node labels and the taint the GPU node group carries (infra/gpu_nodes.py sets them; pods select on them).
+NODE_GROUP_LABEL = "fsdp-eks/node-group"
+GPU_NODE_GROUP = "gpu"
+SYSTEM_NODE_GROUP = "system"  # the CPU system node group (infra/cluster.py): etcd, the operator, monitoring
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "true"
+GPU_TAINT_EFFECT = "NoSchedule"
+
+# The trainer's pods: a label to select them by (a Prometheus PodMonitor, kubectl, etcd's NetworkPolicy), the stack
+# they belong to, and the named container port where rank 0 serves its Prometheus metrics.
+COMPONENT_LABEL = "fsdp-eks/component"
+TRAINER_COMPONENT = "trainer"
+STACK_LABEL = "fsdp-eks/stack"
+# Every object the project builds itself carries this label (Kubernetes' recommended app.kubernetes.io/part-of).
+PART_OF = {"app.kubernetes.io/part-of": "fsdp-eks"}
+# The training operator labels the leader pod of a PyTorchJob, the Master replica or else Worker 0, with this role
+# (kubeflow/trainer v1.9.4: pkg/apis/kubeflow.org/v1/common_types.go JobRoleLabel; pkg/controller.v1/common/pod.go
+# sets it where IsMasterRole holds, which for a PyTorchJob without a Master is Worker index 0).
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+LEADER_ROLE = "master"
+TRAINER_METRICS_PORT_NAME = "metrics"
+TRAINER_METRICS_PORT = 9300

@@ -1,0 +1,52 @@
+"""Parse a stack's raw config into a StackConfig: every key, then the checks across keys, then whether the job fits
+its GPUs and its file system. Every problem is collected and raised as one ConfigError before any resource exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from stack.checks import cross_key_problems
+from stack.config import REGION, SECRET_KEYS, SECTIONS, StackConfig
+from stack.fields import NAMESPACE, ConfigError, decode_object, parse_section
+from stack.fit import fit_problems
+
+
+def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
+    """Validate a stack's raw config: keys as the engine names them ("fsdp-eks:gpuNodes", "aws:region"),
+    object values as maps or JSON strings. Raises ConfigError listing every problem."""
+    problems: list[str] = []
+    known = {f"{NAMESPACE}:{name}" for name in (*SECTIONS, *SECRET_KEYS)}
+    for key in sorted(raw):
+        if key.startswith(f"{NAMESPACE}:") and key not in known:
+            allowed = ", ".join(sorted(k.split(":", 1)[1] for k in known))
+            problems.append(f"{key}: unknown key; allowed keys are {allowed}")
+    region = raw.get("aws:region")
+    if not isinstance(region, str) or not REGION.match(region):
+        problems.append(f"aws:region: {region!r} is not allowed; expected an AWS region name such as us-east-1")
+        region = "us-east-1"  # keep checking the rest against a well-formed region
+    sections = {
+        name: parse_section(cls, name, decode_object(name, raw.get(f"{NAMESPACE}:{name}"), problems), problems)
+        for name, cls in SECTIONS.items()
+    }
+    cluster, storage = sections["cluster"], sections["storage"]
+    if storage.fsx is None:  # the default depends on the cluster: an existing cluster gets no FSx from the stack
+        storage = dataclasses.replace(storage, fsx=not cluster.existing)
+    config = StackConfig(
+        stack=stack,
+        region=region,
+        network=sections["network"],
+        cluster=cluster,
+        gpu_nodes=sections["gpuNodes"],
+        storage=storage,
+        monitoring=sections["monitoring"],
+        job=sections["job"],
+    )
+    # Cross-key checks run on what parsed: a value rejected above fell back to its default, so they stay sound.
+    problems += cross_key_problems(config)
+    problems += [] if problems else fit_problems(config)  # memory per GPU, once the rest is sound (stack/fit.py)
+    if problems:
+        raise ConfigError(problems)
+    return config

@@ -1,0 +1,55 @@
+"""Every pinned version the stack deploys, in one place: AMI types, EKS add-ons, Helm charts, images.
+
+Bumping a version is a one-line change here; tests check that nothing else spells a chart or image version.
+"""
+
+from __future__ import annotations
+
+# EKS-optimised Amazon Linux 2023 AMIs, chosen by managed node groups through amiType (no AMI id to track).
+GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"  # NVIDIA driver, container toolkit and EFA driver preinstalled
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+
+# EKS add-ons, by add-on name. None means "the default version EKS publishes for the cluster's Kubernetes
+# version", resolved at deploy time by the aws.eks.getAddonVersion data source with mostRecent=false, so a
+# version bump of Kubernetes brings the matching add-on versions and a stack never asks for an unpublished one.
+EKS_ADDONS: dict[str, str | None] = {
+    "vpc-cni": None,
+    "coredns": None,
+    "kube-proxy": None,
+    "aws-ebs-csi-driver": None,
+    "eks-pod-identity-agent": None,
+    # Mounts the checkpoint file system (a static PersistentVolume: no IAM role needed to mount).
+    "aws-fsx-csi-driver": None,
+}
+
+# The trainer's container image (docker/Dockerfile, built by workloads/job/image.py; see docs/job.md).
+# PyTorch's official CUDA runtime image fixes torch, CUDA and cuDNN together; its torch is the one the tests run
+# (the Makefile's torch==, checked by tests/workloads/job/test_job_image.py). CUDA 12.6 runs on the R570 driver of the
+# AL2023 NVIDIA AMI and supports A100, H100/H200 and L40S.
+TRAINER_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime"
+# The EFA installer adds libfabric with the EFA provider, rdma-core and the AWS OFI NCCL plugin (libnccl-ofi),
+# the user-space half of EFA; the kernel half comes with the AMI. Released 2026-01-29 (EFA release notes).
+EFA_INSTALLER_VERSION = "1.47.0"
+
+# --- Cluster platform (workloads/platform/component.py). Helm chart versions, by chart; the repositories are in
+# workloads/platform/charts.py. Each was the newest release of its line when pinned.
+NVIDIA_DEVICE_PLUGIN_CHART_VERSION = "0.19.3"  # nvidia-device-plugin, NVIDIA/k8s-device-plugin v0.19.3
+EFA_DEVICE_PLUGIN_CHART_VERSION = "v0.5.30"  # aws-efa-k8s-device-plugin (eks-charts), plugin image v0.5.20
+KUBE_PROMETHEUS_STACK_CHART_VERSION = "88.5.0"  # prometheus-operator v0.93, Grafana chart 12.x
+DCGM_EXPORTER_CHART_VERSION = "4.8.2"  # dcgm-exporter, image 4.5.3-4.8.2
+# Kubeflow Training Operator v1 (PyTorchJob kubeflow.org/v1): a git tag of kubeflow/trainer (formerly
+# kubeflow/training-operator), whose manifests/overlays/standalone kustomization the platform applies.
+TRAINING_OPERATOR_VERSION = "v1.9.4"
+# etcd for torchrun rendezvous: 3.5 is the last minor with the v2 API (--enable-v2) that torch's etcd backends use.
+# By tag: etcd's releases publish no image digests, and none for this tag could be checked from a public source.
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.32"
+# htop / nvtop inspection pods: Ubuntu 24.04 LTS from ECR Public's Docker official-images mirror (no Docker Hub
+# rate limit from the nodes); the tools come from Ubuntu's archive when the pod starts. Pinned to the multi-platform
+# index digest that docker-library/repo-info records for ubuntu:24.04 (repos/ubuntu/remote/24.04.md, the build of
+# 2026-09-11); the mirror serves Docker Hub's manifests unchanged, so the digest is the same there.
+NODE_TOOLS_IMAGE = (
+    "public.ecr.aws/docker/library/ubuntu:24.04@sha256:69cecf4bbf72d2d44a9eef1b71fb98c7fb973d78af11399deccef19beb008ad9"
+)
+# The Amazon CloudWatch Observability EKS add-on; None: the default version EKS publishes for the cluster's
+# Kubernetes version, resolved at deploy time like the add-ons above.
+CLOUDWATCH_OBSERVABILITY_ADDON_VERSION: str | None = None

@@ -1,0 +1,172 @@
+"""The stack's job on this machine: real etcd, two real torchrun agents, real faults.
+
+Each test is one behaviour of the local run (local/run.py), on the dev stack's job with two agents
+elastic 1:2 and the tiny model for 40 steps, checkpointing every 10. The runs themselves are fixtures
+(conftest.py), made once per module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from local.etcd import LocalEtcd
+from local.procs import alive
+from local.run import LocalResult
+from tests.local.runs import STEPS, TEST_TIMEOUT_S, final_loss, log_of, processes_mentioning, run_dev
+from trainer.checkpoint_layout import checkpoint_name, complete_checkpoints
+from trainer.launch_exits import REASON_PREFIX
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
+
+# The same global batch at world size 2 and 1 gives the same samples and the same mean loss; only the order of the
+# fp32 gradient sums differs (across ranks vs across micro steps), which moves the loss by float32 rounding, far
+# inside this tolerance. A lost or repeated step, another batch, or weights not restored move it much more.
+LOSS_TOLERANCE = 1e-4
+
+
+def max_restarts(result: LocalResult) -> int:
+    return int(result.plan.agents[0].env["PET_MAX_RESTARTS"])
+
+
+# (a) a clean run
+
+
+def test_clean_run_trains_every_step_on_both_agents(clean_run: LocalResult) -> None:
+    assert clean_run.succeeded, clean_run.reason
+    assert clean_run.summary is not None and clean_run.summary.steps == STEPS
+    assert clean_run.summary.world_sizes == [2]
+    assert clean_run.pod_restarts == 0
+
+
+def test_clean_run_leaves_checkpoints_metrics_chart_and_export(clean_run: LocalResult) -> None:
+    assert clean_run.checkpoint_dir is not None and clean_run.metrics_file is not None
+    assert complete_checkpoints(clean_run.checkpoint_dir)[-1][0] == STEPS
+    records = [json.loads(line) for line in clean_run.metrics_file.read_text().splitlines()]
+    assert records[-1]["step"] == STEPS
+    assert clean_run.chart is not None and clean_run.chart.read_bytes().startswith(b"\x89PNG")
+    assert (Path(str(clean_run.plan.trainer.checkpoint.export_hf)) / "config.json").is_file()
+
+
+def test_clean_run_stops_every_process_it_started(clean_run: LocalResult) -> None:
+    assert processes_mentioning(str(clean_run.work_dir)) == []
+
+
+# (b) one agent killed, with its workers, after the first checkpoint
+
+
+def test_killed_agent_drill_kills_the_agent_and_all_its_workers(killed_agent_run: LocalResult) -> None:
+    drill = killed_agent_run.drill
+    assert drill is not None and len(drill.killed) >= 2, "expected the agent and at least one worker"
+    assert not any(alive(proc) for proc in drill.killed)
+    assert drill.at_step < STEPS, "the drill fired only after the job had finished"
+
+
+def test_killed_agent_job_finishes_on_the_survivor_within_max_restarts(killed_agent_run: LocalResult) -> None:
+    assert killed_agent_run.succeeded, killed_agent_run.reason
+    summary = killed_agent_run.summary
+    assert summary is not None and summary.steps == STEPS
+    assert summary.world_sizes == [2, 1]
+    assert 1 <= summary.worker_restarts <= max_restarts(killed_agent_run)
+
+
+def test_killed_agent_job_resumes_from_the_checkpoint_before_the_kill(killed_agent_run: LocalResult) -> None:
+    drill = killed_agent_run.drill
+    assert drill is not None and drill.checkpoint_step is not None
+    expected = f"resumed from {killed_agent_run.checkpoint_dir}/{checkpoint_name(drill.checkpoint_step)}"
+    assert expected in log_of(killed_agent_run, 0)
+
+
+def test_killed_agent_job_ends_at_the_uninterrupted_loss(killed_agent_run: LocalResult, clean_run: LocalResult) -> None:
+    assert final_loss(killed_agent_run) == pytest.approx(final_loss(clean_run), rel=LOSS_TOLERANCE)
+
+
+def test_killed_agent_job_stops_every_process_it_started(killed_agent_run: LocalResult) -> None:
+    assert processes_mentioning(str(killed_agent_run.work_dir)) == []
+
+
+# (c) etcd restarted mid-run, empty: every agent's launcher exits 200 (retryable) and leaves the rendezvous open; the
+# pods are created again, rejoin in the new etcd and resume from the last checkpoint
+
+
+def test_restarted_etcd_job_finishes_every_step(restarted_etcd_run: LocalResult) -> None:
+    assert restarted_etcd_run.succeeded, restarted_etcd_run.reason
+    summary = restarted_etcd_run.summary
+    assert summary is not None and summary.steps == STEPS
+    drill = restarted_etcd_run.drill
+    assert drill is not None and drill.at_step < STEPS, "the drill fired only after the job had finished"
+
+
+def test_restarted_etcd_recreates_each_pod_whose_launcher_lost_the_backend(restarted_etcd_run: LocalResult) -> None:
+    # Both pods at least once; again if a pod created again came up while etcd was still down.
+    assert restarted_etcd_run.pod_restarts >= 2
+    for pod in (0, 1):
+        log = log_of(restarted_etcd_run, pod)
+        assert f"{REASON_PREFIX}exit 200 (rendezvous backend lost), retryable" in log
+        assert "RendezvousClosedError" not in log
+
+
+def test_restarted_etcd_job_resumes_from_the_checkpoint_before_the_restart(restarted_etcd_run: LocalResult) -> None:
+    drill = restarted_etcd_run.drill
+    assert drill is not None and drill.checkpoint_step is not None
+    resumed = re.findall(rf"resumed from {restarted_etcd_run.checkpoint_dir}/step_(\d+)", log_of(restarted_etcd_run, 0))
+    assert resumed and int(resumed[-1]) >= drill.checkpoint_step
+
+
+def test_restarted_etcd_job_ends_at_the_uninterrupted_loss(
+    restarted_etcd_run: LocalResult, clean_run: LocalResult
+) -> None:
+    assert final_loss(restarted_etcd_run) == pytest.approx(final_loss(clean_run), rel=LOSS_TOLERANCE)
+
+
+def test_restarted_etcd_job_stops_every_process_it_started(restarted_etcd_run: LocalResult) -> None:
+    assert processes_mentioning(str(restarted_etcd_run.work_dir)) == []
+
+
+# (d) two runs in a row against one etcd, nothing cleaned up in between
+
+
+def test_second_run_against_the_same_etcd_starts_normally(tmp_path: Path, shared_etcd: LocalEtcd) -> None:
+    first = run_dev(tmp_path / "first", etcd_endpoint=shared_etcd.endpoint)
+    second = run_dev(tmp_path / "second", etcd_endpoint=shared_etcd.endpoint)
+    assert first.succeeded and second.succeeded, (first.reason, second.reason)
+    assert second.summary is not None and second.summary.steps == STEPS
+    assert second.pod_restarts == 0
+    assert first.plan.rendezvous_id != second.plan.rendezvous_id
+
+
+# (e) an agent whose workers keep dying exhausts its restarts: the job fails at once, and no pod restarts
+
+
+def test_exhausted_agent_restarted_its_workers_max_restarts_times(exhausted_agent_run: LocalResult) -> None:
+    drill = exhausted_agent_run.drill
+    assert drill is not None and drill.at_step < STEPS, "the drill fired only after the job had finished"
+    # Killed once at the trigger and once after each of torchrun's restarts of the worker group.
+    assert drill.repeats == max_restarts(exhausted_agent_run) + 1
+    assert not any(alive(proc) for proc in drill.killed)
+
+
+def test_exhausted_agent_fails_the_job_naming_the_pod_and_the_rule(exhausted_agent_run: LocalResult) -> None:
+    assert not exhausted_agent_run.succeeded
+    pod = f"{exhausted_agent_run.plan.job}-worker-1"
+    assert exhausted_agent_run.reason.startswith(
+        f"{pod}'s agent exited 1; restartPolicy ExitCode fails the job on codes 1 to 127 and restarts nothing "
+        f"[{REASON_PREFIX}exit 1, permanent: the workers failed and --max-restarts is spent (ChildFailedError"
+    )
+    assert "ChildFailedError" in log_of(exhausted_agent_run, 1)  # torchrun's own account of why it gave up
+
+
+def test_exhausted_agent_is_not_restarted_into_the_closed_rendezvous(exhausted_agent_run: LocalResult) -> None:
+    assert exhausted_agent_run.pod_restarts == 0
+    for pod in (0, 1):
+        log = log_of(exhausted_agent_run, pod)
+        starts = re.findall(rf"^--- \S+ start {exhausted_agent_run.plan.job}-worker-{pod} ", log, re.MULTILINE)
+        assert len(starts) == 1, f"worker pod {pod} was started {len(starts)} times"
+        assert "RendezvousClosedError" not in log
+
+
+def test_exhausted_agent_job_stops_every_process_it_started(exhausted_agent_run: LocalResult) -> None:
+    assert processes_mentioning(str(exhausted_agent_run.work_dir)) == []

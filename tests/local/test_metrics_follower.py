@@ -1,0 +1,36 @@
+"""The local run follows the trainer's metrics file with the project's one reader of it (sizing/metrics_file.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from local.report import MetricsFollower
+from sizing.metrics_file import MetricsFileError, read_records
+
+
+def record(step: int) -> str:
+    return json.dumps({"step": step, "world_size": 1, "tokens_per_second": 100.0 * step, "loss": 1.0 / step})
+
+
+def test_the_follower_reads_what_the_report_reads_line_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    follower = MetricsFollower(path)
+    assert follower.poll() == []  # no file yet
+    path.write_text(record(1) + "\n" + record(2)[:10])  # the second line is still being written
+    assert [r["step"] for r in follower.poll()] == [1]
+    path.write_text(record(1) + "\n" + record(2) + "\n" + record(3) + "\n")
+    assert [r["step"] for r in follower.poll()] == [2, 3]
+    assert follower.records == read_records(path)
+
+
+def test_a_bad_line_is_named_by_its_number_in_the_whole_file(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    follower = MetricsFollower(path)
+    path.write_text(record(1) + "\n" + record(2) + "\n")
+    follower.poll()
+    path.write_text(record(1) + "\n" + record(2) + "\n" + '{"step": 3}\n')
+    with pytest.raises(MetricsFileError, match=r"metrics.jsonl:3: missing world_size, tokens_per_second"):
+        follower.poll()

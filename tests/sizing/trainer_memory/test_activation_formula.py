@@ -1,0 +1,69 @@
+"""The activation formula of sizing/memory.py against what autograd really saves in the trainer's model.
+
+Every tensor the forward pass saves for backward goes through a saved-tensors hook; counting each storage once
+(and leaving out the parameters) gives the exact bytes a layer keeps. Small Llama shapes on CPU, so this is fast.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional
+
+from sizing.memory import FP32, Job, Ranks, layer_activation_bytes, memory_moments
+from trainer.model import build_meta_model, decoder_layers, hf_config, init_buffers, init_weights
+from trainer.model_source import ModelSource
+from trainer.presets import ModelShape
+
+MHA = ModelShape("mha", None, 300, 128, 352, 2, 8, 8, 256)
+GQA = ModelShape("gqa", None, 300, 128, 352, 2, 8, 2, 256)  # grouped-query attention, as Llama 2 70B
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def saved_bytes_by_module(shape: ModelShape, precision: str, batch: int, seq_len: int) -> dict[str, int]:
+    """Bytes saved for backward by each decoder layer ('layer0', ...) and by the rest of the model ('root')."""
+    model = build_meta_model(hf_config(ModelSource("preset", shape.name, shape)))
+    model.to_empty(device="cpu")
+    init_buffers(model, torch.device("cpu"))
+    init_weights(model, seed=0, std=0.02)
+    model.to(DTYPES[precision])
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    where, seen = ["root"], {}
+    for index, layer in enumerate(decoder_layers(model)):
+        layer.register_forward_pre_hook(lambda *_, i=index: where.__setitem__(0, f"layer{i}"))
+        layer.register_forward_hook(lambda *_: where.__setitem__(0, "root"))
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            seen.setdefault(storage.data_ptr(), (where[0], storage.nbytes()))
+        return tensor
+
+    ids = torch.randint(0, shape.vocab_size, (batch, seq_len))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        logits = model(input_ids=ids).logits
+        functional.cross_entropy(logits.float().flatten(0, 1), ids.flatten(), reduction="sum")  # as trainer/train.py
+    totals: dict[str, int] = {}
+    for module, nbytes in seen.values():
+        totals[module] = totals.get(module, 0) + nbytes
+    return totals
+
+
+@pytest.mark.parametrize("shape", [MHA, GQA], ids=["mha", "gqa"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_layer_saves_what_the_formula_says(shape: ModelShape, precision: str) -> None:
+    saved = saved_bytes_by_module(shape, precision, batch=2, seq_len=64)
+    # Layer 1: layer 0 also holds RoPE's cos and sin, which every layer shares (counted once, below).
+    compute_bytes = 2 if precision == "bf16" else 4
+    assert saved["layer1"] == layer_activation_bytes(shape, tokens=2 * 64, compute_bytes=compute_bytes)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_whole_model_saves_layers_plus_shared_tensors_plus_log_probabilities(precision: str) -> None:
+    batch, seq_len = 2, 64
+    saved = sum(saved_bytes_by_module(GQA, precision, batch, seq_len).values())
+    job = Job(GQA, seq_len, batch, mixed_precision=precision)
+    loss_backward = memory_moments(job, Ranks(1, 1, "cpu"))[0]  # every layer's activations still saved
+    log_probabilities = FP32 * GQA.vocab_size * batch * seq_len
+    total_weight = FP32  # nll_loss also saves its one-element weight sum
+    assert saved == loss_backward.terms["activations"] + log_probabilities + total_weight

@@ -1,0 +1,113 @@
+"""Register the trainer image and the training job of one stack under the Pulumi SDK's mocks, and write what was
+registered as JSON: the job's components tested on their own, before (or besides) their wiring in __main__.py.
+
+Usage: python -m tests.workloads.job.job_component_program STACK OUT.json [--given-image REF] [--fsx]
+Run in a fresh process (see run_components below): the Pulumi runtime keeps global state. The HF token comes
+from PULUMI_CONFIG, as `pulumi.Config("fsdp-eks").get_secret("hfToken")` reads it in the real program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi.runtime import mocks
+from pulumi.runtime.sync_await import _sync_await
+
+from stack.file_system import LustreFileSystem
+from stack.files import load_stack_config
+from stack.paths import PROJECT_ROOT
+from tests.harness.mock_runner import FakeCloud, RecordingMonitor
+from workloads.job.component import TrainingJob, TrainingJobArgs
+from workloads.job.image import TrainerImage, TrainerImageArgs
+
+PUSHED_DIGEST = "sha256:" + "ab" * 32
+
+
+class FakeRegistry(FakeCloud):
+    """FakeCloud, plus what a finished docker-build push reports: the pushed reference with its digest."""
+
+    def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
+        resource_id, state = super().new_resource(args)
+        if args.typ == "aws:ecr/repository:Repository":
+            state |= {
+                "repositoryUrl": f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{args.inputs['name']}",
+                "registryId": "123456789012",
+            }
+        if args.typ == "docker-build:index:Image":
+            state |= {"ref": f"{args.inputs['tags'][0]}@{PUSHED_DIGEST}"}
+        return resource_id, state
+
+
+def program(stack: str, given_image: str | None, fsx: bool) -> None:
+    config = load_stack_config(stack)
+    if given_image:
+        config = dataclasses.replace(config, job=dataclasses.replace(config.job, image=given_image))
+    provider = k8s.Provider("k8s", kubeconfig="{}")
+    # Stands in for the real platform; depending on a component means depending on its children, so it has one.
+    platform = pulumi.ComponentResource("fsdp-eks:workloads:Platform", "platform")
+    k8s.core.v1.ConfigMap("platform-ready", opts=pulumi.ResourceOptions(parent=platform, provider=provider))
+    image = TrainerImage("trainer", TrainerImageArgs(stack=config.stack, image=config.job.image))
+    file_system = LustreFileSystem("fs-0123456789abcdef0", "fs.example", "abcdefgh", 1200) if fsx else None
+    job = TrainingJob(
+        "job",
+        TrainingJobArgs(
+            config=config,
+            provider=provider,
+            image=image.image_ref,
+            hf_token=pulumi.Config("fsdp-eks").get_secret("hfToken"),
+            depends_on=[platform],
+            checkpoint_file_system=file_system,
+        ),
+    )
+    pulumi.export("rendezvousId", job.rendezvous_id)
+    pulumi.export("imageRef", image.image_ref)
+
+
+def run(stack: str, given_image: str | None, fsx: bool) -> dict[str, Any]:
+    fake = FakeRegistry()
+    monitor = RecordingMonitor(fake)
+    mocks.set_mocks(fake, project="fsdp-eks", stack=stack, preview=False, monitor=monitor)
+    _sync_await(mocks.run_pulumi_func(lambda: program(stack, given_image, fsx)))
+    return {"resources": monitor.records}
+
+
+def run_components(
+    stack: str, hf_token: str | None = None, given_image: str | None = None, fsx: bool = False
+) -> dict[str, Any]:
+    """Run the program above in a fresh process and return its registrations."""
+    config = {"aws:region": "us-east-1"} | ({"fsdp-eks:hfToken": hf_token} if hf_token else {})
+    env = {
+        **os.environ,
+        "PULUMI_CONFIG": json.dumps(config),
+        "PULUMI_CONFIG_SECRET_KEYS": json.dumps(["fsdp-eks:hfToken"] if hf_token else []),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.json"
+        argv = [sys.executable, "-m", "tests.workloads.job.job_component_program", stack, str(out)]
+        argv += (["--given-image", given_image] if given_image else []) + (["--fsx"] if fsx else [])
+        done = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+        if done.returncode or not out.exists():
+            raise RuntimeError(f"component run of {stack} failed:\n{done.stdout}\n{done.stderr}")
+        result = json.loads(out.read_text())
+    result["log"] = done.stdout + done.stderr
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("stack")
+    parser.add_argument("out")
+    parser.add_argument("--given-image")
+    parser.add_argument("--fsx", action="store_true")
+    options = parser.parse_args()
+    Path(options.out).write_text(json.dumps(run(options.stack, options.given_image, options.fsx), default=repr))

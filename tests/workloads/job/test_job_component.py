@@ -1,0 +1,121 @@
+"""The job's components under the Pulumi SDK's mocks: what they register, under which parent and provider, in
+which order, and with which replacement rules."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from stack.files import load_stack_config
+from workloads.job.spec import job_spec
+
+from .job_component_program import PUSHED_DIGEST, run_components
+
+PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
+GIVEN_IMAGE = "public.ecr.aws/example/trainer:1.0"
+
+
+@cache
+def built() -> list[dict[str, Any]]:
+    return run_components("dev", hf_token="token")["resources"]
+
+
+@cache
+def given_image_on_fsx() -> list[dict[str, Any]]:
+    return run_components("p5-2", given_image=GIVEN_IMAGE, fsx=True)["resources"]
+
+
+def one(resources: list[dict[str, Any]], type_token: str) -> dict[str, Any]:
+    (found,) = [r for r in resources if r["type"] == type_token]
+    return found
+
+
+def image_of(job: dict[str, Any]) -> str:
+    return job["inputs"]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"]
+
+
+def test_the_job_is_replaced_never_patched() -> None:
+    job = one(built(), PYTORCHJOB)
+    assert job["replaceOnChanges"] == ["*"]
+    assert job["deleteBeforeReplace"] is True
+
+
+def test_every_child_is_parented_to_its_component() -> None:
+    resources = built()
+    job_urn = one(resources, "fsdp-eks:workloads:TrainingJob")["urn"]
+    image_urn = one(resources, "fsdp-eks:workloads:TrainerImage")["urn"]
+    for type_token in (PYTORCHJOB, "kubernetes:core/v1:Secret", "kubernetes:core/v1:Namespace"):
+        assert one(resources, type_token)["parent"] == job_urn
+    for type_token in ("aws:ecr/repository:Repository", "docker-build:index:Image"):
+        assert one(resources, type_token)["parent"] == image_urn
+
+
+def test_kubernetes_objects_use_the_stacks_provider() -> None:
+    provider = one(built(), "pulumi:providers:kubernetes")["urn"]
+    for type_token in (PYTORCHJOB, "kubernetes:core/v1:Secret", "kubernetes:core/v1:Namespace"):
+        assert one(built(), type_token)["provider"].startswith(provider)
+
+
+def test_the_job_starts_after_the_platform_its_namespace_and_secret() -> None:
+    resources = built()
+    dependencies = one(resources, PYTORCHJOB)["dependencies"]
+    platform_child = one(resources, "kubernetes:core/v1:ConfigMap")["urn"]  # the stand-in platform's only child
+    for urn in (platform_child, one(resources, "kubernetes:core/v1:Secret")["urn"]):
+        assert urn in dependencies
+    assert one(resources, "kubernetes:core/v1:Namespace")["urn"] in dependencies
+
+
+def test_the_job_runs_the_pushed_digest() -> None:
+    resources = built()
+    repository = one(resources, "aws:ecr/repository:Repository")["inputs"]
+    build = one(resources, "docker-build:index:Image")["inputs"]
+    (tag,) = build["tags"]
+    assert tag.startswith(f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repository['name']}:")
+    assert image_of(one(resources, PYTORCHJOB)) == f"{tag}@{PUSHED_DIGEST}"
+
+
+def test_the_repository_scans_pushes_and_expires_old_images() -> None:
+    resources = built()
+    repository = one(resources, "aws:ecr/repository:Repository")["inputs"]
+    assert repository["imageScanningConfiguration"] == {"scanOnPush": True}
+    rules = json.loads(one(resources, "aws:ecr/lifecyclePolicy:LifecyclePolicy")["inputs"]["policy"])["rules"]
+    assert {rule["action"]["type"] for rule in rules} == {"expire"}
+
+
+def test_the_image_is_built_from_the_dockerfile_and_pushed_with_ecr_credentials() -> None:
+    build = one(built(), "docker-build:index:Image")["inputs"]
+    assert build["dockerfile"] == {"location": "docker/Dockerfile"}
+    assert build["push"] is True and build["buildOnPreview"] is False
+    assert build["platforms"] == ["linux/amd64"]
+    (registry,) = build["registries"]
+    assert registry["username"] == "AWS" and registry["address"].endswith("/fsdp-eks/dev/trainer")
+    assert set(build["buildArgs"]) == {"BASE_IMAGE", "EFA_INSTALLER_VERSION"}
+
+
+def test_a_given_image_is_used_as_it_is_and_nothing_is_built() -> None:
+    resources = given_image_on_fsx()
+    assert not [r for r in resources if r["type"] == "docker-build:index:Image"]
+    assert image_of(one(resources, PYTORCHJOB)) == GIVEN_IMAGE
+
+
+def test_no_secret_without_a_token() -> None:
+    assert not [r for r in given_image_on_fsx() if r["type"] == "kubernetes:core/v1:Secret"]
+
+
+def test_multi_node_checkpoints_go_to_a_claim_on_the_fsx_file_system() -> None:
+    resources = given_image_on_fsx()
+    volume = one(resources, "kubernetes:core/v1:PersistentVolume")["inputs"]
+    claim = one(resources, "kubernetes:core/v1:PersistentVolumeClaim")
+    assert volume["spec"]["csi"]["driver"] == "fsx.csi.aws.com"
+    assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert claim["inputs"]["spec"]["volumeName"] == volume["metadata"]["name"]
+    assert claim["urn"] in one(resources, PYTORCHJOB)["dependencies"]
+    pod = one(resources, PYTORCHJOB)["inputs"]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    checkpoints = next(v for v in pod["volumes"] if v["name"] == "checkpoints")
+    assert checkpoints["persistentVolumeClaim"]["claimName"] == claim["inputs"]["metadata"]["name"]
+
+
+def test_the_deployed_job_has_the_rendezvous_id_the_render_shows() -> None:
+    policy = one(built(), PYTORCHJOB)["inputs"]["spec"]["elasticPolicy"]
+    assert policy["rdzvId"] == job_spec(load_stack_config("dev")).rendezvous_id

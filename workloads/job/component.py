@@ -1,0 +1,135 @@
+"""TrainingJob: the PyTorchJob and its Secret as resources of the stack.
+
+`pulumi up` starts the run; any change to the job (config, image, run counter) replaces the PyTorchJob, deleting
+the old one first (it has a fixed name); `pulumi destroy` removes it. The objects are workloads/job/manifest.py's dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from stack.config import StackConfig
+from stack.file_system import LustreFileSystem
+from workloads.job.manifest import (
+    checkpoint_volume_objects,
+    hf_token_secret,
+    namespace_manifest,
+    pytorchjob_manifest,
+    with_image,
+)
+from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
+
+
+@dataclass(frozen=True)
+class TrainingJobArgs:
+    config: StackConfig
+    provider: k8s.Provider
+    # The image the pods run: TrainerImage.image_ref (the pushed repository:tag@digest, or job.image as given).
+    # None: the reference job_spec names (job.image, or the unpushed repository:tag; for tests).
+    image: pulumi.Input[str] | None = None
+    # pulumi.Config("fsdp-eks").get_secret("hfToken"); None: no Secret (public models need none).
+    hf_token: pulumi.Input[str] | None = None
+    # Whatever the job needs running first: the platform (etcd, training operator, device plugins).
+    depends_on: Sequence[pulumi.Resource] = ()
+    # The stack's FSx for Lustre file system (CheckpointStorage.file_system), for the default checkpoint claim.
+    checkpoint_file_system: LustreFileSystem[pulumi.Input[str]] | None = None
+
+
+class TrainingJob(pulumi.ComponentResource):
+    """The training run: namespace, HF token Secret, checkpoint claim (on FSx when given) and the PyTorchJob."""
+
+    job_name: str
+    namespace: str
+    rendezvous_id: str
+
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fsdp-eks:workloads:TrainingJob", name, None, opts)
+        # The job as far as it is known before anything is built: job.image, or the repository and content tag
+        # of the image TrainerImage builds (the same tag, so the same rendezvous id).
+        static = job_spec(args.config)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata=namespace_manifest(static)["metadata"], opts=child
+        )
+        prerequisites: list[pulumi.Resource] = [namespace, *args.depends_on]
+        if args.hf_token is not None:
+            prerequisites.append(self._secret(name, static, args.hf_token, child))
+        prerequisites += self._checkpoint_claim(name, static, args, child)
+
+        manifest = pytorchjob_manifest(static)
+        if args.image is not None:
+            # Only the image field waits for the push; the rest of the job (rendezvous id included, derived from
+            # the image's content tag) is known at preview time and matches what the render CLI prints.
+            manifest = with_image(manifest, args.image)
+        self.job = k8s.apiextensions.CustomResource(
+            f"{name}-pytorchjob",
+            api_version="kubeflow.org/v1",
+            kind="PyTorchJob",
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions.merge(
+                child,
+                pulumi.ResourceOptions(
+                    depends_on=prerequisites,
+                    # A running PyTorchJob cannot be patched into a different job: replace it, deleting first
+                    # because the name is fixed (and two runs must not share the GPU nodes).
+                    replace_on_changes=["*"],
+                    delete_before_replace=True,
+                ),
+            ),
+        )
+        self.job_name = static.name
+        self.namespace = static.namespace
+        self.rendezvous_id = static.rendezvous_id
+        self.register_outputs(
+            {"jobName": self.job_name, "namespace": self.namespace, "rendezvousId": self.rendezvous_id}
+        )
+
+    def _secret(
+        self, name: str, spec: JobSpec, token: pulumi.Input[str], opts: pulumi.ResourceOptions
+    ) -> k8s.core.v1.Secret:
+        metadata = hf_token_secret(spec)["metadata"]  # the builder without a token: metadata only
+        key = next(iter(hf_token_secret(spec, token="-")["stringData"]))
+        return k8s.core.v1.Secret(
+            f"{name}-hf-token",
+            metadata=metadata,
+            type="Opaque",
+            # Output.secret even if the caller passed plain text: encrypted in the state, masked in every diff.
+            string_data={key: pulumi.Output.secret(token)},
+            opts=opts,
+        )
+
+    def _checkpoint_claim(
+        self, name: str, spec: JobSpec, args: TrainingJobArgs, opts: pulumi.ResourceOptions
+    ) -> list[pulumi.Resource]:
+        if spec.checkpoint.claim != DEFAULT_CHECKPOINT_CLAIM or args.config.job.checkpoint_claim is not None:
+            return []  # an emptyDir, or the user's own claim
+        fs = args.checkpoint_file_system
+        if fs is None:
+            pulumi.log.warn(
+                f"job {spec.name}: {spec.nodes} nodes need shared checkpoint storage, and neither job.checkpointClaim "
+                f"nor an FSx file system is given; the pods stay Pending until a ReadWriteMany claim named "
+                f"{DEFAULT_CHECKPOINT_CLAIM} exists in namespace {spec.namespace} (see docs/job.md)",
+                resource=self,
+            )
+            return []
+        objects = pulumi.Output.all(fs.file_system_id, fs.dns_name, fs.mount_name).apply(
+            lambda v: checkpoint_volume_objects(spec, LustreFileSystem(v[0], v[1], v[2], fs.capacity_gib))
+        )
+        volume = k8s.core.v1.PersistentVolume(
+            f"{name}-checkpoints",
+            metadata=objects.apply(lambda o: o[0]["metadata"]),
+            spec=objects.apply(lambda o: o[0]["spec"]),
+            opts=opts,
+        )
+        claim = k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-checkpoints",
+            metadata=objects.apply(lambda o: o[1]["metadata"]),
+            spec=objects.apply(lambda o: o[1]["spec"]),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[volume])),
+        )
+        return [claim]

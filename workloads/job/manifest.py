@@ -1,0 +1,407 @@
+"""The training job as Kubernetes objects: a kubeflow.org/v1 PyTorchJob running torchrun (through the trainer's
+launcher, trainer/launch.py), and the HF token Secret.
+
+Pure functions of a JobSpec (workloads/job/spec.py) returning plain dicts. The job component registers them, the
+render CLI prints them, the local runner executes the same container command, and the tests check them.
+
+    spec = job_spec(load_stack_config("p5-16"))
+    manifest = pytorchjob_manifest(spec)
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from stack.config import StackConfig
+from stack.file_system import LustreFileSystem
+from stack.names import (
+    COMPONENT_LABEL,
+    GPU_NODE_GROUP,
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    INSTANCE_TYPE_LABEL,
+    NODE_GROUP_LABEL,
+    PART_OF,
+    STACK_LABEL,
+    TRAINER_COMPONENT,
+    TRAINER_METRICS_PORT,
+    TRAINER_METRICS_PORT_NAME,
+)
+from trainer.launch_exits import LAUNCH_MODULE
+from workloads.job.shutdown import shutdown_trainer_args, torchrun_shutdown_timeout
+from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec, job_spec
+from workloads.job.staging import stage_container, stage_resources, staged_trainer_args, worker_env
+
+__all__ = [
+    "JobSpec",
+    "checkpoint_volume_objects",
+    "hf_token_secret",
+    "job_objects",
+    "job_spec",
+    "launcher_command",
+    "namespace_manifest",
+    "pytorchjob_manifest",
+    "trainer_args",
+    "with_image",
+]
+
+# The training operator injects its PET_* rendezvous variables into the container of this name only.
+CONTAINER_NAME = "pytorch"
+HF_TOKEN_KEY = "token"
+TRAINER_UID = 1000  # the image's non-root user (docker/Dockerfile)
+CACHE_MOUNT = "/cache"
+# Time for the trainer to finish writing a checkpoint when a pod is stopped; the kubelet's default is 30 s.
+TERMINATION_GRACE_S = 120
+# What the training operator does when a worker's container exits (kubeflow/trainer v1.9.4,
+# pkg/controller.v1/common/pod.go ReconcilePods, pkg/util/train/train_util.go IsRetryableExitCode): with ExitCode
+# it gives the pod restartPolicy Never (pkg/core/pod.go SetRestartPolicy), creates the pod again when the code is
+# 128 or more and fails the whole job on 1 to 127. The launcher ends on exactly these terms (trainer/launch.py, the
+# codes in trainer/launch_exits.py): 128 + the signal after SIGTERM (a pod deleted, evicted or drained; torchrun has
+# passed it to the workers, which settle their checkpoint first) and EXIT_BACKEND_LOST after a lost rendezvous
+# backend (an etcd restart) are created again; 1 once torchrun's --max-restarts are spent, when it closes the
+# rendezvous on its way out, fails the job. OnFailure would restart that container in place, into the closed rendezvous
+# (RendezvousClosedError), until the restarts of all pods together passed backoffLimit.
+RESTART_POLICY = "ExitCode"
+# The image's interpreter: the PyTorch base image puts it on PATH (docker/Dockerfile runs `python -m pip` with it).
+PYTHON = "python"
+# The name NCCL knows the AWS OFI NCCL plugin by: "Libfabric" since aws-ofi-nccl 1.13
+# (src/nccl_ofi_interface_nvidia.cpp; "AWS Libfabric" and "OFI" are accepted aliases); EFA installers ship 1.16
+# and later since 1.43 (EFA release notes). With NCCL_NET set, NCCL initialises only the network of that name and
+# fails the communicator without it (NVIDIA/nccl src/plugin/net.cc, ncclNetInit); unset, it quietly falls back to
+# TCP sockets.
+OFI_NCCL_NET = "Libfabric"
+# The init container only creates and hands over a directory; requests equal to limits keep the pod Guaranteed
+# (Kubernetes counts init containers in a pod's QoS class).
+INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
+
+
+def trainer_args(spec: JobSpec) -> list[str]:
+    """`python -m trainer` flags from the spec; trainer/config.py's parser must accept exactly these.
+
+    --replicate-groups is left to the trainer's default (one group per node, from WORLD_SIZE / LOCAL_WORLD_SIZE),
+    so HYBRID_SHARD stays right when an elastic job re-forms with fewer nodes.
+    """
+    t, run_dir = spec.training, spec.checkpoint.run_directory
+    flags: list[tuple[str, str]] = [
+        ("--model", t.model),
+        ("--dataset", t.dataset),
+        ("--sharding-strategy", t.sharding_strategy),
+        ("--mixed-precision", t.mixed_precision),
+        ("--activation-checkpointing", t.activation_checkpointing),
+        ("--seq-len", str(t.seq_len)),
+        ("--batch-size", str(t.batch_size)),
+        ("--steps", str(t.steps)),
+        ("--lr", repr(t.lr)),
+        ("--checkpoint-dir", f"{run_dir}/checkpoints"),
+        ("--checkpoint-every", str(t.checkpoint_every)),
+        ("--export-hf", f"{run_dir}/hf"),
+        ("--metrics-file", f"{run_dir}/metrics.jsonl"),
+        ("--metrics-port", str(TRAINER_METRICS_PORT)),
+        ("--metrics-host", "0.0.0.0"),  # Prometheus scrapes the pod IP
+        ("--peak-tflops", f"{spec.node.peak_tflops:g}"),
+        ("--device", "cuda"),  # fail on a node without a visible GPU rather than train on its CPUs
+    ]
+    if t.global_batch_size is not None:
+        flags.append(("--global-batch-size", str(t.global_batch_size)))
+    args = [part for flag in flags for part in flag]
+    if t.compile:
+        args.append("--compile")
+    return args + staged_trainer_args(spec) + shutdown_trainer_args(TERMINATION_GRACE_S)
+
+
+def launcher_command(spec: JobSpec) -> list[str]:
+    """`python -m trainer.launch` with torchrun's elastic launch spelled out: the launcher runs torchrun in its own
+    process, the container's main one, and maps how it ended onto RESTART_POLICY's two classes. The operator also
+    sets the same values as PET_* variables; explicit flags make the command complete on its own, for `kubectl
+    describe` and for the local runner. torchrun's default --signals-to-handle includes SIGTERM, which the launcher
+    needs: torchrun passes it to the workers and waits --shutdown-timeout for them."""
+    r = spec.rendezvous
+    return [
+        PYTHON,
+        "-m",
+        LAUNCH_MODULE,
+        f"--nnodes={spec.min_nodes}:{spec.nodes}",
+        f"--nproc-per-node={spec.node.gpus}",
+        f"--rdzv-backend={r.backend}",
+        f"--rdzv-endpoint={r.endpoint}",
+        f"--rdzv-id={spec.rendezvous_id}",
+        f"--rdzv-conf=join_timeout={r.join_timeout_s}",
+        f"--max-restarts={spec.max_restarts}",
+        f"--shutdown-timeout={torchrun_shutdown_timeout(TERMINATION_GRACE_S)}",  # SIGTERM to SIGKILL of the workers
+        "-m",
+        "trainer",
+        *trainer_args(spec),
+    ]
+
+
+def labels(spec: JobSpec) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "fsdp-trainer",
+        **PART_OF,
+        STACK_LABEL: spec.stack,
+        "fsdp-eks/run": str(spec.run),
+        COMPONENT_LABEL: TRAINER_COMPONENT,
+    }
+
+
+def network_env(spec: JobSpec) -> list[dict[str, Any]]:
+    """NCCL and libfabric settings for the node type, plus the diagnostic switches from config."""
+    env = [
+        {"name": "NCCL_DEBUG", "value": spec.nccl_debug},
+        {"name": "TORCH_DISTRIBUTED_DEBUG", "value": spec.distributed_debug},
+    ]
+    if spec.node.efa_interfaces:
+        env += [
+            # NCCL reaches EFA through the AWS OFI NCCL plugin, and libfabric through the EFA provider: naming both
+            # makes a node without a working plugin or EFA device fail loudly instead of falling back to TCP sockets
+            # at a fraction of the bandwidth.
+            {"name": "NCCL_NET", "value": OFI_NCCL_NET},
+            {"name": "FI_PROVIDER", "value": "efa"},
+            # DataLoader workers fork after libfabric registered memory; fork-safe mode keeps the child from
+            # corrupting those registrations (a no-op on kernels that handle it themselves).
+            {"name": "FI_EFA_FORK_SAFE", "value": "1"},
+        ]
+    if spec.node.gpudirect_rdma:
+        env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})  # GPUDirect RDMA: NIC <-> GPU memory
+    return env
+
+
+def container_env(spec: JobSpec) -> list[dict[str, Any]]:
+    hf_token = {
+        "name": "HF_TOKEN",
+        # optional: public models and the synthetic data set need no token, and the Secret exists only when
+        # fsdp-eks:hfToken is set. A gated model without it fails with the hub's 401, naming the repository.
+        "valueFrom": {"secretKeyRef": {"name": spec.hf_token_secret, "key": HF_TOKEN_KEY, "optional": True}},
+    }
+    return [
+        hf_token,
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        *worker_env(spec),  # the staged Hugging Face cache, hub offline, allocator and compile cache
+        *network_env(spec),
+    ]
+
+
+def resources(spec: JobSpec) -> dict[str, dict[str, str]]:
+    """Requests equal to limits (Guaranteed QoS: the last pods the kubelet evicts under memory pressure)."""
+    node = spec.node
+    amounts = {
+        "cpu": str(node.cpus),
+        "memory": f"{node.memory_gib}Gi",
+        "nvidia.com/gpu": str(node.gpus),
+    }
+    if node.efa_interfaces:
+        amounts["vpc.amazonaws.com/efa"] = str(node.efa_interfaces)
+        amounts["hugepages-2Mi"] = f"{node.hugepages_2mi_mib}Mi"
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def volumes(spec: JobSpec) -> list[dict[str, Any]]:
+    storage = spec.checkpoint
+    checkpoints: dict[str, Any] = (
+        {"name": "checkpoints", "persistentVolumeClaim": {"claimName": storage.claim}}
+        if storage.shared
+        # One node only (config and job_spec see to that): every rank sees this directory, and it survives
+        # torchrun's worker restarts and container restarts, but not the pod. Good for the dev stack, no more.
+        else {"name": "checkpoints", "emptyDir": {}}
+    )
+    return [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{spec.node.shm_gib}Gi"}},
+        checkpoints,
+        {"name": "cache", "emptyDir": {}},  # hub downloads; on the node's root volume
+    ]
+
+
+def volume_mounts() -> list[dict[str, Any]]:
+    return [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT},
+        {"name": "cache", "mountPath": CACHE_MOUNT},
+    ]
+
+
+def prepare_checkpoints_container(spec: JobSpec) -> dict[str, Any]:
+    """Shared file systems (FSx for Lustre, EFS) ignore fsGroup and start root-owned, so the non-root trainer could
+    not create its run directory. This init container, the only root process in the pod, creates it and hands it
+    to the trainer's user; it can do nothing else (all capabilities dropped but CHOWN)."""
+    run_dir = spec.checkpoint.run_directory
+    return {
+        "name": "prepare-checkpoints",
+        "image": spec.image,
+        "command": ["sh", "-c", f"mkdir -p {run_dir} && chown {TRAINER_UID}:{TRAINER_UID} {run_dir}"],
+        "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}],
+        "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
+        "securityContext": {
+            "runAsUser": 0,
+            "runAsNonRoot": False,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+        },
+    }
+
+
+def trainer_container(spec: JobSpec) -> dict[str, Any]:
+    return {
+        "name": CONTAINER_NAME,
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": launcher_command(spec),
+        "env": container_env(spec),
+        "ports": [
+            {"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"},
+            {"name": TRAINER_METRICS_PORT_NAME, "containerPort": TRAINER_METRICS_PORT, "protocol": "TCP"},
+        ],
+        "resources": resources(spec),
+        "volumeMounts": volume_mounts(),
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+
+
+def pod_template(spec: JobSpec) -> dict[str, Any]:
+    """The worker pod: pinned to the stack's GPU node group and instance type, tolerating the GPU taint."""
+    pod_spec: dict[str, Any] = {
+        "nodeSelector": {NODE_GROUP_LABEL: GPU_NODE_GROUP, INSTANCE_TYPE_LABEL: spec.node.instance_type},
+        "tolerations": [
+            {"key": GPU_TAINT_KEY, "operator": "Equal", "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT},
+        ],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": TRAINER_UID,
+            "runAsGroup": TRAINER_UID,
+            "fsGroup": TRAINER_UID,  # makes emptyDir and block volumes writable by the trainer's user
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        "containers": [trainer_container(spec)],
+        "volumes": volumes(spec),
+    }
+    if spec.checkpoint.shared:
+        pod_spec["initContainers"] = [prepare_checkpoints_container(spec)]
+    token = container_env(spec)[0]
+    stage = stage_container(spec, trainer_args(spec), token, stage_resources(resources(spec)))
+    pod_spec["initContainers"] = [*pod_spec.get("initContainers", []), stage]  # after the run directory exists
+    return {"metadata": {"labels": labels(spec)}, "spec": pod_spec}
+
+
+def pytorchjob_manifest(spec: JobSpec) -> dict[str, Any]:
+    """The kubeflow.org/v1 PyTorchJob: `nodes` workers, each one torchrun agent over all of its node's GPUs."""
+    r = spec.rendezvous
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)},
+        "spec": {
+            "nprocPerNode": str(spec.node.gpus),
+            "elasticPolicy": {
+                "minReplicas": spec.min_nodes,
+                "maxReplicas": spec.nodes,
+                "maxRestarts": spec.max_restarts,
+                "rdzvBackend": r.backend,
+                "rdzvHost": r.host,
+                "rdzvPort": r.port,
+                "rdzvId": spec.rendezvous_id,
+                "rdzvConf": [{"key": "join_timeout", "value": str(r.join_timeout_s)}],
+            },
+            "runPolicy": {
+                # Delete pods still running when the job ends; keep finished ones for `kubectl logs`. No
+                # ttlSecondsAfterFinished: Pulumi owns the object, and a TTL deletion would make the next
+                # `pulumi up` create it again and rerun the training.
+                "cleanPodPolicy": "Running",
+                # Under ExitCode the operator (v1.9.4, pkg/controller.v1/common/job.go) applies backoffLimit only
+                # when it is 0: then a pod killed by a signal fails the job too, as maxRestarts 0 asks.
+                "backoffLimit": spec.max_restarts,
+            },
+            "pytorchReplicaSpecs": {
+                "Worker": {
+                    "replicas": spec.nodes,
+                    # A pod whose torchrun gave up fails the job; one stopped by a signal, or whose rendezvous
+                    # backend was lost, is created again.
+                    "restartPolicy": RESTART_POLICY,
+                    "template": pod_template(spec),
+                },
+            },
+        },
+    }
+
+
+def with_image(manifest: dict[str, Any], image: Any) -> dict[str, Any]:
+    """A copy of the PyTorchJob with every container (init containers too) running `image`: the pushed image, which
+    the stack learns only after the build (a pulumi Output there)."""
+    result = copy.deepcopy(manifest)
+    for replica in result["spec"]["pytorchReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            container["image"] = image
+    return result
+
+
+def hf_token_secret(spec: JobSpec, token: str | None = None) -> dict[str, Any]:
+    """The Secret the pods read HF_TOKEN from. Without `token` (the render CLI) it carries no data at all: the
+    token lives only in Pulumi's encrypted config and the cluster, never in a rendered file or a log."""
+    secret: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": spec.hf_token_secret,
+            "namespace": spec.namespace,
+            "labels": labels(spec),
+            "annotations": {"fsdp-eks/source": "Pulumi secret config fsdp-eks:hfToken"},
+        },
+        "type": "Opaque",
+    }
+    if token is not None:
+        secret["stringData"] = {HF_TOKEN_KEY: token}
+    return secret
+
+
+def namespace_manifest(spec: JobSpec) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.namespace}}
+
+
+def job_objects(config: StackConfig, image: str | None = None) -> list[dict[str, Any]]:
+    """Every Kubernetes object of the stack's job, for the render CLI: the namespace, the token Secret (without
+    the token) and the PyTorchJob. Empty when job.enabled is false."""
+    if not config.job.enabled:
+        return []
+    spec = job_spec(config, image)
+    return [namespace_manifest(spec), hf_token_secret(spec), pytorchjob_manifest(spec)]
+
+
+def checkpoint_volume_objects(spec: JobSpec, fs: LustreFileSystem[str]) -> list[dict[str, Any]]:
+    """A statically provisioned PersistentVolume on `fs` through the FSx CSI driver, and the claim the job mounts.
+    Static provisioning needs only the driver on the nodes, no StorageClass; Retain keeps the checkpoints when the
+    job (and its claim) is replaced."""
+    claim = spec.checkpoint.claim
+    volume_name = f"{claim}-{spec.stack}".lower()[:63].rstrip("-")
+    size = f"{fs.capacity_gib}Gi"
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": volume_name, "labels": labels(spec)},
+        "spec": {
+            "capacity": {"storage": size},
+            "volumeMode": "Filesystem",
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "mountOptions": ["flock"],
+            "csi": {
+                "driver": "fsx.csi.aws.com",
+                "volumeHandle": fs.file_system_id,
+                "volumeAttributes": {"dnsname": fs.dns_name, "mountname": fs.mount_name},
+            },
+        },
+    }
+    claim_object = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "namespace": spec.namespace, "labels": labels(spec)},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": volume_name,
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+    return [volume, claim_object]

@@ -1,0 +1,28 @@
+"""How a training pod stops, each wait inside the one around it.
+
+Kubernetes sends SIGTERM to the container's main process, the launcher (trainer/launch.py, torchrun in that process),
+and SIGKILL after the pod's terminationGracePeriodSeconds (workloads/job/manifest.py). torchrun passes SIGTERM on to its
+workers and kills them after its --shutdown-timeout (torch.distributed.run; 30 s unless set). The trainer then finishes
+the checkpoint it is writing in the background, or abandons it after --checkpoint-stop-wait-seconds
+(trainer/shutdown.py). Each wait leaves the one around it a margin for what comes after it: the trainer's own exit
+(process groups, metrics server), the launcher's (exit 143), so that neither is killed before it is done.
+"""
+
+from __future__ import annotations
+
+TRAINER_EXIT_MARGIN_S = 10
+AGENT_EXIT_MARGIN_S = 15
+
+
+def torchrun_shutdown_timeout(grace_s: int) -> int:
+    """torchrun's wait for its workers after SIGTERM, inside the pod's grace period."""
+    return grace_s - AGENT_EXIT_MARGIN_S
+
+
+def checkpoint_stop_wait(grace_s: int) -> int:
+    """The trainer's wait for a background save after SIGTERM, inside torchrun's wait."""
+    return torchrun_shutdown_timeout(grace_s) - TRAINER_EXIT_MARGIN_S
+
+
+def shutdown_trainer_args(grace_s: int) -> list[str]:
+    return ["--checkpoint-stop-wait-seconds", str(checkpoint_stop_wait(grace_s))]

@@ -1,0 +1,213 @@
+"""JobSpec: every decision about the training job, made once from the stack config and the instance catalog.
+
+Pure and torch-free. workloads/job/manifest.py turns a JobSpec into Kubernetes objects; the job component registers
+them; the local runner and the tests read the same objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+from sizing.catalog import InstanceType
+from stack.config import StackConfig
+from stack.fit import checkpoint_timeout_minutes
+from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
+from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
+
+# The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
+# FSx for Lustre file system when there is one (see docs/job.md).
+DEFAULT_CHECKPOINT_CLAIM = "fsdp-checkpoints"
+CHECKPOINT_MOUNT = "/checkpoints"
+# The training operator's default port for the "pytorch" container; with c10d rendezvous, worker 0's agent hosts
+# the store there, reached through the operator's headless per-pod Service (<job>-worker-0).
+C10D_PORT = 23456
+# torchrun's join timeout: the rendezvous waits this long for every node. Pulling a ~10 GB image onto 16 fresh
+# nodes can take longer than torch's default of 600 s, and a node that misses the window restarts the round.
+JOIN_TIMEOUT_S = 1800
+# CPU and memory left to the kubelet, the system and the DaemonSets on a GPU node (VPC CNI, kube-proxy, EFA and
+# NVIDIA device plugins, DCGM exporter, CSI node drivers): 10% of the node, and never less than 2 cores / 4 GiB,
+# which the 4-vCPU dev node needs. 10% of memory also covers the huge page pool, which the kubelet subtracts from
+# allocatable memory (about 10 GiB on nodes with at least 1152 GiB).
+RESERVED_FRACTION = 0.10
+MIN_RESERVED_CPUS = 2
+MIN_RESERVED_MEMORY_GIB = 4
+# /dev/shm: NCCL's intra-node transport and DataLoader workers share tensors through it. It is tmpfs, charged to
+# the pod's memory limit, so it is sized from the node's memory: an eighth, at most 64 GiB.
+MAX_SHM_GIB = 64
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What one worker pod asks of its node: all of the node's GPUs and EFA interfaces, most of its CPU and RAM."""
+
+    instance_type: str
+    gpus: int
+    efa_interfaces: int  # 0 when EFA is off or unsupported
+    gpudirect_rdma: bool
+    cpus: int
+    memory_gib: int
+    hugepages_2mi_mib: int  # 0 without EFA
+    shm_gib: int
+    peak_tflops: float  # dense bf16 per GPU, the trainer's MFU denominator
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    backend: str  # torchrun's backend name: etcd-v2 (the platform's etcd) or c10d (a store on worker 0)
+    host: str
+    port: int
+    join_timeout_s: int = JOIN_TIMEOUT_S
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Training:
+    """What the trainer is told, flag by flag (see trainer/config.py)."""
+
+    model: str
+    dataset: str
+    sharding_strategy: str
+    mixed_precision: str
+    activation_checkpointing: str
+    compile: bool
+    seq_len: int
+    batch_size: int
+    global_batch_size: int | None
+    steps: int
+    lr: float
+    checkpoint_every: int
+    checkpoint_timeout_minutes: int | None = None
+    """From the time a save takes on the stack's file system (sizing/storage.py); None: the default."""
+
+
+@dataclass(frozen=True)
+class CheckpointStorage:
+    claim: str | None  # a ReadWriteMany PVC; None means an emptyDir (one node only)
+    run_directory: str  # this run's checkpoints, metrics and export, under CHECKPOINT_MOUNT
+
+    @property
+    def shared(self) -> bool:
+        return self.claim is not None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """The training job of one stack and run. Build it with `job_spec`."""
+
+    name: str
+    namespace: str
+    stack: str
+    run: int
+    image: str
+    nodes: int
+    min_nodes: int
+    max_restarts: int
+    node: NodeShape
+    rendezvous: Rendezvous
+    training: Training
+    checkpoint: CheckpointStorage
+    nccl_debug: str
+    distributed_debug: str
+    hf_token_secret: str
+    rendezvous_id: str = ""  # filled in by job_spec from everything above
+
+
+def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
+    """The job for a validated stack config. `image` is the pushed image (the stack knows it once built); without
+    it, job.image, or else the repository and content tag the stack would build (read from the source tree)."""
+    job, gpu = config.job, config.gpu_nodes
+    name = job_name(config.stack)
+    spec = JobSpec(
+        name=name,
+        namespace=TRAINING_NAMESPACE,
+        stack=config.stack,
+        run=job.run,
+        image=image or job.image or _unpushed_image(config.stack),
+        nodes=gpu.count,
+        min_nodes=config.fewest_nodes,
+        max_restarts=job.max_restarts,
+        node=node_shape(gpu.instance, efa=gpu.efa_enabled),
+        rendezvous=_rendezvous(job.rdzv_backend, name),
+        training=Training(
+            model=job.model,
+            dataset=job.dataset,
+            sharding_strategy=job.sharding_strategy,
+            mixed_precision=job.mixed_precision,
+            activation_checkpointing=job.activation_checkpointing,
+            compile=job.compile,
+            seq_len=job.seq_len,
+            batch_size=job.batch_size,
+            global_batch_size=job.global_batch_size,
+            steps=job.steps,
+            lr=job.learning_rate,
+            checkpoint_every=job.checkpoint_every,
+            checkpoint_timeout_minutes=checkpoint_timeout_minutes(config),
+        ),
+        checkpoint=CheckpointStorage(
+            # The stack's FSx file system when it has one (also on one node: checkpoints then outlive the node);
+            # a pod-local emptyDir only without it, which the config allows on a single node alone.
+            claim=job.checkpoint_claim or (DEFAULT_CHECKPOINT_CLAIM if config.storage.fsx else None),
+            run_directory=f"{CHECKPOINT_MOUNT}/{name}/run-{job.run}",
+        ),
+        nccl_debug=job.nccl_debug,
+        distributed_debug=job.distributed_debug,
+        hf_token_secret=f"{name}-hf-token",
+    )
+    return dataclasses.replace(spec, rendezvous_id=rendezvous_id(spec))
+
+
+def rendezvous_id(spec: JobSpec) -> str:
+    """Unique to the run: the job's name, the run counter and a digest of everything else in the spec. The same
+    spec always gets the same id (a render matches the deployed job); a new run, or a changed job, gets a new one,
+    so torchrun never joins the closed rendezvous a finished run left in etcd (RendezvousClosedError)."""
+    fields = dataclasses.asdict(dataclasses.replace(spec, rendezvous_id=""))
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{spec.name}-run{spec.run}-{digest}"
+
+
+def job_name(stack: str) -> str:
+    """A DNS-1035 label short enough for the operator's pod and Service names (<job>-worker-<index>)."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", stack.lower()).strip("-")
+    return f"fsdp-{cleaned}"[:40].rstrip("-")
+
+
+def supports_gpudirect_rdma(instance: InstanceType) -> bool:
+    """EFA reads and writes GPU memory directly (FI_EFA_USE_DEVICE_RDMA) where the catalog says so."""
+    return instance.supports_efa and instance.gpudirect_rdma
+
+
+def node_shape(instance: InstanceType, efa: bool) -> NodeShape:
+    reserved_cpus = max(MIN_RESERVED_CPUS, round(instance.vcpus * RESERVED_FRACTION))
+    reserved_memory = max(MIN_RESERVED_MEMORY_GIB, round(instance.memory_gib * RESERVED_FRACTION))
+    return NodeShape(
+        instance_type=instance.name,
+        gpus=instance.gpus,
+        efa_interfaces=instance.efa_interfaces if efa else 0,
+        gpudirect_rdma=efa and supports_gpudirect_rdma(instance),
+        cpus=instance.vcpus - reserved_cpus,
+        memory_gib=instance.memory_gib - reserved_memory,
+        hugepages_2mi_mib=EFA_HUGEPAGES_MIB if efa else 0,
+        shm_gib=min(MAX_SHM_GIB, max(1, instance.memory_gib // 8)),
+        peak_tflops=instance.peak_bf16_flops_per_gpu / 1e12,
+    )
+
+
+def _rendezvous(backend: str, name: str) -> Rendezvous:
+    if backend == "etcd":
+        # etcd-v2 is torchrun's current etcd backend (the dynamic rendezvous over etcd's v2 API); plain "etcd" is
+        # the legacy implementation.
+        return Rendezvous("etcd-v2", ETCD_SERVICE_HOST, ETCD_CLIENT_PORT)
+    return Rendezvous("c10d", f"{name}-worker-0", C10D_PORT)
+
+
+def _unpushed_image(stack: str) -> str:
+    from workloads.job.image_source import unpushed_image_reference  # reads the source tree; only when needed
+
+    return unpushed_image_reference(stack)

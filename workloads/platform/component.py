@@ -1,0 +1,176 @@
+"""The cluster platform a PyTorchJob on EFA GPU nodes needs, as one component on the cluster's provider:
+device plugins (NVIDIA, EFA), etcd for rendezvous, the Kubeflow Training Operator, and monitoring (Prometheus,
+Grafana with the project's dashboards, the DCGM exporter), plus the optional CloudWatch add-on and node tools.
+
+Ordering, for a first `pulumi up` and for `pulumi destroy`:
+- the platform namespace before anything in it;
+- Grafana's admin Secret and Prometheus' StorageClass before kube-prometheus-stack, whose CRDs come before the
+  DCGM exporter's ServiceMonitor and the trainer's PodMonitor;
+- the node agents (device plugins, DCGM exporter, node tools, CloudWatch) after `depends_on` (the GPU node group);
+- the training job depends on this component (`depends_on=[platform]`), so it is created after the training
+  operator's CRDs and webhook are ready and deleted before any of the platform goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from infra.iam import PodIdentity, cluster_arn, pod_identity_trust_policy, role_with_policies
+from stack.config import StackConfig
+from stack.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
+from stack.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
+from workloads.k8s_resources import kubernetes_resource
+from workloads.platform.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
+from workloads.platform.etcd import etcd_objects
+from workloads.platform.objects import (
+    grafana_objects,
+    next_commands,
+    node_tools_objects,
+    platform_namespace,
+    scrape_objects,
+    storage_objects,
+)
+
+# The operator's standalone kustomization (CRDs, RBAC, webhook, Deployment in namespace "kubeflow") at a release
+# tag, built by Pulumi's kustomize support; the machine running `pulumi up` needs git for the remote build.
+TRAINING_OPERATOR_MANIFESTS = (
+    f"https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref={TRAINING_OPERATOR_VERSION}"
+)
+TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+CLOUDWATCH_ADDON = "amazon-cloudwatch-observability"
+CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
+CLOUDWATCH_IDENTITY = PodIdentity("amazon-cloudwatch", CLOUDWATCH_SERVICE_ACCOUNT)
+
+
+@dataclass
+class PlatformArgs:
+    provider: k8s.Provider
+    """The cluster's Kubernetes provider; every Kubernetes object of the platform is created through it."""
+    config: StackConfig
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
+    """What node agents wait for, e.g. the GPU node group (their charts wait for their pods to be ready)."""
+
+
+class Platform(pulumi.ComponentResource):
+    platform_namespace: str
+    training_namespace: str
+    etcd_endpoint: str
+    grafana_password: pulumi.Output[str] | None
+    next_commands: dict[str, str]
+
+    def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fsdp-eks:workloads:Platform", name, None, opts)
+        self._name, self._provider, cfg = name, args.provider, args.config
+        after_nodes = list(args.depends_on)
+        namespace = self._object(platform_namespace())
+        in_namespace = [namespace]
+
+        for obj in etcd_objects(cfg.stack):
+            self._object(obj, depends_on=in_namespace)
+        for chart in device_plugin_charts(cfg):
+            self._release(chart, depends_on=after_nodes)
+        self.training_operator = k8s.kustomize.v2.Directory(
+            f"{name}-training-operator",
+            directory=TRAINING_OPERATOR_MANIFESTS,
+            opts=self._k8s_opts(),
+        )
+
+        self.grafana_password = None
+        if cfg.monitoring.enabled:
+            self._monitoring(cfg, in_namespace, after_nodes)
+        for obj in node_tools_objects(cfg):
+            self._object(obj, depends_on=[*in_namespace, *after_nodes])
+        if cfg.monitoring.cloudwatch_observability:
+            self._cloudwatch_addon(cfg, cfg.cluster_name, after_nodes)
+
+        self.platform_namespace = PLATFORM_NAMESPACE
+        self.training_namespace = TRAINING_NAMESPACE
+        self.etcd_endpoint = ETCD_ENDPOINT
+        self.next_commands = next_commands(cfg)
+        self.register_outputs(
+            {
+                "platformNamespace": self.platform_namespace,
+                "trainingNamespace": self.training_namespace,
+                "etcdEndpoint": self.etcd_endpoint,
+                "grafanaPassword": self.grafana_password,
+                "nextCommands": self.next_commands,
+            }
+        )
+
+    def _monitoring(self, cfg: StackConfig, in_namespace: list[pulumi.Resource], after_nodes: list[pulumi.Resource]):
+        before_chart = [self._object(obj) for obj in storage_objects(cfg)]
+        if cfg.monitoring.grafana:
+            # Letters and digits only: the password is typed and pasted through shells and URLs.
+            password = random.RandomPassword(
+                f"{self._name}-grafana-admin", length=24, special=False, opts=pulumi.ResourceOptions(parent=self)
+            )
+            self.grafana_password = pulumi.Output.secret(password.result)
+            before_chart += [
+                self._object(obj, depends_on=in_namespace) for obj in grafana_objects(cfg, self.grafana_password)
+            ]
+        stack = self._release(monitoring_chart(cfg), depends_on=[*in_namespace, *before_chart])
+        # The ServiceMonitor in the DCGM exporter's chart and the PodMonitor need the stack's CRDs.
+        self._release(dcgm_exporter_chart(), depends_on=[stack, *after_nodes])
+        for obj in scrape_objects(cfg):
+            self._object(obj, depends_on=[*in_namespace, stack])
+
+    def _cloudwatch_addon(
+        self, cfg: StackConfig, cluster_name: pulumi.Input[str], after_nodes: list[pulumi.Resource]
+    ) -> aws.eks.Addon:
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        partition = aws.get_partition_output(opts=invoke).partition
+        account = aws.get_caller_identity_output(opts=invoke).account_id
+        # Only the agent's service account in this cluster may assume the role (infra/iam.py).
+        trust = pulumi.Output.all(partition, account, cluster_name).apply(
+            lambda v: pod_identity_trust_policy(CLOUDWATCH_IDENTITY, cluster_arn(v[0], cfg.region, v[1], v[2]))
+        )
+        role = role_with_policies(f"{self._name}-cloudwatch", trust, ("CloudWatchAgentServerPolicy",), partition, self)
+        version = (
+            CLOUDWATCH_OBSERVABILITY_ADDON_VERSION
+            or aws.eks.get_addon_version_output(
+                addon_name=CLOUDWATCH_ADDON,
+                kubernetes_version=cfg.cluster.kubernetes_version,
+                most_recent=False,
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).version
+        )
+        return aws.eks.Addon(
+            f"{self._name}-cloudwatch-observability",
+            cluster_name=cluster_name,
+            addon_name=CLOUDWATCH_ADDON,
+            addon_version=version,
+            # Credentials through EKS Pod Identity, not the node role: only the agent gets CloudWatch write access.
+            pod_identity_associations=[{"role_arn": role.arn, "service_account": CLOUDWATCH_SERVICE_ACCOUNT}],
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after_nodes),
+        )
+
+    def _k8s_opts(self, depends_on: Sequence[pulumi.Resource] = ()) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=list(depends_on))
+
+    def _object(self, obj: dict[str, Any], depends_on: Sequence[pulumi.Resource] = ()) -> pulumi.CustomResource:
+        return kubernetes_resource(obj, self._k8s_opts(depends_on), prefix=self._name)
+
+    def _release(self, chart: ChartRelease, depends_on: Sequence[pulumi.Resource] = ()) -> k8s.helm.v3.Release:
+        return k8s.helm.v3.Release(
+            f"{self._name}-{chart.key}",
+            name=chart.release_name,
+            chart=chart.chart,
+            version=chart.version,
+            repository_opts={"repo": chart.repository},
+            namespace=chart.namespace,
+            values=chart.values,
+            timeout=chart.timeout_s,
+            # A failed first install is removed rather than left half-applied for the next `pulumi up` to trip on.
+            cleanup_on_fail=True,
+            max_history=5,
+            opts=self._k8s_opts(depends_on),
+        )

@@ -1,0 +1,180 @@
+"""Monitoring: the Kubernetes objects the project builds itself (Grafana's admin Secret, the trainer's PodMonitor,
+Prometheus' StorageClass) and the Helm values of kube-prometheus-stack and the DCGM exporter.
+
+Prometheus is told to select every ServiceMonitor and PodMonitor in the cluster, not only those carrying the
+release's label, so the DCGM exporter's chart and the project's own PodMonitor need no extra labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stack.config import MonitoringConfig
+from stack.names import (
+    COMPONENT_LABEL,
+    GPU_NODE_GROUP,
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    JOB_ROLE_LABEL,
+    LEADER_ROLE,
+    NODE_GROUP_LABEL,
+    PART_OF,
+    PLATFORM_NAMESPACE,
+    SYSTEM_NODE_GROUP,
+    TRAINER_COMPONENT,
+    TRAINER_METRICS_PORT_NAME,
+    TRAINING_NAMESPACE,
+)
+from workloads.platform.dashboards import DASHBOARD_LABEL, DASHBOARD_LABEL_VALUE
+
+SYSTEM_NODES = {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}
+GPU_NODES = {NODE_GROUP_LABEL: GPU_NODE_GROUP}
+GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
+
+# Release and object names the next-step commands and the docs refer to.
+MONITORING_RELEASE = "monitoring"
+GRAFANA_SERVICE = "grafana"  # the Grafana subchart's fullnameOverride: Service and Deployment are named "grafana"
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+GRAFANA_ADMIN_USER = "admin"
+PROMETHEUS_STORAGE_CLASS = "fsdp-eks-gp3"
+TRAINER_POD_MONITOR = "fsdp-eks-trainer"
+SCRAPE_INTERVAL = "15s"
+
+
+def grafana_admin_secret(password: Any, namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
+    """The Secret Grafana reads its admin login from (the chart's admin.existingSecret); `password` is a Pulumi
+    secret output in the stack and a placeholder in the render CLI."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": GRAFANA_ADMIN_SECRET, "namespace": namespace, "labels": dict(PART_OF)},
+        "type": "Opaque",
+        "stringData": {"admin-user": GRAFANA_ADMIN_USER, "admin-password": password},
+    }
+
+
+def prometheus_storage_class() -> dict[str, Any]:
+    """gp3 through the EBS CSI driver (an EKS add-on of the cluster). WaitForFirstConsumer creates the volume in
+    the AZ where the scheduler put Prometheus, so a two-AZ system node group works."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": PROMETHEUS_STORAGE_CLASS, "labels": dict(PART_OF)},
+        "provisioner": "ebs.csi.aws.com",
+        "parameters": {"type": "gp3", "encrypted": "true"},
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowVolumeExpansion": True,
+    }
+
+
+def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
+    """Scrape the leader pod, Worker 0, on its named metrics port: only rank 0 serves metrics (trainer/metrics.py),
+    and rank 0 runs on Worker 0 whenever Worker 0 is in the group. torch's dynamic rendezvous ranks the nodes in
+    the sorted order of their descriptors, host name first (torch/distributed/elastic/rendezvous/
+    dynamic_rendezvous.py, _mark_rendezvous_complete); a pod's host name is its name, as the operator sets no
+    other, and "<job>-worker-0" sorts before every other worker's. Scraping every pod would show all the others as
+    down targets. While Worker 0 is lost the group runs without it and its metrics pause until the operator has
+    created it again."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {"name": TRAINER_POD_MONITOR, "namespace": namespace, "labels": dict(PART_OF)},
+        "spec": {
+            "selector": {"matchLabels": {COMPONENT_LABEL: TRAINER_COMPONENT, JOB_ROLE_LABEL: LEADER_ROLE}},
+            "namespaceSelector": {"matchNames": [TRAINING_NAMESPACE]},
+            "podMetricsEndpoints": [
+                {
+                    "port": TRAINER_METRICS_PORT_NAME,
+                    "path": "/metrics",
+                    "interval": SCRAPE_INTERVAL,
+                    # The node a series came from, to line training figures up with the GPU dashboard.
+                    "relabelings": [
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                            "targetLabel": "node",
+                            "action": "replace",
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def _prometheus_spec(cfg: MonitoringConfig) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "retention": cfg.prometheus_retention,
+        "scrapeInterval": SCRAPE_INTERVAL,
+        "nodeSelector": SYSTEM_NODES,
+        # Select every ServiceMonitor / PodMonitor / rule in the cluster, not only the release's own.
+        "serviceMonitorSelectorNilUsesHelmValues": False,
+        "podMonitorSelectorNilUsesHelmValues": False,
+        "ruleSelectorNilUsesHelmValues": False,
+        "probeSelectorNilUsesHelmValues": False,
+        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}},
+    }
+    if cfg.prometheus_storage_gib:
+        spec["storageSpec"] = {
+            "volumeClaimTemplate": {
+                "spec": {
+                    "storageClassName": PROMETHEUS_STORAGE_CLASS,
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": f"{cfg.prometheus_storage_gib}Gi"}},
+                }
+            }
+        }
+        # Drop the oldest blocks before the volume fills: at 85% there is room for the WAL and compaction.
+        spec["retentionSize"] = f"{max(1, int(cfg.prometheus_storage_gib * 0.85))}GB"
+        # The StatefulSet's claims outlive it by default, and with them the EBS volume. Delete them with it, so that
+        # uninstalling the chart (or `pulumi destroy`) leaves no volume behind; keep them when scaled down. The
+        # chart copies this value into the Prometheus resource (kube-prometheus-stack 88.5.0, values.yaml and
+        # templates/prometheus/prometheus.yaml), the operator into the StatefulSet (prometheus-operator v0.93,
+        # pkg/prometheus/server/statefulset.go), and Kubernetes acts on it from 1.27 on (StatefulSetAutoDeletePVC,
+        # on by default); the StorageClass's reclaimPolicy Delete then removes the volume.
+        spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
+    return spec
+
+
+def kube_prometheus_stack_values(cfg: MonitoringConfig) -> dict[str, Any]:
+    return {
+        "crds": {"enabled": True},
+        # No receivers are configured, so Alertmanager would only cost a pod; alerts still show in Prometheus.
+        "alertmanager": {"enabled": False},
+        # EKS runs the control plane: its scheduler, controller manager and etcd are not scrapeable, and the
+        # kube-proxy add-on binds its metrics to localhost. Their targets would only ever be down.
+        "kubeControllerManager": {"enabled": False},
+        "kubeScheduler": {"enabled": False},
+        "kubeEtcd": {"enabled": False},
+        "kubeProxy": {"enabled": False},
+        "prometheusOperator": {"nodeSelector": SYSTEM_NODES},
+        "kube-state-metrics": {"nodeSelector": SYSTEM_NODES},
+        # Node exporter belongs on every node, the tainted GPU nodes included.
+        "prometheus-node-exporter": {"tolerations": [{"operator": "Exists"}]},
+        "prometheus": {"prometheusSpec": _prometheus_spec(cfg)},
+        "grafana": {
+            "enabled": cfg.grafana,
+            "fullnameOverride": GRAFANA_SERVICE,
+            "nodeSelector": SYSTEM_NODES,
+            "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
+            # Port-forward only, unless the stack asks for a public load balancer.
+            "service": {"type": "LoadBalancer" if cfg.grafana_load_balancer else "ClusterIP"},
+            "sidecar": {
+                "dashboards": {
+                    "enabled": True,
+                    "label": DASHBOARD_LABEL,
+                    "labelValue": DASHBOARD_LABEL_VALUE,
+                    "searchNamespace": "ALL",
+                },
+            },
+        },
+    }
+
+
+def dcgm_exporter_values() -> dict[str, Any]:
+    """One exporter pod per GPU node. The chart's ServiceMonitor stays on: Prometheus selects it (see above)."""
+    return {
+        "nodeSelector": GPU_NODES,
+        "tolerations": [GPU_TOLERATION],
+        "serviceMonitor": {"enabled": True, "interval": SCRAPE_INTERVAL},
+    }
