@@ -16,6 +16,7 @@ from typing import Any
 from stack.config import StackConfig, parse_stack_config
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
+from stack.job_api import PYTORCHJOB, rendezvous_backend
 
 LOCAL_MODEL = "tiny"  # the preset built for several CPU processes on a 2-core machine (trainer/presets.py)
 MAX_LOCAL_SEQ_LEN = 256
@@ -96,7 +97,9 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
     # bf16/fp16 compute on a CPU is slow or emulated, and fp32 keeps an elastic run's loss equal to an unbroken one
     change(job_keys, "mixedPrecision", job.mixed_precision, "fp32", "CPU", "job")
     change(job_keys, "compile", job.compile, False, "torch.compile on CPU needs a C++ toolchain and minutes", "job")
-    change(job_keys, "rdzvBackend", job.rdzv_backend, "etcd", "the local run's rendezvous is a local etcd", "job")
+    if job.api == PYTORCHJOB:  # a TrainJob's rendezvous is torchrun's static one, locally too
+        reason = "the local run's rendezvous is a local etcd"
+        change(job_keys, "rdzvBackend", rendezvous_backend(job), "etcd", reason, "job")
     if options.steps is not None:
         change(job_keys, "steps", job.steps, options.steps, "--steps", "job")
     if options.checkpoint_every is not None:
