@@ -53,3 +53,13 @@ def job_api_problems(job: JobConfig) -> list[str]:
             "(Trainer v2 has no elastic node range: a TrainJob runs on all gpuNodes.count nodes)"
         )
     return problems
+
+
+# The custom resources each API creates (the policy pack and the reviewer summary recognise them by these).
+PYTORCHJOB_API_VERSION = "kubeflow.org/v1"
+PYTORCHJOB_KIND = "PyTorchJob"
+# trainer.kubeflow.org serves v1alpha1 only (kubeflow/trainer v2.3.0, charts/kubeflow-trainer/templates/crd/).
+TRAINER_API_GROUP = "trainer.kubeflow.org"
+TRAINER_API_VERSION = f"{TRAINER_API_GROUP}/v1alpha1"
+TRAINJOB_KIND = "TrainJob"
+RUNTIME_KIND = "ClusterTrainingRuntime"
