@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stack.fields import NAMESPACE
+from stack.names import COMPONENT_LABEL, JOB_COMPLETION_INDEX_LABEL, JOB_ROLE_LABEL, LEADER_ROLE, TRAINER_COMPONENT
 
 if TYPE_CHECKING:
     from stack.config import JobConfig
@@ -63,3 +64,10 @@ TRAINER_API_GROUP = "trainer.kubeflow.org"
 TRAINER_API_VERSION = f"{TRAINER_API_GROUP}/v1alpha1"
 TRAINJOB_KIND = "TrainJob"
 RUNTIME_KIND = "ClusterTrainingRuntime"
+
+
+def leader_labels(api: str) -> dict[str, str]:
+    """The labels of the pod running global rank 0, the one serving the trainer's metrics: the PyTorchJob's Worker 0
+    (the operator's leader role), or a TrainJob's node 0."""
+    leader = {JOB_ROLE_LABEL: LEADER_ROLE} if api == PYTORCHJOB else {JOB_COMPLETION_INDEX_LABEL: "0"}
+    return {COMPONENT_LABEL: TRAINER_COMPONENT, **leader}

@@ -54,6 +54,7 @@ TRAINER_ANCESTOR = "trainer"
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 # The torch plugin's environment (TorchRunReservedEnvNames): a TrainJob that sets one is rejected.
 TRAINER_V2_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+RUN_ID_ANNOTATION = "fsdp-eks/run-id"
 # The JobSet rule for the one permanent failure, and the reason a Job failed by podFailurePolicy FailJob carries.
 FAIL_RULE = "bad-launch-arguments"
 POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
@@ -148,7 +149,14 @@ def trainjob_manifest(spec: JobSpec) -> dict[str, Any]:
     return {
         "apiVersion": TRAINER_API_VERSION,
         "kind": TRAINJOB_KIND,
-        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": labels(spec)},
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "labels": labels(spec),
+            # The digest of the whole spec, runtime included: a change to the runtime alone changes the TrainJob too,
+            # so that the stack replaces it (a running TrainJob keeps the runtime it started with, a snapshot).
+            "annotations": {RUN_ID_ANNOTATION: spec.rendezvous_id},
+        },
         "spec": {
             "runtimeRef": {"name": runtime_name(spec), "apiGroup": TRAINER_API_GROUP, "kind": RUNTIME_KIND},
             "trainer": {

@@ -1,6 +1,8 @@
-"""The cluster platform a PyTorchJob on EFA GPU nodes needs, as one component on the cluster's provider:
-device plugins (NVIDIA, EFA), etcd for rendezvous, the Kubeflow Training Operator, and monitoring (Prometheus,
-Grafana with the project's dashboards, the DCGM exporter), plus the optional CloudWatch add-on and node tools.
+"""The cluster platform a training job on EFA GPU nodes needs, as one component on the cluster's provider:
+device plugins (NVIDIA, EFA), the job's controller (for a PyTorchJob the Kubeflow Training Operator and etcd for
+rendezvous; for a TrainJob Kubeflow Trainer v2 with JobSet, workloads/platform/trainer_v2.py), and monitoring
+(Prometheus, Grafana with the project's dashboards, the DCGM exporter), plus the optional CloudWatch add-on and node
+tools.
 
 Ordering, for a first `pulumi up` and for `pulumi destroy`:
 - the platform namespace before anything in it;
@@ -8,7 +10,7 @@ Ordering, for a first `pulumi up` and for `pulumi destroy`:
   DCGM exporter's ServiceMonitor and the trainer's PodMonitor;
 - the node agents (device plugins, DCGM exporter, node tools, CloudWatch) after `depends_on` (the GPU node group);
 - the training job depends on this component (`depends_on=[platform]`), so it is created after the training
-  operator's CRDs and webhook are ready and deleted before any of the platform goes.
+  operator's (or Trainer v2's and JobSet's) CRDs and webhooks are ready and deleted before any of the platform goes.
 """
 
 from __future__ import annotations
@@ -24,19 +26,22 @@ import pulumi_random as random
 
 from infra.iam import PodIdentity, cluster_arn, pod_identity_trust_policy, role_with_policies
 from stack.config import StackConfig
+from stack.job_api import PYTORCHJOB, TRAINJOB
 from stack.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
 from stack.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
 from workloads.k8s_resources import kubernetes_resource
 from workloads.platform.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
-from workloads.platform.etcd import etcd_objects
 from workloads.platform.objects import (
     grafana_objects,
     next_commands,
     node_tools_objects,
     platform_namespace,
+    rendezvous_objects,
     scrape_objects,
     storage_objects,
+    trainer_v2_objects,
 )
+from workloads.platform.trainer_v2 import trainer_v2_chart
 
 # The operator's standalone kustomization (CRDs, RBAC, webhook, Deployment in namespace "kubeflow") at a release
 # tag, built by Pulumi's kustomize support; the machine running `pulumi up` needs git for the remote build.
@@ -44,6 +49,7 @@ TRAINING_OPERATOR_MANIFESTS = (
     f"https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref={TRAINING_OPERATOR_VERSION}"
 )
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+OCI_PREFIX = "oci://"
 CLOUDWATCH_ADDON = "amazon-cloudwatch-observability"
 CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
 CLOUDWATCH_IDENTITY = PodIdentity("amazon-cloudwatch", CLOUDWATCH_SERVICE_ACCOUNT)
@@ -63,7 +69,7 @@ class PlatformArgs:
 class Platform(pulumi.ComponentResource):
     platform_namespace: str
     training_namespace: str
-    etcd_endpoint: str
+    etcd_endpoint: str | None  # None for a TrainJob: no etcd is installed
     grafana_password: pulumi.Output[str] | None
     next_commands: dict[str, str]
 
@@ -74,15 +80,12 @@ class Platform(pulumi.ComponentResource):
         namespace = self._object(platform_namespace())
         in_namespace = [namespace]
 
-        for obj in etcd_objects(cfg.stack):
+        for obj in rendezvous_objects(cfg):
             self._object(obj, depends_on=in_namespace)
         for chart in device_plugin_charts(cfg):
             self._release(chart, depends_on=after_nodes)
-        self.training_operator = k8s.kustomize.v2.Directory(
-            f"{name}-training-operator",
-            directory=TRAINING_OPERATOR_MANIFESTS,
-            opts=self._k8s_opts(),
-        )
+        # The controller of the job's API, and nothing of the other one.
+        self.job_controller = self._job_controller(cfg)
 
         self.grafana_password = None
         if cfg.monitoring.enabled:
@@ -94,7 +97,7 @@ class Platform(pulumi.ComponentResource):
 
         self.platform_namespace = PLATFORM_NAMESPACE
         self.training_namespace = TRAINING_NAMESPACE
-        self.etcd_endpoint = ETCD_ENDPOINT
+        self.etcd_endpoint = ETCD_ENDPOINT if cfg.job.api == PYTORCHJOB else None
         self.next_commands = next_commands(cfg)
         self.register_outputs(
             {
@@ -106,6 +109,18 @@ class Platform(pulumi.ComponentResource):
             }
         )
 
+    def _job_controller(self, cfg: StackConfig) -> pulumi.Resource:
+        """The Training Operator v1 for a PyTorchJob; Kubeflow Trainer v2 with JobSet for a TrainJob. The job depends
+        on the whole platform, so it is created after either is ready and deleted before either goes."""
+        if cfg.job.api == TRAINJOB:
+            namespace = [self._object(obj) for obj in trainer_v2_objects(cfg)]
+            return self._release(trainer_v2_chart(), depends_on=namespace)
+        return k8s.kustomize.v2.Directory(
+            f"{self._name}-training-operator",
+            directory=TRAINING_OPERATOR_MANIFESTS,
+            opts=self._k8s_opts(),
+        )
+
     def _monitoring(self, cfg: StackConfig, in_namespace: list[pulumi.Resource], after_nodes: list[pulumi.Resource]):
         before_chart = [self._object(obj) for obj in storage_objects(cfg)]
         if cfg.monitoring.grafana:
@@ -114,16 +129,18 @@ class Platform(pulumi.ComponentResource):
                 f"{self._name}-grafana-admin", length=24, special=False, opts=pulumi.ResourceOptions(parent=self)
             )
             self.grafana_password = pulumi.Output.secret(password.result)
-            before_chart += [self._object(obj, depends_on=in_namespace)
-                             for obj in grafana_objects(cfg, self.grafana_password)]
+            before_chart += [
+                self._object(obj, depends_on=in_namespace) for obj in grafana_objects(cfg, self.grafana_password)
+            ]
         stack = self._release(monitoring_chart(cfg), depends_on=[*in_namespace, *before_chart])
         # The ServiceMonitor in the DCGM exporter's chart and the PodMonitor need the stack's CRDs.
         self._release(dcgm_exporter_chart(), depends_on=[stack, *after_nodes])
         for obj in scrape_objects(cfg):
             self._object(obj, depends_on=[*in_namespace, stack])
 
-    def _cloudwatch_addon(self, cfg: StackConfig, cluster_name: pulumi.Input[str],
-                          after_nodes: list[pulumi.Resource]) -> aws.eks.Addon:
+    def _cloudwatch_addon(
+        self, cfg: StackConfig, cluster_name: pulumi.Input[str], after_nodes: list[pulumi.Resource]
+    ) -> aws.eks.Addon:
         invoke = pulumi.InvokeOutputOptions(parent=self)
         partition = aws.get_partition_output(opts=invoke).partition
         account = aws.get_caller_identity_output(opts=invoke).account_id
@@ -132,12 +149,15 @@ class Platform(pulumi.ComponentResource):
             lambda v: pod_identity_trust_policy(CLOUDWATCH_IDENTITY, cluster_arn(v[0], cfg.region, v[1], v[2]))
         )
         role = role_with_policies(f"{self._name}-cloudwatch", trust, ("CloudWatchAgentServerPolicy",), partition, self)
-        version = CLOUDWATCH_OBSERVABILITY_ADDON_VERSION or aws.eks.get_addon_version_output(
-            addon_name=CLOUDWATCH_ADDON,
-            kubernetes_version=cfg.cluster.kubernetes_version,
-            most_recent=False,
-            opts=pulumi.InvokeOutputOptions(parent=self),
-        ).version
+        version = (
+            CLOUDWATCH_OBSERVABILITY_ADDON_VERSION
+            or aws.eks.get_addon_version_output(
+                addon_name=CLOUDWATCH_ADDON,
+                kubernetes_version=cfg.cluster.kubernetes_version,
+                most_recent=False,
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).version
+        )
         return aws.eks.Addon(
             f"{self._name}-cloudwatch-observability",
             cluster_name=cluster_name,
@@ -157,12 +177,14 @@ class Platform(pulumi.ComponentResource):
         return kubernetes_resource(obj, self._k8s_opts(depends_on), prefix=self._name)
 
     def _release(self, chart: ChartRelease, depends_on: Sequence[pulumi.Resource] = ()) -> k8s.helm.v3.Release:
+        # An OCI registry has no index to name as a repository: the chart reference carries it (oci://host/path/chart).
+        oci = chart.repository.startswith(OCI_PREFIX)
         return k8s.helm.v3.Release(
             f"{self._name}-{chart.key}",
             name=chart.release_name,
-            chart=chart.chart,
+            chart=f"{chart.repository}/{chart.chart}" if oci else chart.chart,
             version=chart.version,
-            repository_opts={"repo": chart.repository},
+            repository_opts=None if oci else {"repo": chart.repository},
             namespace=chart.namespace,
             values=chart.values,
             timeout=chart.timeout_s,
