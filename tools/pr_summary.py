@@ -7,7 +7,8 @@ as a PR comment, so a reviewer sees what "count: 2 -> 16" means in dollars and i
     python -m tools.pr_summary --base-ref origin/main --changed '["p5-16"]' --format json
 
 The figures come from the same code as the stack and the policy pack: the cost is the stack's exported
-`estimatedCostPerHour`, the memory is the pack's `job-memory-fits-gpu` estimate of the PyTorchJob the stack builds.
+`estimatedCostPerHour`, the memory is the pack's `job-memory-fits-gpu` estimate of the PyTorchJob the stack builds
+(or of the TrainJob's runtime, with job.api trainjob).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policy.memory import estimate, job_shape
+from policy.training_runtime import RUNTIME
 from stack.fields import ConfigError
 from stack.files import load_stack_config, stack_names
+from stack.job_api import TRAINJOB
 from stack.paths import PROJECT_ROOT
 from workloads.job.manifest import pytorchjob_manifest
 from workloads.job.spec import job_spec
+from workloads.job.trainjob import training_runtime
 
 COMMENT_MARKER = "<!-- fsdp-eks:pr-summary -->"
 # job_spec wants an image reference; the summary is about shapes, and reading the image's content tag would hash
@@ -66,7 +70,9 @@ def summarize(stack: str, root: Path = PROJECT_ROOT) -> StackSummary:
     )
     if not job.enabled or gpu.count < 1:
         return summary
-    shape = job_shape(pytorchjob_manifest(job_spec(config, image=PLACEHOLDER_IMAGE)))
+    spec = job_spec(config, image=PLACEHOLDER_IMAGE)
+    # The object that holds the job's pods: the PyTorchJob, or a TrainJob's runtime.
+    shape = job_shape(training_runtime(spec), RUNTIME) if job.api == TRAINJOB else job_shape(pytorchjob_manifest(spec))
     memory = estimate(shape) if shape is not None else None
     return dataclasses.replace(
         summary,
@@ -80,13 +86,15 @@ def summarize(stack: str, root: Path = PROJECT_ROOT) -> StackSummary:
 def base_summaries(ref: str, root: Path = PROJECT_ROOT) -> dict[str, StackSummary]:
     """Each stack as it is at `ref`: its stack file from git, read by the current code (the summary is about what
     the config change does)."""
-    listed = subprocess.run(["git", "ls-tree", "--name-only", ref], cwd=root, check=True, capture_output=True,
-                            text=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", ref], cwd=root, check=True, capture_output=True, text=True
+    ).stdout.split()
     names = [n for n in listed if n.startswith("Pulumi.") and n.endswith(".yaml") and n != "Pulumi.yaml"]
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            text = subprocess.run(["git", "show", f"{ref}:{name}"], cwd=root, check=True, capture_output=True,
-                                  text=True).stdout
+            text = subprocess.run(
+                ["git", "show", f"{ref}:{name}"], cwd=root, check=True, capture_output=True, text=True
+            ).stdout
             (Path(tmp) / name).write_text(text)
         return {stack: summarize(stack, Path(tmp)) for stack in stack_names(Path(tmp))}
 
@@ -124,11 +132,9 @@ def _cell(column: Column, now: StackSummary, before: StackSummary | None) -> str
     return new if old is None or old == new else f"{old} → **{new}**"
 
 
-def markdown(current: Sequence[StackSummary], base: dict[str, StackSummary] | None,
-             changed: Sequence[str] = ()) -> str:
+def markdown(current: Sequence[StackSummary], base: dict[str, StackSummary] | None, changed: Sequence[str] = ()) -> str:
     lines = [COMMENT_MARKER, "### fsdp-eks: what this change means per stack", ""]
-    lines += ["| Stack | " + " | ".join(name for name, _ in COLUMNS) + " |",
-              "|---" * (len(COLUMNS) + 1) + "|"]
+    lines += ["| Stack | " + " | ".join(name for name, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     ordered = sorted(current, key=lambda s: (s.stack not in changed, s.stack))
     for s in ordered:
         before = (base or {}).get(s.stack)
@@ -160,8 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     current = [summarize(stack) for stack in stack_names()]
     base = base_summaries(args.base_ref) if args.base_ref else None
     if args.format == "json":
-        document = {"stacks": [dataclasses.asdict(s) for s in current],
-                    "base": {k: dataclasses.asdict(v) for k, v in base.items()} if base is not None else None}
+        document = {
+            "stacks": [dataclasses.asdict(s) for s in current],
+            "base": {k: dataclasses.asdict(v) for k, v in base.items()} if base is not None else None,
+        }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         sys.stdout.write(markdown(current, base, json.loads(args.changed)))

@@ -8,6 +8,7 @@ import pytest
 
 from stack.job_api import PYTORCHJOB_KIND, RUNTIME_KIND, TRAINJOB_KIND
 from workloads.job.trainjob import training_runtime
+from workloads.platform.dashboards import DASHBOARDS, dashboard_queries
 from workloads.platform.monitoring import trainer_pod_monitor
 from workloads.platform.objects import next_commands, platform_objects
 from workloads.render import all_objects
@@ -64,3 +65,12 @@ def test_the_render_lists_the_runtime_before_the_trainjob_and_no_pytorchjob(stac
 def test_the_leader_log_command_selects_node_0() -> None:
     command = next_commands(trainjob_config_of("p5-2"))["leaderLog"]
     assert "-l fsdp-eks/component=trainer,batch.kubernetes.io/job-completion-index=0 " in command
+
+
+def test_no_dashboard_query_selects_on_a_label_only_one_api_sets() -> None:
+    """The dashboards read the trainer's and the DCGM exporter's metrics by name and the node label the PodMonitor
+    adds (from the pod's node, whichever API made the pod), never the operator's or JobSet's pod labels."""
+    api_only = ("training_kubeflow_org", "training.kubeflow.org", "jobset", "job_completion_index", "replica")
+    queries = [query for build in DASHBOARDS.values() for query in dashboard_queries(build())]
+    assert queries
+    assert [q for q in queries if any(label in q for label in api_only)] == []
