@@ -1,9 +1,11 @@
-"""Run a stack's PyTorchJob on this machine, as the Training Operator would run it on the cluster.
+"""Run a stack's job on this machine, as the Training Operator (PyTorchJob) or Trainer v2 (TrainJob) would run it.
 
     python -m local --stack dev                                  # make demo: the dev stack's job
     python -m local --stack dev --nodes 2 --min-nodes 1          # two agents, elastic 1:2
     python -m local --stack dev --drill kill-agent               # lose a pod after the first checkpoint
     python -m local --stack dev --nodes 2 --drill restart-etcd   # etcd replaced mid-run
+    python -m local --stack dev --api trainjob --nodes 2         # the job as a Trainer v2 TrainJob
+    python -m local --stack dev --api trainjob --drill kill-agent  # a node lost; the JobSet restarts the gang
 
 The job is rendered by the stack's own code (workloads/job/manifest.py) from the stack's config, changed only where this
 machine needs it (local/config.py: the tiny model, fp32 on CPU, a local data set). A local etcd plays the
@@ -24,7 +26,10 @@ from typing import Any
 from local.config import LocalJobOptions
 from local.drills import DRILLS, Trigger
 from local.run import DEFAULT_TIMEOUT_S, LocalOptions, LocalRunError, run_local
-from stack.files import stack_names
+from local.trainjob_run import run_trainjob_local
+from stack.fields import ConfigError
+from stack.files import load_stack_config, stack_names
+from stack.job_api import JOB_APIS, TRAINJOB
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -36,6 +41,7 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
     parser.add_argument("--stack", default="dev", help=f"stack to run (default dev); one of {', '.join(stack_names())}")
     parser.add_argument("--nodes", type=int, help="worker replicas = torchrun agents (default: the stack's, at most 2)")
     parser.add_argument("--min-nodes", type=int, help="fewest agents the elastic job continues with")
+    parser.add_argument("--api", choices=JOB_APIS, help="job.api: run the job as this API's (default: the stack's)")
     parser.add_argument("--steps", type=int, help="optimizer steps (default: the stack's)")
     parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the stack's)")
     parser.add_argument("--model", help="model preset or local directory (default: tiny)")
@@ -60,6 +66,7 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
         checkpoint_every=args.checkpoint_every,
         model=args.model,
         dataset=args.dataset,
+        api=args.api,
     )
     return LocalOptions(
         stack=args.stack,
@@ -74,6 +81,16 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
         timeout_s=args.timeout,
         echo=lambda line: print(line, flush=True),
     )
+
+
+def runs_trainjob(options: LocalOptions) -> bool:
+    """--api trainjob, or a stack whose job.api is trainjob (an unknown stack is reported by the run itself)."""
+    if options.job.api is not None:
+        return options.job.api == TRAINJOB
+    try:
+        return load_stack_config(options.stack).job.api == TRAINJOB
+    except (FileNotFoundError, ConfigError):
+        return False
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -91,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     handle_stop_signals()
     try:
-        result = run_local(options)
+        result = run_trainjob_local(options) if runs_trainjob(options) else run_local(options)
     except LocalRunError as error:
         print(f"python -m local: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

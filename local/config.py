@@ -16,6 +16,7 @@ from typing import Any
 from stack.config import StackConfig
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
+from stack.job_api import PYTORCHJOB, rendezvous_backend
 from stack.parse import parse_stack_config
 
 LOCAL_MODEL = "tiny"  # the preset built for several CPU processes on a 2-core machine (trainer/presets.py)
@@ -51,6 +52,7 @@ class LocalJobOptions:
     checkpoint_every: int | None = None
     model: str | None = None
     dataset: str | None = None
+    api: str | None = None  # job.api: pytorchjob or trainjob
 
 
 def _is_local_dataset(dataset: str) -> bool:
@@ -75,6 +77,9 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
             section[key] = new
             overrides.append(Override(f"{where}.{key}", old, new, reason))
 
+    if options.api is not None:
+        change(job_keys, "api", job.api, options.api, "--api", "job")
+    api = options.api or job.api
     nodes = options.nodes or min(gpu.count, DEFAULT_LOCAL_NODES)
     change(gpu_keys, "count", gpu.count, nodes, "worker replicas (one torchrun agent each) on this machine", "gpuNodes")
     min_nodes = options.min_nodes or min(job.min_nodes or nodes, nodes)
@@ -97,7 +102,13 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
     # bf16/fp16 compute on a CPU is slow or emulated, and fp32 keeps an elastic run's loss equal to an unbroken one
     change(job_keys, "mixedPrecision", job.mixed_precision, "fp32", "CPU", "job")
     change(job_keys, "compile", job.compile, False, "torch.compile on CPU needs a C++ toolchain and minutes", "job")
-    change(job_keys, "rdzvBackend", job.rdzv_backend, "etcd", "the local run's rendezvous is a local etcd", "job")
+    if api == PYTORCHJOB:  # a TrainJob's rendezvous is torchrun's static one, locally too
+        reason = "the local run's rendezvous is a local etcd"
+        change(job_keys, "rdzvBackend", rendezvous_backend(job), "etcd", reason, "job")
+    else:  # the PyTorchJob's options of a stack run here as a TrainJob (--api trainjob)
+        change(job_keys, "rdzvBackend", job.rdzv_backend, None, "a TrainJob rendezvouses statically", "job")
+        if options.min_nodes is None:
+            change(job_keys, "minNodes", job.min_nodes, None, "a TrainJob has no elastic range", "job")
     if options.steps is not None:
         change(job_keys, "steps", job.steps, options.steps, "--steps", "job")
     if options.checkpoint_every is not None:

@@ -20,6 +20,7 @@ from local.drills import Drill, DrillError, DrillReport, Trigger
 from local.etcd import EtcdError, LocalEtcd, free_port, is_healthy
 from local.launch import LocalPlan, ManifestError, local_plan
 from local.report import MetricsFollower, Record, Summary, progress_line, summarize, write_chart
+from stack.config import StackConfig
 from stack.fields import ConfigError
 from stack.paths import PROJECT_ROOT
 from workloads.job.manifest import job_spec, pytorchjob_manifest
@@ -85,6 +86,12 @@ def with_drill_defaults(options: LocalOptions) -> LocalOptions:
 
 def render_manifest(options: LocalOptions) -> tuple[dict[str, Any], list[Override]]:
     """The stack's PyTorchJob for this machine; bad stack names and configs become LocalRunError."""
+    config, overrides = local_config(options)
+    return pytorchjob_manifest(job_spec(config)), overrides
+
+
+def local_config(options: LocalOptions) -> tuple[StackConfig, list[Override]]:
+    """The stack's config for this machine; bad stack names and configs become LocalRunError."""
     nodes = options.job.nodes
     if nodes is not None and not 1 <= nodes <= MAX_LOCAL_NODES:
         raise LocalRunError(f"--nodes {nodes}: expected 1 to {MAX_LOCAL_NODES} agents on one machine")
@@ -96,7 +103,7 @@ def render_manifest(options: LocalOptions) -> tuple[dict[str, Any], list[Overrid
         raise LocalRunError(f"stack {options.stack} with the local changes: {error}") from None
     if not config.job.enabled:
         raise LocalRunError(f"stack {options.stack} has job.enabled false: there is no job to run")
-    return pytorchjob_manifest(job_spec(config)), overrides
+    return config, overrides
 
 
 def check_etcd(options: LocalOptions) -> None:

@@ -4,7 +4,8 @@ Why mandatory: a job that cannot fit fails with CUDA out-of-memory only after th
 and the model downloaded: tens of minutes of a 16-node fleet. The model (sizing/estimate.py) is the one the
 config validation and `python -m sizing` use, so the pack, the CLI and the PR summary agree.
 
-The job is read from the PyTorchJob itself (trainer flags, replicas, node selector), not from the stack config:
+The job is read from the PyTorchJob itself (trainer flags, replicas, node selector), or from a TrainJob's runtime,
+which holds its pod template, not from the stack config:
 the policy checks what would be deployed. An elastic job is checked at its smallest size (minReplicas), where
 each GPU holds the largest shard.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from policy.props import as_int, get, is_unknown
 from policy.pytorchjob import PYTORCHJOB, replicas
+from policy.training_runtime import RUNTIME, runtime_replicas
 from sizing.catalog import CATALOG, InstanceType
 from trainer.config import TrainConfig, parse_args
 from trainer.presets import find_shape
@@ -58,9 +60,11 @@ def parse_trainer_argv(argv: Sequence[str]) -> TrainConfig | None:
             return None
 
 
-def job_shape(props: Mapping[str, Any]) -> JobShape | None:
-    """The shape of a PyTorchJob whose replicas run the trainer on one catalog instance type; None otherwise."""
-    found = [r for r in replicas(props) if any(trainer_argv(c) is not None for c in r.containers)]
+def job_shape(props: Mapping[str, Any], resource_type: str = PYTORCHJOB) -> JobShape | None:
+    """The shape of a PyTorchJob (or a TrainJob's runtime) whose replicas run the trainer on one catalog instance
+    type; None otherwise. A runtime's nodes are its mlPolicy.numNodes: a TrainJob has no elastic range."""
+    found_in = runtime_replicas(props) if resource_type == RUNTIME else replicas(props)
+    found = [r for r in found_in if any(trainer_argv(c) is not None for c in r.containers)]
     if not found or any(is_unknown(r.instance_type) or r.instance_type not in CATALOG for r in found):
         return None
     instance = CATALOG[found[0].instance_type]
@@ -109,9 +113,9 @@ def estimate(shape: JobShape) -> MemoryEstimate | None:
 
 
 def memory_fit_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    if resource_type != PYTORCHJOB:
+    if resource_type not in (PYTORCHJOB, RUNTIME):
         return []
-    shape = job_shape(props)
+    shape = job_shape(props, resource_type)
     result = estimate(shape) if shape is not None else None
     if shape is None or result is None or result.fits:
         return []

@@ -22,7 +22,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from policy import cost, exposure, hf_token, memory, node_groups, pytorchjob
+from policy import cost, exposure, hf_token, memory, node_groups, pytorchjob, training_runtime
 from policy.props import UNKNOWN, StackResource
 
 ResourceCheck = Callable[[str, Mapping[str, Any]], list[str]]
@@ -129,6 +129,11 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
         "pytorchjob-matches-node-type",
         "PyTorchJob pods are pinned to a catalog instance type and request all of its GPUs and EFA devices.",
         pytorchjob.node_type_violations,
+    ),
+    resource_policy(
+        "training-runtime-matches-node-type",
+        "A TrainJob's runtime pins its pods to a catalog instance type and requests all of its GPUs and EFA devices.",
+        training_runtime.runtime_node_type_violations,
     ),
     resource_policy(
         "job-memory-fits-gpu",

@@ -100,12 +100,13 @@ def node_type_violations(resource_type: str, props: Mapping[str, Any]) -> list[s
         if instance is None:
             problems.append(f"{replica.role} pods select instance type {name!r}, which the catalog does not know")
             continue
-        problems += _request_problems(replica, instance)
+        problems += request_problems(replica, instance)
         problems += _nproc_problems(props, replica, instance)
     return list(dict.fromkeys(problems))  # replicas on one type would repeat the nprocPerNode finding
 
 
-def _request_problems(replica: Replica, instance: InstanceType) -> list[str]:
+def request_problems(replica: Replica, instance: InstanceType) -> list[str]:
+    """The replica's pods ask for all of the node type's GPUs and EFA devices (the TrainJob's runtime too)."""
     problems: list[str] = []
     gpus, gpu_problems = pod_count(replica, GPU_RESOURCE)
     efas, efa_problems = pod_count(replica, EFA_RESOURCE)

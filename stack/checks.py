@@ -23,6 +23,7 @@ from stack.config import (
     StackConfig,
 )
 from stack.fields import NAMESPACE
+from stack.job_api import job_api_problems
 from trainer.presets import find_shape
 
 
@@ -264,6 +265,7 @@ def _job_problems(config: StackConfig) -> list[str]:
                 f"of batchSize x GPUs ({job.batch_size} x {gpus} = {per_step})"
             )
     problems += _elastic_batch_problems(config)
+    problems += job_api_problems(job)
     claim = job.checkpoint_claim
     if claim is not None and not DNS_SUBDOMAIN.match(claim):
         problems.append(

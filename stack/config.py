@@ -24,6 +24,7 @@ from stack.fields import (
     one_of_ints,
     setting,
 )
+from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
 from trainer.config import ACTIVATION_CHECKPOINTING, MIXED_PRECISIONS, SHARDING_STRATEGIES
 
 CAPACITY_TYPES = ("ON_DEMAND", "CAPACITY_BLOCK", "SPOT")
@@ -266,7 +267,7 @@ class MonitoringConfig:
 
 @dataclass(frozen=True)
 class JobConfig:
-    enabled: bool = setting("enabled", True, "Run the PyTorchJob as part of the stack.")
+    enabled: bool = setting("enabled", True, "Run the training job (see job.api) as part of the stack.")
     model: str = setting("model", "meta-llama/Llama-2-7b-hf", "HF hub id, path in the image, or preset name.")
     dataset: str = setting("dataset", "knkarthick/dialogsum", "HF dataset id or a path inside the pod.")
     sharding_strategy: str = setting(
@@ -285,12 +286,30 @@ class JobConfig:
     steps: int = setting("steps", 1000, "Optimizer steps.", at_least(1))
     learning_rate: float = setting("learningRate", 2e-5, "Peak learning rate.")
     checkpoint_every: int = setting("checkpointEvery", 100, "Steps between checkpoints.", at_least(1))
-    rdzv_backend: str = setting(
-        "rdzvBackend", "etcd", "torchrun rendezvous: the platform's etcd, or c10d.", one_of("etcd", "c10d")
+    api: str = setting(
+        "api",
+        DEFAULT_JOB_API,
+        "Job API: pytorchjob (Training Operator v1, elastic, etcd or c10d rendezvous) or trainjob (Kubeflow Trainer "
+        "v2 on JobSet, static rendezvous on node 0, whole-gang restarts).",
+        one_of(*JOB_APIS),
     )
-    max_restarts: int = setting("maxRestarts", 3, "torchrun restarts of the worker group after a failure.", at_least(0))
+    rdzv_backend: str | None = setting(
+        "rdzvBackend",
+        None,
+        f"torchrun rendezvous of a pytorchjob: the platform's etcd, or c10d; default: {DEFAULT_RDZV_BACKEND}. "
+        "Unset with trainjob.",
+        one_of(*RDZV_BACKENDS),
+    )
+    max_restarts: int = setting(
+        "maxRestarts",
+        3,
+        "Restarts after a failure: torchrun's of the worker group (pytorchjob), JobSet's of the whole gang (trainjob).",
+        at_least(0),
+    )
     min_nodes: int | None = setting(
-        "minNodes", None, "Fewest nodes the elastic job runs on after losing some; default: all of them."
+        "minNodes",
+        None,
+        "Fewest nodes an elastic pytorchjob runs on after losing some; default: all of them. Unset with trainjob.",
     )
     run: int = setting("run", 1, "Run counter: bump it to start a fresh run with a fresh rendezvous.", at_least(1))
     image: str | None = setting("image", None, "Trainer image; default: built and pushed to the stack's ECR.")

@@ -40,5 +40,10 @@ PART_OF = {"app.kubernetes.io/part-of": "fsdp-eks"}
 # sets it where IsMasterRole holds, which for a PyTorchJob without a Master is Worker index 0).
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 LEADER_ROLE = "master"
+# A TrainJob's leader is node 0, the pod of completion index 0 of the JobSet's "node" Job: Trainer v2 sets torchrun's
+# node rank from that index and its master address to that pod (kubeflow/trainer v2.3.0,
+# pkg/runtime/framework/plugins/torch/torch.go). The Job controller labels every pod of an Indexed Job with its index
+# (Kubernetes docs, Jobs: Completion mode; the PodIndexLabel feature, on by default since 1.28).
+JOB_COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 TRAINER_METRICS_PORT_NAME = "metrics"
 TRAINER_METRICS_PORT = 9300

@@ -40,6 +40,11 @@ DCGM_EXPORTER_CHART_VERSION = "4.8.2"  # dcgm-exporter, image 4.5.3-4.8.2
 # Kubeflow Training Operator v1 (PyTorchJob kubeflow.org/v1): a git tag of kubeflow/trainer (formerly
 # kubeflow/training-operator), whose manifests/overlays/standalone kustomization the platform applies.
 TRAINING_OPERATOR_VERSION = "v1.9.4"
+# Kubeflow Trainer v2 (TrainJob trainer.kubeflow.org/v1alpha1, job.api trainjob): the kubeflow-trainer chart, whose
+# version is its app version; it brings the JobSet chart 0.12.0 as a subchart (kubeflow/trainer v2.3.0,
+# charts/kubeflow-trainer/Chart.yaml). Released 2026-08-06. 2.3 is the release every later one upgrades from: it
+# moved the CRDs into templates, and its changelog requires a stop at 2.3 on the way from 2.0-2.2 to anything newer.
+KUBEFLOW_TRAINER_CHART_VERSION = "2.3.0"
 # etcd for torchrun rendezvous: 3.5 is the last minor with the v2 API (--enable-v2) that torch's etcd backends use.
 # By tag: etcd's releases publish no image digests, and none for this tag could be checked from a public source.
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.32"

@@ -7,7 +7,8 @@ as a PR comment, so a reviewer sees what "count: 2 -> 16" means in dollars and i
     python -m tools.pr_summary --base-ref origin/main --changed '["p5-16"]' --format json
 
 The figures come from the same code as the stack and the policy pack: the cost is the stack's exported
-`estimatedCostPerHour`, the memory is the pack's `job-memory-fits-gpu` estimate of the PyTorchJob the stack builds.
+`estimatedCostPerHour`, the memory is the pack's `job-memory-fits-gpu` estimate of the PyTorchJob the stack builds
+(or of the TrainJob's runtime, with job.api trainjob).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policy.memory import estimate, job_shape
+from policy.training_runtime import RUNTIME
 from stack.fields import ConfigError
 from stack.files import load_stack_config, stack_names
+from stack.job_api import TRAINJOB
 from stack.paths import PROJECT_ROOT
 from workloads.job.manifest import pytorchjob_manifest
 from workloads.job.spec import job_spec
+from workloads.job.trainjob import training_runtime
 
 COMMENT_MARKER = "<!-- fsdp-eks:pr-summary -->"
 # job_spec wants an image reference; the summary is about shapes, and reading the image's content tag would hash
@@ -66,7 +70,9 @@ def summarize(stack: str, root: Path = PROJECT_ROOT) -> StackSummary:
     )
     if not job.enabled or gpu.count < 1:
         return summary
-    shape = job_shape(pytorchjob_manifest(job_spec(config, image=PLACEHOLDER_IMAGE)))
+    spec = job_spec(config, image=PLACEHOLDER_IMAGE)
+    # The object that holds the job's pods: the PyTorchJob, or a TrainJob's runtime.
+    shape = job_shape(training_runtime(spec), RUNTIME) if job.api == TRAINJOB else job_shape(pytorchjob_manifest(spec))
     memory = estimate(shape) if shape is not None else None
     return dataclasses.replace(
         summary,

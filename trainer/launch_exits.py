@@ -13,6 +13,7 @@ pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torc
 | 128 + N | retryable | stopped by signal N (SIGTERM: the pod deleted, evicted or drained), workers stopped first |
 | 200 | retryable | the rendezvous backend (etcd) failed or was lost |
 | 1 | permanent | the workers failed with torchrun's restarts spent; the rendezvous is closed; anything else |
+| 2 | permanent | torchrun's parser rejected the arguments (argparse exits 2), before anything started |
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ LAUNCH_MODULE = "trainer.launch"  # `python -m trainer.launch <torchrun's argume
 FIRST_RETRYABLE_EXIT = 128  # IsRetryableExitCode, kubeflow/trainer v1.9.4
 EXIT_SUCCEEDED = 0
 EXIT_PERMANENT = 1
+# argparse's ArgumentParser.error exits with status 2 (Python docs, argparse); the launcher parses torchrun's arguments
+# first (trainer/launch.py main), so 2 means nothing ran. A TrainJob's runtime fails the job on it alone
+# (workloads/job/trainjob.py says why).
+EXIT_BAD_ARGUMENTS = 2
 # Retryable, and above 128 + 64 (Linux's highest signal number, SIGRTMAX; signal(7)), so that neither `kubectl
 # describe pod` readers nor tools ever take it for a process killed by a signal.
 EXIT_BACKEND_LOST = 200

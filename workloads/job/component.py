@@ -1,7 +1,8 @@
-"""TrainingJob: the PyTorchJob and its Secret as resources of the stack.
+"""TrainingJob: the PyTorchJob (or, with job.api trainjob, the ClusterTrainingRuntime and TrainJob) and its Secret as
+resources of the stack.
 
-`pulumi up` starts the run; any change to the job (config, image, run counter) replaces the PyTorchJob, deleting
-the old one first (it has a fixed name); `pulumi destroy` removes it. The objects are workloads/job/manifest.py's dicts.
+`pulumi up` starts the run; any change to the job (config, image, run counter) replaces the job, deleting the old
+one first (it has a fixed name); `pulumi destroy` removes it. The objects are workloads/job/manifest.py's dicts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,14 @@ import pulumi_kubernetes as k8s
 
 from stack.config import StackConfig
 from stack.file_system import LustreFileSystem
+from stack.job_api import (
+    PYTORCHJOB_API_VERSION,
+    PYTORCHJOB_KIND,
+    RUNTIME_KIND,
+    TRAINER_API_VERSION,
+    TRAINJOB,
+    TRAINJOB_KIND,
+)
 from workloads.job.manifest import (
     checkpoint_volume_objects,
     hf_token_secret,
@@ -22,6 +31,7 @@ from workloads.job.manifest import (
     with_image,
 )
 from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
+from workloads.job.trainjob import training_runtime, trainjob_manifest, with_trainjob_image
 
 
 @dataclass(frozen=True)
@@ -40,7 +50,7 @@ class TrainingJobArgs:
 
 
 class TrainingJob(pulumi.ComponentResource):
-    """The training run: namespace, HF token Secret, checkpoint claim (on FSx when given) and the PyTorchJob."""
+    """The training run: namespace, HF token Secret, checkpoint claim (on FSx when given) and the job."""
 
     job_name: str
     namespace: str
@@ -60,33 +70,68 @@ class TrainingJob(pulumi.ComponentResource):
             prerequisites.append(self._secret(name, static, args.hf_token, child))
         prerequisites += self._checkpoint_claim(name, static, args, child)
 
-        manifest = pytorchjob_manifest(static)
-        if args.image is not None:
-            # Only the image field waits for the push; the rest of the job (rendezvous id included, derived from
-            # the image's content tag) is known at preview time and matches what the render CLI prints.
-            manifest = with_image(manifest, args.image)
-        self.job = k8s.apiextensions.CustomResource(
-            f"{name}-pytorchjob",
-            api_version="kubeflow.org/v1",
-            kind="PyTorchJob",
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions.merge(
-                child,
-                pulumi.ResourceOptions(
-                    depends_on=prerequisites,
-                    # A running PyTorchJob cannot be patched into a different job: replace it, deleting first
-                    # because the name is fixed (and two runs must not share the GPU nodes).
-                    replace_on_changes=["*"],
-                    delete_before_replace=True,
-                ),
-            ),
-        )
+        if static.api == TRAINJOB:
+            self.job = self._trainjob(name, static, args, child, prerequisites)
+        else:
+            self.job = self._pytorchjob(name, static, args, child, prerequisites)
         self.job_name = static.name
         self.namespace = static.namespace
         self.rendezvous_id = static.rendezvous_id
         self.register_outputs(
             {"jobName": self.job_name, "namespace": self.namespace, "rendezvousId": self.rendezvous_id}
+        )
+
+    def _pytorchjob(
+        self,
+        name: str,
+        spec: JobSpec,
+        args: TrainingJobArgs,
+        opts: pulumi.ResourceOptions,
+        prerequisites: list[pulumi.Resource],
+    ) -> k8s.apiextensions.CustomResource:
+        manifest = pytorchjob_manifest(spec)
+        if args.image is not None:
+            # Only the image field waits for the push; the rest of the job (rendezvous id included, derived from
+            # the image's content tag) is known at preview time and matches what the render CLI prints.
+            manifest = with_image(manifest, args.image)
+        return k8s.apiextensions.CustomResource(
+            f"{name}-pytorchjob",
+            api_version=PYTORCHJOB_API_VERSION,
+            kind=PYTORCHJOB_KIND,
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions.merge(opts, _replaced(prerequisites)),
+        )
+
+    def _trainjob(
+        self,
+        name: str,
+        spec: JobSpec,
+        args: TrainingJobArgs,
+        opts: pulumi.ResourceOptions,
+        prerequisites: list[pulumi.Resource],
+    ) -> k8s.apiextensions.CustomResource:
+        """The job's ClusterTrainingRuntime after the platform (Trainer v2's CRDs and webhooks), and the TrainJob
+        after the runtime: Trainer v2's webhook rejects a TrainJob whose runtime does not exist yet. Both are replaced
+        on any change: the runtime's JobSet failure policy is immutable, a TrainJob's trainer too."""
+        runtime, trainjob = training_runtime(spec), trainjob_manifest(spec)
+        if args.image is not None:
+            runtime, trainjob = with_trainjob_image((runtime, trainjob), args.image)
+        runtime_resource = k8s.apiextensions.CustomResource(
+            f"{name}-runtime",
+            api_version=TRAINER_API_VERSION,
+            kind=RUNTIME_KIND,
+            metadata=runtime["metadata"],
+            spec=runtime["spec"],
+            opts=pulumi.ResourceOptions.merge(opts, _replaced(list(args.depends_on))),
+        )
+        return k8s.apiextensions.CustomResource(
+            f"{name}-trainjob",
+            api_version=TRAINER_API_VERSION,
+            kind=TRAINJOB_KIND,
+            metadata=trainjob["metadata"],
+            spec=trainjob["spec"],
+            opts=pulumi.ResourceOptions.merge(opts, _replaced([*prerequisites, runtime_resource])),
         )
 
     def _secret(
@@ -133,3 +178,9 @@ class TrainingJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[volume])),
         )
         return [claim]
+
+
+def _replaced(depends_on: list[pulumi.Resource]) -> pulumi.ResourceOptions:
+    # A running job cannot be patched into a different one: replace it, deleting first because the name is fixed
+    # (and two runs must not share the GPU nodes).
+    return pulumi.ResourceOptions(depends_on=depends_on, replace_on_changes=["*"], delete_before_replace=True)

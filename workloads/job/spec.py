@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 
 from sizing.catalog import InstanceType
-from stack.config import StackConfig
+from stack.config import JobConfig, StackConfig
 from stack.fit import checkpoint_timeout_minutes
+from stack.job_api import STATIC_RDZV_BACKEND, rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 
@@ -25,6 +26,10 @@ CHECKPOINT_MOUNT = "/checkpoints"
 # The training operator's default port for the "pytorch" container; with c10d rendezvous, worker 0's agent hosts
 # the store there, reached through the operator's headless per-pod Service (<job>-worker-0).
 C10D_PORT = 23456
+# Where a TrainJob's torchrun meets: Trainer v2's torch plugin sets PET_MASTER_PORT to 29500 and PET_MASTER_ADDR to
+# node 0's host name in the JobSet's headless Service, "<job>-node-0-0.<job>" (kubeflow/trainer v2.3.0,
+# pkg/runtime/framework/plugins/torch/torch.go, pkg/constants/constants.go ContainerTrainerPort).
+TRAINJOB_MASTER_PORT = 29500
 # torchrun's join timeout: the rendezvous waits this long for every node. Pulling a ~10 GB image onto 16 fresh
 # nodes can take longer than torch's default of 600 s, and a node that misses the window restarts the round.
 JOIN_TIMEOUT_S = 1800
@@ -57,7 +62,7 @@ class NodeShape:
 
 @dataclass(frozen=True)
 class Rendezvous:
-    backend: str  # torchrun's backend name: etcd-v2 (the platform's etcd) or c10d (a store on worker 0)
+    backend: str  # torchrun's backend: etcd-v2 (the platform's etcd), c10d (a store on worker 0), static (TrainJob)
     host: str
     port: int
     join_timeout_s: int = JOIN_TIMEOUT_S
@@ -104,6 +109,7 @@ class JobSpec:
     name: str
     namespace: str
     stack: str
+    api: str  # pytorchjob or trainjob (stack/job_api.py)
     run: int
     image: str
     nodes: int
@@ -128,13 +134,14 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
         name=name,
         namespace=TRAINING_NAMESPACE,
         stack=config.stack,
+        api=job.api,
         run=job.run,
         image=image or job.image or _unpushed_image(config.stack),
         nodes=gpu.count,
         min_nodes=config.fewest_nodes,
         max_restarts=job.max_restarts,
         node=node_shape(gpu.instance, efa=gpu.efa_enabled),
-        rendezvous=_rendezvous(job.rdzv_backend, name),
+        rendezvous=_rendezvous(job, name),
         training=Training(
             model=job.model,
             dataset=job.dataset,
@@ -199,7 +206,11 @@ def node_shape(instance: InstanceType, efa: bool) -> NodeShape:
     )
 
 
-def _rendezvous(backend: str, name: str) -> Rendezvous:
+def _rendezvous(job: JobConfig, name: str) -> Rendezvous:
+    backend = rendezvous_backend(job)
+    if backend == STATIC_RDZV_BACKEND:
+        # The JobSet's first replicated job is "node"; its Job "<job>-node-0" runs pod index 0 with that host name.
+        return Rendezvous(STATIC_RDZV_BACKEND, f"{name}-node-0-0.{name}", TRAINJOB_MASTER_PORT)
     if backend == "etcd":
         # etcd-v2 is torchrun's current etcd backend (the dynamic rendezvous over etcd's v2 API); plain "etcd" is
         # the legacy implementation.

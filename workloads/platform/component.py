@@ -1,6 +1,8 @@
-"""The cluster platform a PyTorchJob on EFA GPU nodes needs, as one component on the cluster's provider:
-device plugins (NVIDIA, EFA), etcd for rendezvous, the Kubeflow Training Operator, and monitoring (Prometheus,
-Grafana with the project's dashboards, the DCGM exporter), plus the optional CloudWatch add-on and node tools.
+"""The cluster platform a training job on EFA GPU nodes needs, as one component on the cluster's provider:
+device plugins (NVIDIA, EFA), the job's controller (for a PyTorchJob the Kubeflow Training Operator and etcd for
+rendezvous; for a TrainJob Kubeflow Trainer v2 with JobSet, workloads/platform/trainer_v2.py), and monitoring
+(Prometheus, Grafana with the project's dashboards, the DCGM exporter), plus the optional CloudWatch add-on and node
+tools.
 
 Ordering, for a first `pulumi up` and for `pulumi destroy`:
 - the platform namespace before anything in it;
@@ -8,7 +10,7 @@ Ordering, for a first `pulumi up` and for `pulumi destroy`:
   DCGM exporter's ServiceMonitor and the trainer's PodMonitor;
 - the node agents (device plugins, DCGM exporter, node tools, CloudWatch) after `depends_on` (the GPU node group);
 - the training job depends on this component (`depends_on=[platform]`), so it is created after the training
-  operator's CRDs and webhook are ready and deleted before any of the platform goes.
+  operator's (or Trainer v2's and JobSet's) CRDs and webhooks are ready and deleted before any of the platform goes.
 """
 
 from __future__ import annotations
@@ -24,19 +26,22 @@ import pulumi_random as random
 
 from infra.iam import PodIdentity, cluster_arn, pod_identity_trust_policy, role_with_policies
 from stack.config import StackConfig
+from stack.job_api import PYTORCHJOB, TRAINJOB
 from stack.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
 from stack.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
 from workloads.k8s_resources import kubernetes_resource
 from workloads.platform.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
-from workloads.platform.etcd import etcd_objects
 from workloads.platform.objects import (
     grafana_objects,
     next_commands,
     node_tools_objects,
     platform_namespace,
+    rendezvous_objects,
     scrape_objects,
     storage_objects,
+    trainer_v2_objects,
 )
+from workloads.platform.trainer_v2 import trainer_v2_chart
 
 # The operator's standalone kustomization (CRDs, RBAC, webhook, Deployment in namespace "kubeflow") at a release
 # tag, built by Pulumi's kustomize support; the machine running `pulumi up` needs git for the remote build.
@@ -44,6 +49,7 @@ TRAINING_OPERATOR_MANIFESTS = (
     f"https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref={TRAINING_OPERATOR_VERSION}"
 )
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+OCI_PREFIX = "oci://"
 CLOUDWATCH_ADDON = "amazon-cloudwatch-observability"
 CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
 CLOUDWATCH_IDENTITY = PodIdentity("amazon-cloudwatch", CLOUDWATCH_SERVICE_ACCOUNT)
@@ -61,7 +67,7 @@ class PlatformArgs:
 class Platform(pulumi.ComponentResource):
     platform_namespace: str
     training_namespace: str
-    etcd_endpoint: str
+    etcd_endpoint: str | None  # None for a TrainJob: no etcd is installed
     grafana_password: pulumi.Output[str] | None
     next_commands: dict[str, str]
 
@@ -72,15 +78,12 @@ class Platform(pulumi.ComponentResource):
         namespace = self._object(platform_namespace())
         in_namespace = [namespace]
 
-        for obj in etcd_objects(cfg.stack):
+        for obj in rendezvous_objects(cfg):
             self._object(obj, depends_on=in_namespace)
         for chart in device_plugin_charts(cfg):
             self._release(chart, depends_on=after_nodes)
-        self.training_operator = k8s.kustomize.v2.Directory(
-            f"{name}-training-operator",
-            directory=TRAINING_OPERATOR_MANIFESTS,
-            opts=self._k8s_opts(),
-        )
+        # The controller of the job's API, and nothing of the other one.
+        self.job_controller = self._job_controller(cfg)
 
         self.grafana_password = None
         if cfg.monitoring.enabled:
@@ -92,7 +95,7 @@ class Platform(pulumi.ComponentResource):
 
         self.platform_namespace = PLATFORM_NAMESPACE
         self.training_namespace = TRAINING_NAMESPACE
-        self.etcd_endpoint = ETCD_ENDPOINT
+        self.etcd_endpoint = ETCD_ENDPOINT if cfg.job.api == PYTORCHJOB else None
         self.next_commands = next_commands(cfg)
         self.register_outputs(
             {
@@ -102,6 +105,18 @@ class Platform(pulumi.ComponentResource):
                 "grafanaPassword": self.grafana_password,
                 "nextCommands": self.next_commands,
             }
+        )
+
+    def _job_controller(self, cfg: StackConfig) -> pulumi.Resource:
+        """The Training Operator v1 for a PyTorchJob; Kubeflow Trainer v2 with JobSet for a TrainJob. The job depends
+        on the whole platform, so it is created after either is ready and deleted before either goes."""
+        if cfg.job.api == TRAINJOB:
+            namespace = [self._object(obj) for obj in trainer_v2_objects(cfg)]
+            return self._release(trainer_v2_chart(), depends_on=namespace)
+        return k8s.kustomize.v2.Directory(
+            f"{self._name}-training-operator",
+            directory=TRAINING_OPERATOR_MANIFESTS,
+            opts=self._k8s_opts(),
         )
 
     def _monitoring(self, cfg: StackConfig, in_namespace: list[pulumi.Resource], after_nodes: list[pulumi.Resource]):
@@ -160,12 +175,14 @@ class Platform(pulumi.ComponentResource):
         return kubernetes_resource(obj, self._k8s_opts(depends_on), prefix=self._name)
 
     def _release(self, chart: ChartRelease, depends_on: Sequence[pulumi.Resource] = ()) -> k8s.helm.v3.Release:
+        # An OCI registry has no index to name as a repository: the chart reference carries it (oci://host/path/chart).
+        oci = chart.repository.startswith(OCI_PREFIX)
         return k8s.helm.v3.Release(
             f"{self._name}-{chart.key}",
             name=chart.release_name,
-            chart=chart.chart,
+            chart=f"{chart.repository}/{chart.chart}" if oci else chart.chart,
             version=chart.version,
-            repository_opts={"repo": chart.repository},
+            repository_opts=None if oci else {"repo": chart.repository},
             namespace=chart.namespace,
             values=chart.values,
             timeout=chart.timeout_s,

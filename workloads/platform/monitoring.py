@@ -10,18 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from stack.config import MonitoringConfig
+from stack.job_api import PYTORCHJOB, leader_labels
 from stack.names import (
-    COMPONENT_LABEL,
     GPU_NODE_GROUP,
     GPU_TAINT_EFFECT,
     GPU_TAINT_KEY,
-    JOB_ROLE_LABEL,
-    LEADER_ROLE,
     NODE_GROUP_LABEL,
     PART_OF,
     PLATFORM_NAMESPACE,
     SYSTEM_NODE_GROUP,
-    TRAINER_COMPONENT,
     TRAINER_METRICS_PORT_NAME,
     TRAINING_NAMESPACE,
 )
@@ -68,20 +65,21 @@ def prometheus_storage_class() -> dict[str, Any]:
     }
 
 
-def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
+def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE, api: str = PYTORCHJOB) -> dict[str, Any]:
     """Scrape the leader pod, Worker 0, on its named metrics port: only rank 0 serves metrics (trainer/metrics.py),
     and rank 0 runs on Worker 0 whenever Worker 0 is in the group. torch's dynamic rendezvous ranks the nodes in
     the sorted order of their descriptors, host name first (torch/distributed/elastic/rendezvous/
     dynamic_rendezvous.py, _mark_rendezvous_complete); a pod's host name is its name, as the operator sets no
     other, and "<job>-worker-0" sorts before every other worker's. Scraping every pod would show all the others as
     down targets. While Worker 0 is lost the group runs without it and its metrics pause until the operator has
-    created it again."""
+    created it again. A TrainJob's static rendezvous gives node 0 global rank 0 (its node rank is the Job's completion
+    index, stack/names.py), and a lost node restarts every pod, node 0 among them."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
         "metadata": {"name": TRAINER_POD_MONITOR, "namespace": namespace, "labels": dict(PART_OF)},
         "spec": {
-            "selector": {"matchLabels": {COMPONENT_LABEL: TRAINER_COMPONENT, JOB_ROLE_LABEL: LEADER_ROLE}},
+            "selector": {"matchLabels": leader_labels(api)},
             "namespaceSelector": {"matchNames": [TRAINING_NAMESPACE]},
             "podMetricsEndpoints": [
                 {

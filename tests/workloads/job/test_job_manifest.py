@@ -16,6 +16,7 @@ from kubeflow.training import ApiClient
 from infra.gpu_nodes import GPU_NODE_GROUP_LABEL, GPU_TAINT, hugepages_user_data
 from sizing.catalog import CATALOG
 from stack.config import KUBERNETES_VERSIONS
+from stack.job_api import rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 from trainer.launch_exits import LAUNCH_MODULE
 from workloads.job.manifest import (
@@ -297,7 +298,7 @@ def test_etcd_rendezvous_points_at_the_platforms_etcd(stack: str) -> None:
     spec = spec_of(stack)
     config = config_of(stack)
     policy = pytorchjob_manifest(spec)["spec"]["elasticPolicy"]
-    assert config.job.rdzv_backend == "etcd"  # every stack file uses the default
+    assert rendezvous_backend(config.job) == "etcd"  # every stack file uses the default
     assert (policy["rdzvBackend"], policy["rdzvHost"], policy["rdzvPort"]) == (
         "etcd-v2",
         ETCD_SERVICE_HOST,

@@ -1,0 +1,121 @@
+"""From a TrainJob and its ClusterTrainingRuntime to the torchrun agents the local run starts: one per node, with the
+runtime's "node" container as Trainer v2 completes it (the TrainJob's image, command and env) and the PET_* variables
+Trainer v2's torch plugin adds.
+
+Pure functions of the two objects (no processes, no torch import), built from the PyTorchJob runner's own pieces
+(local/launch.py). What Trainer v2 sets, from kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go:
+PET_NNODES (trainer.numNodes), PET_NPROC_PER_NODE (trainer.numProcPerNode), PET_NODE_RANK (the pod's completion
+index), PET_MASTER_ADDR (node 0: "<job>-node-0-0.<job>") and PET_MASTER_PORT (29500). What changes for this machine,
+and only that: one worker process per agent, the master on loopback at a free port (node 0's pod has its own
+address on the cluster; here every "pod" shares one), and the trainer's local changes (CPU, paths under the run's
+directory).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+from local.launch import (
+    LOCAL_NPROC_PER_NODE,
+    LOOPBACK,
+    AgentLaunch,
+    LocalPlan,
+    ManifestError,
+    agent_environment,
+    local_trainer_args,
+    local_trainer_config,
+    split_command,
+    volume_directories,
+)
+from local.restart_policy import NEVER
+from trainer.launch_exits import LAUNCH_MODULE
+
+NODE = "node"  # the replicated job and the container Trainer v2 completes (pkg/constants/constants.go Node)
+TRAINER_V2_PORT = 29500  # PET_MASTER_PORT on the cluster (constants.go ContainerTrainerPort)
+# torchrun flags the torch plugin sets through PET_*; a command that gave them would override the TrainJob's numbers.
+TRAINER_V2_FLAGS = ("nnodes", "nproc-per-node", "node-rank", "master-addr", "master-port")
+
+
+def node_container(runtime: dict[str, Any], trainjob: dict[str, Any]) -> dict[str, Any]:
+    """The runtime's node container with the TrainJob's image and command, and its env merged by name over the
+    runtime's (the TrainJob's wins), as Trainer v2 builds it (pkg/runtime/framework/plugins/jobset/builder.go)."""
+    try:
+        (replicated,) = [j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"] if j["name"] == NODE]
+        containers = replicated["template"]["spec"]["template"]["spec"]["containers"]
+        trainer = trainjob["spec"]["trainer"]
+    except (KeyError, TypeError, ValueError) as missing:
+        raise ManifestError(f"not a ClusterTrainingRuntime with one replicated job {NODE!r}: {missing}") from None
+    matching = [c for c in containers if c.get("name") == NODE]
+    if not matching:
+        raise ManifestError(f"the runtime's {NODE} pod has no container named {NODE!r}")
+    container = dict(matching[0])
+    for key in ("image", "command"):
+        if key in trainer:
+            container[key] = trainer[key]
+    env = {entry["name"]: entry for entry in container.get("env", [])}
+    env.update({entry["name"]: entry for entry in trainer.get("env", [])})
+    container["env"] = list(env.values())
+    return container
+
+
+def trainer_v2_variables(trainjob: dict[str, Any], node_rank: int) -> dict[str, str]:
+    """The PET_* variables of node `node_rank`'s container on the cluster."""
+    name, trainer = trainjob["metadata"]["name"], trainjob["spec"]["trainer"]
+    return {
+        "PET_NNODES": str(trainer["numNodes"]),
+        "PET_NPROC_PER_NODE": str(trainer["numProcPerNode"]),
+        "PET_NODE_RANK": str(node_rank),
+        "PET_MASTER_ADDR": f"{name}-{NODE}-0-0.{name}",
+        "PET_MASTER_PORT": str(TRAINER_V2_PORT),
+    }
+
+
+def local_variables(master_port: int) -> dict[str, str]:
+    return {
+        "PET_NPROC_PER_NODE": str(LOCAL_NPROC_PER_NODE),
+        "PET_MASTER_ADDR": LOOPBACK,
+        "PET_MASTER_PORT": str(master_port),
+    }
+
+
+def trainjob_plan(
+    runtime: dict[str, Any], trainjob: dict[str, Any], work_dir: Path, metrics_port: int, master_port: int
+) -> LocalPlan:
+    """The agents to start for the TrainJob, meeting on 127.0.0.1:`master_port`, with files under `work_dir`."""
+    container = node_container(runtime, trainjob)
+    flags, trainer_args = split_command(container["command"])
+    given = sorted(set(flags) & set(TRAINER_V2_FLAGS))
+    if given:
+        raise ManifestError(f"the command sets --{', --'.join(given)}, which Trainer v2 sets from the TrainJob")
+    job = trainjob["metadata"]["name"]
+    nodes = int(trainjob["spec"]["trainer"]["numNodes"])
+    cluster = trainer_v2_variables(trainjob, node_rank=0)
+    local = local_variables(master_port)
+    changes = [f"{name}={value} (cluster: {cluster[name]})" for name, value in local.items()]
+    mounts = volume_directories(container, work_dir)
+    trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(nodes, nodes + 1))
+    args, trainer_lines = local_trainer_args(trainer_args, trainer)
+    changes += trainer_lines
+    argv = [sys.executable, "-m", LAUNCH_MODULE, *(f"--{name}={value}" for name, value in flags.items())]
+    argv += ["-m", "trainer", *args]
+    agents = [
+        AgentLaunch(
+            name=f"{job}-{NODE}-0-{rank}",  # the pod's host name: <jobset>-<replicated job>-<job index>-<pod index>
+            argv=list(argv),
+            env=agent_environment(container, mounts, {**trainer_v2_variables(trainjob, rank), **local}),
+            trainer=trainer,
+        )
+        for rank in range(nodes)
+    ]
+    nproc = int(trainjob["spec"]["trainer"]["numProcPerNode"])
+    rendezvous = f"static on {LOOPBACK}:{master_port}"
+    return LocalPlan(job, nodes, 0, NEVER, rendezvous, nproc, agents, changes)
+
+
+def with_master_port(plan: LocalPlan, master_port: int) -> LocalPlan:
+    """The same agents meeting on another port: a restarted gang starts a fresh static rendezvous."""
+    agents = [dataclasses.replace(a, env={**a.env, "PET_MASTER_PORT": str(master_port)}) for a in plan.agents]
+    return dataclasses.replace(plan, agents=agents, rendezvous_id=f"static on {LOOPBACK}:{master_port}")

@@ -1,0 +1,56 @@
+"""A TrainJob's ClusterTrainingRuntime as the checks read it, and the check that its pods ask for what their node
+type has (the same rule as the PyTorchJob's, policy/pytorchjob.py).
+
+The runtime holds the pod template: a TrainJob names the runtime and adds image, command and node count, so the
+node selector and the GPU and EFA requests the checks need are in the runtime alone. The trainer step is the
+replicated job labelled trainer.kubeflow.org/trainjob-ancestor-step=trainer; it runs mlPolicy.numNodes pods
+(kubeflow/trainer v2.3.0, pkg/constants/constants.go, pkg/runtime/core/trainingruntime.go).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from policy.props import as_int, get, is_unknown
+from policy.pytorchjob import INSTANCE_TYPE_LABELS, Replica, request_problems
+from sizing.catalog import CATALOG
+from stack.job_api import RUNTIME_KIND, TRAINER_API_VERSION
+
+RUNTIME = f"kubernetes:{TRAINER_API_VERSION}:{RUNTIME_KIND}"
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER_ANCESTOR = "trainer"
+
+
+def runtime_replicas(props: Mapping[str, Any]) -> list[Replica]:
+    """The runtime's trainer step as one Replica: its pod template and mlPolicy.numNodes pods."""
+    jobs = get(props, "spec", "template", "spec", "replicatedJobs")
+    if not isinstance(jobs, Sequence) or isinstance(jobs, str):
+        return []
+    nodes = as_int(get(props, "spec", "mlPolicy", "numNodes"))
+    return [
+        Replica(str(get(job, "name")), nodes, get(job, "template", "spec", "template", "spec") or {})
+        for job in jobs
+        if isinstance(job, Mapping) and get(job, "template", "metadata", "labels", ANCESTOR_LABEL) == TRAINER_ANCESTOR
+    ]
+
+
+def runtime_node_type_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """The trainer step's pods are pinned to a catalog instance type and ask for all of its GPUs and EFA devices."""
+    if resource_type != RUNTIME:
+        return []
+    problems: list[str] = []
+    for replica in runtime_replicas(props):
+        name = replica.instance_type
+        if is_unknown(name):
+            continue
+        if name is None:
+            problems.append(
+                f"{replica.role} pods have no nodeSelector {INSTANCE_TYPE_LABELS[0]}; pin them to the GPU nodes' "
+                "instance type so their GPU and EFA requests can be checked against it"
+            )
+        elif name not in CATALOG:
+            problems.append(f"{replica.role} pods select instance type {name!r}, which the catalog does not know")
+        else:
+            problems += request_problems(replica, CATALOG[name])
+    return problems

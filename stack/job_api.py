@@ -1,0 +1,73 @@
+"""Which Kubeflow API runs the training job, and the options that belong to one API alone.
+
+`pytorchjob`: a kubeflow.org/v1 PyTorchJob under the Training Operator v1, with torchrun's elastic rendezvous on the
+platform's etcd (or c10d) and a min:max node range. `trainjob`: a trainer.kubeflow.org/v1alpha1 TrainJob under
+Kubeflow Trainer v2 on JobSet, whose torch plugin sets torchrun's node count, node rank and master address; torchrun
+then rendezvouses statically on node 0 (its default --rdzv-backend, "static"), with no elastic range: Trainer v2.2
+removed the elastic policy (kubeflow/trainer v2.3.0, pkg/apis/trainer/v1alpha1/trainingruntime_types.go has none).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stack.fields import NAMESPACE
+from stack.names import COMPONENT_LABEL, JOB_COMPLETION_INDEX_LABEL, JOB_ROLE_LABEL, LEADER_ROLE, TRAINER_COMPONENT
+
+if TYPE_CHECKING:
+    from stack.config import JobConfig
+
+PYTORCHJOB = "pytorchjob"
+TRAINJOB = "trainjob"
+JOB_APIS = (PYTORCHJOB, TRAINJOB)
+DEFAULT_JOB_API = PYTORCHJOB
+
+# torchrun's rendezvous backends by config name; etcd is the PyTorchJob's default (docs/job.md says why).
+RDZV_BACKENDS = ("etcd", "c10d")
+DEFAULT_RDZV_BACKEND = "etcd"
+# torch.distributed.run's default --rdzv-backend: what a TrainJob's torchrun uses, with Trainer v2 giving it
+# PET_MASTER_ADDR and PET_MASTER_PORT (torch 2.13, torch/distributed/run.py).
+STATIC_RDZV_BACKEND = "static"
+
+
+def rendezvous_backend(job: JobConfig) -> str:
+    """The rendezvous torchrun runs for this job: static under a TrainJob, else job.rdzvBackend or its default."""
+    if job.api == TRAINJOB:
+        return STATIC_RDZV_BACKEND
+    return job.rdzv_backend or DEFAULT_RDZV_BACKEND
+
+
+def job_api_problems(job: JobConfig) -> list[str]:
+    """Options that only the PyTorchJob has, set on a TrainJob: each names the key, its value and what is allowed."""
+    if job.api != TRAINJOB:
+        return []
+    where = f"{NAMESPACE}:job"
+    problems = []
+    if job.rdzv_backend is not None:
+        problems.append(
+            f"{where}.rdzvBackend: {job.rdzv_backend!r} is not allowed with job.api trainjob; expected it unset "
+            "(Trainer v2 runs torchrun's static rendezvous on node 0; etcd and c10d are the PyTorchJob's)"
+        )
+    if job.min_nodes is not None:
+        problems.append(
+            f"{where}.minNodes: {job.min_nodes} is not allowed with job.api trainjob; expected it unset "
+            "(Trainer v2 has no elastic node range: a TrainJob runs on all gpuNodes.count nodes)"
+        )
+    return problems
+
+
+# The custom resources each API creates (the policy pack and the reviewer summary recognise them by these).
+PYTORCHJOB_API_VERSION = "kubeflow.org/v1"
+PYTORCHJOB_KIND = "PyTorchJob"
+# trainer.kubeflow.org serves v1alpha1 only (kubeflow/trainer v2.3.0, charts/kubeflow-trainer/templates/crd/).
+TRAINER_API_GROUP = "trainer.kubeflow.org"
+TRAINER_API_VERSION = f"{TRAINER_API_GROUP}/v1alpha1"
+TRAINJOB_KIND = "TrainJob"
+RUNTIME_KIND = "ClusterTrainingRuntime"
+
+
+def leader_labels(api: str) -> dict[str, str]:
+    """The labels of the pod running global rank 0, the one serving the trainer's metrics: the PyTorchJob's Worker 0
+    (the operator's leader role), or a TrainJob's node 0."""
+    leader = {JOB_ROLE_LABEL: LEADER_ROLE} if api == PYTORCHJOB else {JOB_COMPLETION_INDEX_LABEL: "0"}
+    return {COMPONENT_LABEL: TRAINER_COMPONENT, **leader}

@@ -1,0 +1,186 @@
+"""The training job as Kubeflow Trainer v2 objects (job.api trainjob): a ClusterTrainingRuntime holding the worker pod,
+and the TrainJob that runs it on `nodes` nodes.
+
+Pure functions of a JobSpec, like workloads/job/manifest.py, whose builders make the pod: the same staging init
+container, /dev/shm, checkpoint volume, HF token from the Secret, EFA/GPU/huge-page resources, toleration, node
+selector and labels (so the PodMonitor and the dashboards find the pods whichever API ran them). What differs, with
+the facts behind it (kubeflow/trainer v2.3.0 and kubernetes-sigs/jobset v0.12.0):
+
+- Names. The trainer step is the replicated job whose Job template carries the label
+  trainer.kubeflow.org/trainjob-ancestor-step=trainer, with replicas 1 and a container named "node"
+  (pkg/constants/constants.go; pkg/webhooks/trainingruntime_webhook.go validateReplicatedJobs). The replicated job
+  is named "node" too: the torch plugin points PET_MASTER_ADDR at "<job>-node-0-0.<job>" (plugins/torch/torch.go).
+- Rendezvous. The torch plugin sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the Job's completion index),
+  PET_MASTER_ADDR and PET_MASTER_PORT (29500) on that container; torchrun reads PET_<flag> for every flag it is not
+  given (torch/distributed/argparse_util.py env) and, with no --rdzv-backend, rendezvouses statically on the master
+  address (torch/distributed/run.py). The command names none of these, so the TrainJob's numbers are the only ones.
+- Restarts. Trainer v2 has no elastic policy since v2.2 and sets no failure policy; the JobSet's own, set here, is
+  what restarts: every pod failure fails its Job (restartPolicy Never, backoffLimit 0), and the JobSet then
+  recreates all Jobs, every pod of the gang (the default action RestartJobSet, counted against maxRestarts;
+  pkg/controllers/failure_policy.go), which start a fresh static rendezvous and resume from the last checkpoint.
+  A single replaced pod could not rejoin: a static rendezvous is formed once, and the survivors' workers fail with
+  it. Only the launcher's exit 2, arguments torchrun's parser rejected, fails the JobSet at once (podFailurePolicy
+  FailJob -> reason PodFailurePolicy -> rule FailJobSet). Its exit 1 (workers failed, torchrun's restarts spent,
+  trainer/launch_exits.py) does not: under a static rendezvous that is also how the survivors of a lost node end,
+  and JobSet applies the first rule that matches any failed Job (findFirstFailedPolicyRuleAndJob), so a FailJobSet
+  on exit 1 would turn every lost node into a failed run.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from stack.job_api import RUNTIME_KIND, TRAINER_API_GROUP, TRAINER_API_VERSION, TRAINJOB_KIND
+from stack.names import TRAINER_METRICS_PORT, TRAINER_METRICS_PORT_NAME
+from trainer.launch_exits import EXIT_BAD_ARGUMENTS, LAUNCH_MODULE
+from workloads.job.manifest import (
+    PYTHON,
+    TERMINATION_GRACE_S,
+    hf_token_secret,
+    labels,
+    namespace_manifest,
+    pod_template,
+    trainer_args,
+)
+from workloads.job.shutdown import torchrun_shutdown_timeout
+from workloads.job.spec import JobSpec
+
+# kubeflow/trainer v2.3.0 pkg/constants/constants.go: Node, LabelTrainJobAncestor, AncestorTrainer.
+NODE = "node"
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER_ANCESTOR = "trainer"
+# The Kubeflow SDK lists a runtime by this label (docs/operator-guides/runtime.md, "Framework Label Requirement").
+FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
+# The torch plugin's environment (TorchRunReservedEnvNames): a TrainJob that sets one is rejected.
+TRAINER_V2_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+RUN_ID_ANNOTATION = "fsdp-eks/run-id"
+# The JobSet rule for the one permanent failure, and the reason a Job failed by podFailurePolicy FailJob carries.
+FAIL_RULE = "bad-launch-arguments"
+POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
+
+
+def trainjob_launcher_command(spec: JobSpec) -> list[str]:
+    """The launcher (trainer/launch.py) with only what Trainer v2 does not set: torchrun takes the node count,
+    processes per node, node rank and master address from the PET_* variables. --rdzv-conf=timeout is the static
+    rendezvous' wait for every node (its TCPStore's timeout, torch/distributed/elastic/rendezvous/
+    static_tcp_rendezvous.py), the same join timeout as the PyTorchJob's. --max-restarts=0: a static group cannot
+    re-form around a lost node, so torchrun does not retry; the JobSet restarts the gang."""
+    return [
+        PYTHON,
+        "-m",
+        LAUNCH_MODULE,
+        f"--rdzv-conf=timeout={spec.rendezvous.join_timeout_s}",
+        "--max-restarts=0",
+        f"--shutdown-timeout={torchrun_shutdown_timeout(TERMINATION_GRACE_S)}",  # SIGTERM to SIGKILL of the workers
+        "-m",
+        "trainer",
+        *trainer_args(spec),
+    ]
+
+
+def node_pod_template(spec: JobSpec) -> dict[str, Any]:
+    """The PyTorchJob's worker pod (workloads/job/manifest.py pod_template), as Trainer v2's "node": the container
+    renamed, its command the TrainJob's, its ports the metrics port alone (the torch plugin adds 29500), and
+    restartPolicy Never, which podFailurePolicy requires (JobSet's webhook would default it to OnFailure)."""
+    template = copy.deepcopy(pod_template(spec))
+    pod = template["spec"]
+    (container,) = pod["containers"]
+    container["name"] = NODE
+    container["command"] = trainjob_launcher_command(spec)
+    container["ports"] = [{"name": TRAINER_METRICS_PORT_NAME, "containerPort": TRAINER_METRICS_PORT, "protocol": "TCP"}]
+    pod["restartPolicy"] = "Never"
+    return template
+
+
+def node_job_template(spec: JobSpec) -> dict[str, Any]:
+    """The batch Job of the trainer step: a failed pod fails it at once, except that bad launcher arguments fail it
+    with reason PodFailurePolicy, which the JobSet's rule turns into a failed run."""
+    return {
+        "metadata": {"labels": {ANCESTOR_LABEL: TRAINER_ANCESTOR}},
+        "spec": {
+            "backoffLimit": 0,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {"containerName": NODE, "operator": "In", "values": [EXIT_BAD_ARGUMENTS]},
+                    }
+                ]
+            },
+            "template": node_pod_template(spec),
+        },
+    }
+
+
+def failure_policy(spec: JobSpec) -> dict[str, Any]:
+    """The JobSet's: up to job.maxRestarts whole-gang restarts (the default action), none for bad arguments."""
+    rule = {"name": FAIL_RULE, "action": "FailJobSet", "onJobFailureReasons": [POD_FAILURE_POLICY_REASON]}
+    return {"maxRestarts": spec.max_restarts, "rules": [rule]}
+
+
+def runtime_name(spec: JobSpec) -> str:
+    """The runtime belongs to one job (its init containers run the job's image and flags): named after it."""
+    return spec.name
+
+
+def training_runtime(spec: JobSpec) -> dict[str, Any]:
+    """The ClusterTrainingRuntime: torch on `nodes` nodes, one replicated job "node" running the worker pod."""
+    return {
+        "apiVersion": TRAINER_API_VERSION,
+        "kind": RUNTIME_KIND,
+        "metadata": {"name": runtime_name(spec), "labels": {**labels(spec), FRAMEWORK_LABEL: "torch"}},
+        "spec": {
+            "mlPolicy": {"numNodes": spec.nodes, "torch": {}},
+            "template": {
+                "metadata": {"labels": labels(spec)},
+                "spec": {
+                    "failurePolicy": failure_policy(spec),
+                    "replicatedJobs": [{"name": NODE, "replicas": 1, "template": node_job_template(spec)}],
+                },
+            },
+        },
+    }
+
+
+def trainjob_manifest(spec: JobSpec) -> dict[str, Any]:
+    """The TrainJob: the runtime, with the image, command, node count and processes per node of this run. Trainer v2
+    copies neither the TrainJob's labels nor its annotations to the pods (the runtime's pod template labels them)."""
+    return {
+        "apiVersion": TRAINER_API_VERSION,
+        "kind": TRAINJOB_KIND,
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "labels": labels(spec),
+            # The digest of the whole spec, runtime included: a change to the runtime alone changes the TrainJob too,
+            # so that the stack replaces it (a running TrainJob keeps the runtime it started with, a snapshot).
+            "annotations": {RUN_ID_ANNOTATION: spec.rendezvous_id},
+        },
+        "spec": {
+            "runtimeRef": {"name": runtime_name(spec), "apiGroup": TRAINER_API_GROUP, "kind": RUNTIME_KIND},
+            "trainer": {
+                "image": spec.image,
+                "command": trainjob_launcher_command(spec),
+                "numNodes": spec.nodes,
+                "numProcPerNode": spec.node.gpus,
+            },
+        },
+    }
+
+
+def with_trainjob_image(objects: tuple[dict[str, Any], dict[str, Any]], image: Any) -> tuple[dict, dict]:
+    """Copies of (runtime, TrainJob) with every container running `image`: the pushed image, a pulumi Output."""
+    runtime, trainjob = copy.deepcopy(objects[0]), copy.deepcopy(objects[1])
+    for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = replicated["template"]["spec"]["template"]["spec"]
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            container["image"] = image
+    trainjob["spec"]["trainer"]["image"] = image
+    return runtime, trainjob
+
+
+def trainjob_objects(spec: JobSpec) -> list[dict[str, Any]]:
+    """Every object of a TrainJob run, for the render CLI: the namespace, the token Secret (without the token), the
+    runtime, then the TrainJob (Trainer v2's webhook rejects a TrainJob whose runtime does not exist yet)."""
+    return [namespace_manifest(spec), hf_token_secret(spec), training_runtime(spec), trainjob_manifest(spec)]
