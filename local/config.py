@@ -104,7 +104,7 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
     change(job_keys, "compile", job.compile, False, "torch.compile on CPU needs a C++ toolchain and minutes", "job")
     if api == PYTORCHJOB:  # a TrainJob's rendezvous is torchrun's static one, locally too
         reason = "the local run's rendezvous is a local etcd"
-        change(job_keys, "rdzvBackend", rendezvous_backend(job), "etcd", reason, "job")
+        change(job_keys, "rdzvBackend", rendezvous_backend(job.api, job.rdzv_backend), "etcd", reason, "job")
     else:  # the PyTorchJob's options of a stack run here as a TrainJob (--api trainjob)
         change(job_keys, "rdzvBackend", job.rdzv_backend, None, "a TrainJob rendezvouses statically", "job")
         if options.min_nodes is None:

@@ -9,13 +9,8 @@ removed the elastic policy (kubeflow/trainer v2.3.0, pkg/apis/trainer/v1alpha1/t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from stack.fields import NAMESPACE
 from stack.names import COMPONENT_LABEL, JOB_COMPLETION_INDEX_LABEL, JOB_ROLE_LABEL, LEADER_ROLE, TRAINER_COMPONENT
-
-if TYPE_CHECKING:
-    from stack.config import JobConfig
 
 PYTORCHJOB = "pytorchjob"
 TRAINJOB = "trainjob"
@@ -30,27 +25,29 @@ DEFAULT_RDZV_BACKEND = "etcd"
 STATIC_RDZV_BACKEND = "static"
 
 
-def rendezvous_backend(job: JobConfig) -> str:
-    """The rendezvous torchrun runs for this job: static under a TrainJob, else job.rdzvBackend or its default."""
-    if job.api == TRAINJOB:
+def rendezvous_backend(api: str, rdzv_backend: str | None) -> str:
+    """The rendezvous torchrun runs for a job of this API: static under a TrainJob, else job.rdzvBackend (None when
+    unset) or its default."""
+    if api == TRAINJOB:
         return STATIC_RDZV_BACKEND
-    return job.rdzv_backend or DEFAULT_RDZV_BACKEND
+    return rdzv_backend or DEFAULT_RDZV_BACKEND
 
 
-def job_api_problems(job: JobConfig) -> list[str]:
-    """Options that only the PyTorchJob has, set on a TrainJob: each names the key, its value and what is allowed."""
-    if job.api != TRAINJOB:
+def job_api_problems(api: str, rdzv_backend: str | None, min_nodes: int | None) -> list[str]:
+    """Options that only the PyTorchJob has (job.rdzvBackend, job.minNodes; None when unset), set on a TrainJob: each
+    names the key, its value and what is allowed."""
+    if api != TRAINJOB:
         return []
     where = f"{NAMESPACE}:job"
     problems = []
-    if job.rdzv_backend is not None:
+    if rdzv_backend is not None:
         problems.append(
-            f"{where}.rdzvBackend: {job.rdzv_backend!r} is not allowed with job.api trainjob; expected it unset "
+            f"{where}.rdzvBackend: {rdzv_backend!r} is not allowed with job.api trainjob; expected it unset "
             "(Trainer v2 runs torchrun's static rendezvous on node 0; etcd and c10d are the PyTorchJob's)"
         )
-    if job.min_nodes is not None:
+    if min_nodes is not None:
         problems.append(
-            f"{where}.minNodes: {job.min_nodes} is not allowed with job.api trainjob; expected it unset "
+            f"{where}.minNodes: {min_nodes} is not allowed with job.api trainjob; expected it unset "
             "(Trainer v2 has no elastic node range: a TrainJob runs on all gpuNodes.count nodes)"
         )
     return problems

@@ -29,11 +29,11 @@ def problems_of(stack: str, **job: object) -> list[str]:
 def test_the_default_api_is_the_pytorchjob_with_etcd_rendezvous() -> None:
     job = parsed("p5-2").job
     assert job.api == PYTORCHJOB
-    assert rendezvous_backend(job) == "etcd"
+    assert rendezvous_backend(job.api, job.rdzv_backend) == "etcd"
 
 
 def test_a_trainjob_rendezvouses_statically() -> None:
-    assert rendezvous_backend(parsed("p5-2", api=TRAINJOB).job) == "static"
+    assert rendezvous_backend(TRAINJOB, parsed("p5-2", api=TRAINJOB).job.rdzv_backend) == "static"
 
 
 def test_an_unknown_api_names_the_key_and_the_allowed_values() -> None:
@@ -56,7 +56,7 @@ def test_elastic_min_nodes_are_rejected_on_a_trainjob() -> None:
 
 def test_the_pytorchjob_keeps_its_rendezvous_and_elastic_options() -> None:
     job = parsed("p5-2", api=PYTORCHJOB, rdzvBackend="c10d", minNodes=1).job
-    assert (job.rdzv_backend, job.min_nodes, rendezvous_backend(job)) == ("c10d", 1, "c10d")
+    assert (job.rdzv_backend, job.min_nodes, rendezvous_backend(job.api, job.rdzv_backend)) == ("c10d", 1, "c10d")
 
 
 def test_a_trainjob_option_error_fails_the_program_before_any_resource() -> None:

@@ -207,7 +207,7 @@ def node_shape(instance: InstanceType, efa: bool) -> NodeShape:
 
 
 def _rendezvous(job: JobConfig, name: str) -> Rendezvous:
-    backend = rendezvous_backend(job)
+    backend = rendezvous_backend(job.api, job.rdzv_backend)
     if backend == STATIC_RDZV_BACKEND:
         # The JobSet's first replicated job is "node"; its Job "<job>-node-0" runs pod index 0 with that host name.
         return Rendezvous(STATIC_RDZV_BACKEND, f"{name}-node-0-0.{name}", TRAINJOB_MASTER_PORT)

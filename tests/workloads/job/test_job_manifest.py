@@ -298,7 +298,7 @@ def test_etcd_rendezvous_points_at_the_platforms_etcd(stack: str) -> None:
     spec = spec_of(stack)
     config = config_of(stack)
     policy = pytorchjob_manifest(spec)["spec"]["elasticPolicy"]
-    assert rendezvous_backend(config.job) == "etcd"  # every stack file uses the default
+    assert rendezvous_backend(config.job.api, config.job.rdzv_backend) == "etcd"  # every stack file uses the default
     assert (policy["rdzvBackend"], policy["rdzvHost"], policy["rdzvPort"]) == (
         "etcd-v2",
         ETCD_SERVICE_HOST,
