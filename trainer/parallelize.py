@@ -11,12 +11,15 @@ Strategy -> device mesh -> fully_shard settings:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
 
 from trainer.config import ParallelConfig
 from trainer.model import decoder_layers, final_norm
@@ -99,6 +102,61 @@ def apply_compile(model: nn.Module) -> None:
         layer.compile(fullgraph=True)
 
 
+class PairwiseReduceScatter(ReduceScatter):
+    """A reduce-scatter of sums made of point-to-point sends, for gloo (CPU).
+
+    gloo has no reduce-scatter of its own: torch's gloo backend runs `reduce_scatter_tensor` as a copy of the whole
+    input, an all-reduce of that copy and a copy of this rank's chunk out of it (seen in a profile of one step:
+    clone, gloo:all_reduce, copy_ under `c10d::_reduce_scatter_base_`), so every gradient crosses the wire twice and
+    is copied whole once. Here each rank sends every other rank the chunk that rank keeps and adds the chunks it
+    receives to its own: each byte crosses once, and the extra memory is the received chunks, (world - 1) / world
+    of the input instead of all of it. The sum runs in rank order, so it is the same on every run.
+    """
+
+    def allocate(self, size: Sequence[int | torch.SymInt], *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        return torch.empty(size, dtype=dtype, device=device)
+
+    def __call__(
+        self,
+        output_tensor: torch.Tensor,
+        input_tensor: torch.Tensor,
+        group: dist.ProcessGroup,
+        op: object,
+        async_op: bool = False,
+    ) -> None:
+        if op != dist.ReduceOp.SUM:
+            raise ValueError(f"{type(self).__name__} sums; FSDP asked for {op}")
+        world, rank = group.size(), group.rank()
+        chunks = list(input_tensor.view(world, -1).unbind(0))
+        pending = []
+        for peer in range(world):
+            if peer != rank:
+                pending.append(dist.isend(chunks[peer], group=group, group_dst=peer))
+                chunks[peer] = torch.empty_like(chunks[peer])  # the peer's chunk of ours lands here
+                pending.append(dist.irecv(chunks[peer], group=group, group_src=peer))
+        for work in pending:
+            work.wait()
+        if world == 1:
+            output_tensor.copy_(chunks[0])
+            return
+        torch.add(chunks[0], chunks[1], out=output_tensor)
+        for chunk in chunks[2:]:
+            output_tensor.add_(chunk)
+
+
+def sum_gradients(module: FSDPModule, device_type: str) -> None:
+    """Reduce gradients as plain sums (the loss is already divided by the global batch's token count, so the sum
+    over ranks is the global mean), point to point on gloo.
+
+    A sum needs no division pass over the gradients, and gloo implements neither AVG nor NCCL's PREMUL_SUM, which
+    FSDP uses otherwise (`_get_gradient_divide_factors` in torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+    """
+    module.set_gradient_divide_factor(1.0)
+    module.set_force_sum_reduction_for_comms(True)
+    if device_type == "cpu":
+        module.set_custom_reduce_scatter(PairwiseReduceScatter())
+
+
 def apply_fsdp(
     model: nn.Module, mesh: DeviceMesh, mp_policy: MixedPrecisionPolicy, reshard_after_forward: bool
 ) -> None:
@@ -121,6 +179,9 @@ def apply_fsdp(
         embeddings.set_unshard_in_backward(False)
         fully_shard([final_norm(model), output], mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
     fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            sum_gradients(module, mesh.device_type)
 
 
 def mixed_precision_policy(name: str) -> MixedPrecisionPolicy:
