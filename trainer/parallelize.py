@@ -109,8 +109,9 @@ class PairwiseReduceScatter(ReduceScatter):
     input, an all-reduce of that copy and a copy of this rank's chunk out of it (seen in a profile of one step:
     clone, gloo:all_reduce, copy_ under `c10d::_reduce_scatter_base_`), so every gradient crosses the wire twice and
     is copied whole once. Here each rank sends every other rank the chunk that rank keeps and adds the chunks it
-    receives to its own: each byte crosses once, and the extra memory is the received chunks, (world - 1) / world
-    of the input instead of all of it. The sum runs in rank order, so it is the same on every run.
+    receives to its own: each byte crosses once, and the first peer's chunk lands in the output itself, so two
+    ranks need no memory beyond the output (more ranks: (world - 2) / world of the input).
+    The sum runs in rank order (the first two terms commute exactly), so it is the same on every run.
     """
 
     def allocate(self, size: Sequence[int | torch.SymInt], *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -128,18 +129,20 @@ class PairwiseReduceScatter(ReduceScatter):
             raise ValueError(f"{type(self).__name__} sums; FSDP asked for {op}")
         world, rank = group.size(), group.rank()
         chunks = list(input_tensor.view(world, -1).unbind(0))
+        peers = [peer for peer in range(world) if peer != rank]
         pending = []
-        for peer in range(world):
-            if peer != rank:
-                pending.append(dist.isend(chunks[peer], group=group, group_dst=peer))
-                chunks[peer] = torch.empty_like(chunks[peer])  # the peer's chunk of ours lands here
-                pending.append(dist.irecv(chunks[peer], group=group, group_src=peer))
+        for peer in peers:
+            pending.append(dist.isend(chunks[peer], group=group, group_dst=peer))
+        for peer in peers:  # the peers' chunks of ours: the first into the output, the others alongside
+            chunks[peer] = output_tensor if peer == peers[0] else torch.empty_like(output_tensor)
+            pending.append(dist.irecv(chunks[peer], group=group, group_src=peer))
         for work in pending:
             work.wait()
         if world == 1:
             output_tensor.copy_(chunks[0])
             return
-        torch.add(chunks[0], chunks[1], out=output_tensor)
+        # The output holds chunk 0 or 1 (the first peer's); adding the other gives chunk 0 + chunk 1.
+        output_tensor.add_(chunks[1] if peers[0] == 0 else chunks[0])
         for chunk in chunks[2:]:
             output_tensor.add_(chunk)
 
