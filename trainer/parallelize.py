@@ -22,6 +22,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
 
 from trainer.config import ParallelConfig
+from trainer.embedding import VocabShardedEmbedding
 from trainer.model import decoder_layers, final_norm
 from trainer.plan import RunPlan
 
@@ -163,12 +164,14 @@ def sum_gradients(module: FSDPModule, device_type: str) -> None:
 def apply_fsdp(
     model: nn.Module, mesh: DeviceMesh, mp_policy: MixedPrecisionPolicy, reshard_after_forward: bool
 ) -> None:
-    """Shard each decoder layer as its own unit (one all-gather per layer), the input embedding as one more, the
-    final norm with the output layer as another, then the root (which then holds no parameters of its own).
+    """Shard each decoder layer as its own unit (one all-gather per layer), the input embedding by vocabulary rows
+    or as one more unit, the final norm with the output layer as another, then the root (which then holds no
+    parameters of its own).
 
-    - The embedding is used first in forward, and its backward needs only the token ids and its output's gradient,
-      never its weight: it is resharded after forward like the layers and not gathered again in backward
-      (set_unshard_in_backward), so its full weight is held only while the embedding runs.
+    - On a 1-D mesh the embedding is never gathered: each rank looks up the tokens in its rows and the ranks
+      exchange token embeddings and their gradients instead (trainer/embedding.py). Replicated meshes (HSDP,
+      NO_SHARD) shard it as an FSDP unit, resharded after forward and not gathered again in backward
+      (set_unshard_in_backward: its backward needs the token ids and its output's gradient, never its weight).
     - The output layer runs last in forward and first in backward: it stays gathered in between (gathering it
       again at once would only cost time), and its gradients are reduce-scattered as soon as its backward is done
       rather than with the embedding's at the end of the step.
@@ -177,11 +180,17 @@ def apply_fsdp(
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
     embeddings, output = model.get_input_embeddings(), model.get_output_embeddings()
+    ignored: set[nn.Parameter] = set()
     if output is not None and output.weight is not embeddings.weight:
-        fully_shard(embeddings, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
-        embeddings.set_unshard_in_backward(False)
+        if mesh.ndim == 1:
+            embeddings = VocabShardedEmbedding(embeddings, mesh, mp_policy.param_dtype)
+            model.set_input_embeddings(embeddings)
+            ignored.add(embeddings.weight)
+        else:
+            fully_shard(embeddings, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
+            embeddings.set_unshard_in_backward(False)
         fully_shard([final_norm(model), output], mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
-    fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False, ignored_params=ignored or None)
     for module in model.modules():
         if isinstance(module, FSDPModule):
             sum_gradients(module, mesh.device_type)

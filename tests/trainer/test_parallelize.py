@@ -11,7 +11,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+from torch.distributed.tensor import DTensor, Shard
 
+from trainer.embedding import VocabShardedEmbedding
 from trainer.model import build_meta_model, hf_config, init_buffers, init_weights
 from trainer.model_source import resolve_model
 from trainer.parallelize import apply_compile, apply_fsdp, mixed_precision_policy
@@ -26,10 +28,11 @@ def world_of_one() -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def sharded_tiny(reshard_after_forward: bool) -> nn.Module:
+def sharded_tiny(reshard_after_forward: bool, mesh_shape: tuple[int, ...] = (1,)) -> nn.Module:
     config = hf_config(resolve_model("tiny"))
     model = build_meta_model(config)
-    mesh = init_device_mesh("cpu", (1,))
+    names = ("dp_shard",) if len(mesh_shape) == 1 else ("dp_replicate", "dp_shard")
+    mesh = init_device_mesh("cpu", mesh_shape, mesh_dim_names=names)
     apply_fsdp(model, mesh, mixed_precision_policy("fp32"), reshard_after_forward=reshard_after_forward)
     model.to_empty(device="cpu")
     init_buffers(model, torch.device("cpu"))
@@ -55,9 +58,23 @@ def all_gathers_per_unit(model: nn.Module, monkeypatch: pytest.MonkeyPatch) -> C
 
 
 @pytest.mark.usefixtures("world_of_one")
-def test_the_embedding_is_gathered_for_forward_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its backward needs the token ids and its output's gradient, never its weight."""
+def test_on_a_1d_mesh_the_embedding_is_never_gathered_and_keeps_its_rows_sharded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ranks exchange token embeddings and their gradients instead of the table (trainer/embedding.py)."""
     model = sharded_tiny(reshard_after_forward=True)
+    gathered = all_gathers_per_unit(model, monkeypatch)
+    assert not any("embed_tokens" in unit for unit in gathered), gathered
+    embedding = model.get_input_embeddings()
+    assert isinstance(embedding, VocabShardedEmbedding)
+    assert dict(model.named_parameters())["model.embed_tokens.weight"] is embedding.weight  # the name checkpoints use
+    assert isinstance(embedding.weight.grad, DTensor) and embedding.weight.grad.placements == (Shard(0),)
+
+
+@pytest.mark.usefixtures("world_of_one")
+def test_on_a_replicated_mesh_the_embedding_is_gathered_for_forward_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its backward needs the token ids and its output's gradient, never its weight."""
+    model = sharded_tiny(reshard_after_forward=True, mesh_shape=(1, 1))
     gathered = all_gathers_per_unit(model, monkeypatch)
     assert gathered["model.embed_tokens"] == 1
     assert model.model.embed_tokens.weight.grad is not None
