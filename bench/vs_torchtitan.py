@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -142,8 +143,14 @@ def main(argv: list[str] | None = None) -> None:
                       f"{theirs.pop().tokens_per_second:.1f}", flush=True)  # fmt: skip
                 continue
             print(f"round {round_index + 1}: ours {ours[-1].tokens_per_second:.1f} tokens/s, "
-                  f"torchtitan {theirs[-1].tokens_per_second:.1f}", flush=True)  # fmt: skip
+                  f"torchtitan {theirs[-1].tokens_per_second:.1f}; load average {load_average()}",
+                  flush=True)  # fmt: skip
     print(report(args, ours, theirs))
+
+
+def load_average() -> str:
+    """The machine's 1-, 5- and 15-minute load averages: how much other work shared the round."""
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def row(name: str, values: list[float], digits: int, bold_median: bool = False) -> str:
