@@ -152,8 +152,9 @@ def sum_gradients(module: FSDPModule, device_type: str) -> None:
     """Reduce gradients as plain sums (the loss is already divided by the global batch's token count, so the sum
     over ranks is the global mean), point to point on gloo.
 
-    A sum needs no division pass over the gradients, and gloo implements neither AVG nor NCCL's PREMUL_SUM, which
-    FSDP uses otherwise (`_get_gradient_divide_factors` in torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+    A sum needs no division pass over the gradients (gloo runs FSDP's default AVG as a sum and a division of the
+    whole buffer), and gloo has no PREMUL_SUM, which FSDP uses for any other divide factor
+    (`_get_gradient_divide_factors` in torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
     """
     module.set_gradient_divide_factor(1.0)
     module.set_force_sum_reduction_for_comms(True)
