@@ -11,6 +11,7 @@ Runs `python -m trainer` in-process with the benchmark's flags and profiles `--s
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -27,13 +28,15 @@ def bench_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3, help="profiled steps")
     parser.add_argument("--rows", type=int, default=20)
+    parser.add_argument("--trace", type=Path, help="also write each rank's wall-clock trace with memory events to "
+                        "TRACE.<rank>.json (chrome://tracing, Perfetto): both ranks side by side")  # fmt: skip
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = bench_args(argv)
     total = args.warmup + args.steps
-    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=bool(args.trace))
     inner = trainer.train.train_step
     calls = [0]
 
@@ -45,6 +48,8 @@ def main(argv: list[str] | None = None) -> None:
             result = inner(*step_args, **kwargs)
         if calls[0] == total:
             profiler.stop()
+            if args.trace:
+                profiler.export_chrome_trace(f"{args.trace}.{os.environ.get('RANK', '0')}.json")
         return result
 
     trainer.train.train_step = profiled_step
@@ -53,11 +58,8 @@ def main(argv: list[str] | None = None) -> None:
              "--steps", str(total), "--log-every", str(total), "--lr", "1e-4", "--weight-decay", "0",
              "--grad-clip", "1.0"]  # fmt: skip
     status = trainer_main(flags)
-    if torch.distributed.is_initialized() is False and status == 0:
-        import os
-
-        if os.environ.get("RANK", "0") == "0":
-            print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
+    if torch.distributed.is_initialized() is False and status == 0 and os.environ.get("RANK", "0") == "0":
+        print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
     sys.exit(status)
 
 

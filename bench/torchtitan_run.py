@@ -14,7 +14,8 @@ module runs it), and a data loader of seeded random token ids (the same tokens p
 change the work), with a stand-in tokenizer that only reports the vocabulary size. Parallelism: FSDP over every
 rank with torchtitan's partial_dtensor backend; its default spmd_types backend fails in fully_shard with torch
 2.13 ("all parameters must be DTensors on the full SPMD mesh"). Timing starts at the end of the last warmup step;
-peak memory is the busiest rank's VmHWM on CPU, torch.cuda.max_memory_allocated on a GPU.
+with --interval, also the mean step time of each interval of that many timed steps (the figures our trainer's
+metrics file gives); peak memory is the busiest rank's VmHWM on CPU, torch.cuda.max_memory_allocated on a GPU.
 
 It imports only torchtitan, torch and the standard library: it runs in torchtitan's environment, not ours.
 """
@@ -22,6 +23,7 @@ It imports only torchtitan, torch and the standard library: it runs in torchtita
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import time
@@ -45,6 +47,7 @@ def bench_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=2, help="sequences per rank per step")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10, help="timed steps after the warmup")
+    parser.add_argument("--interval", type=int, default=0, help="also time the timed steps in intervals of this many")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--grad-clip", type=float, default=1.0)
@@ -219,10 +222,16 @@ def main() -> None:
         seconds = (step_ends[-1] - step_ends[start]) / args.steps
         cpu_seconds = (step_cpu_ends[-1] - step_cpu_ends[start]) / args.steps
         tokens_per_step = args.batch_size * args.seq_len * world
+        every = args.interval or args.steps
+        ends = range(start, start + args.steps + 1, every)  # indices of the steps whose ends bound the intervals
         result = {
             "tokens_per_second": tokens_per_step / seconds,
             "tokens_per_cpu_second": tokens_per_step / cpu_seconds,
             "peak_memory_bytes": int(peak[0]),
+            "interval_step_seconds": [(step_ends[b] - step_ends[a]) / every for a, b in itertools.pairwise(ends)],
+            "interval_step_cpu_seconds": [
+                (step_cpu_ends[b] - step_cpu_ends[a]) / every for a, b in itertools.pairwise(ends)
+            ],
         }
         Path(args.result).write_text(json.dumps(result))
         if args.profile:

@@ -1,15 +1,19 @@
 """Our trainer against torchtitan's on the same work, in alternating rounds: tokens/s and peak memory per rank.
 
-    .venv/bin/python bench/vs_torchtitan.py                 # 5 rounds; sets up torchtitan's environment first
+    .venv/bin/python bench/vs_torchtitan.py                 # 1 discarded + 5 rounds; sets up torchtitan's environment
     .venv/bin/python bench/vs_torchtitan.py --rounds 3 --titan-loss chunked --titan-optimizer fused
 
-The work (both sides): the `small` preset's shape (105.8M parameters), fp32, 2 ranks over gloo on CPU,
-FULL_SHARD, seq 128, batch 2 per rank, AdamW (lr 1e-4, betas 0.9/0.95, eps 1e-8, no weight decay), gradients
-clipped at norm 1.0; `--warmup` untimed steps, then `--steps` timed ones. Each side runs as its own torchrun job
+The work (both sides): the `small` preset's shape (105.8M parameters), fp32, 2 ranks over gloo on CPU, FULL_SHARD,
+seq 128, batch 2 per rank, AdamW (lr 1e-4, betas 0.9/0.95, eps 1e-8, no weight decay), gradients clipped at norm
+1.0; `--warmup` untimed steps, then `--steps` timed ones in intervals of `--warmup` steps (our trainer logs once per
+interval: its metrics all-reduce is part of its work), each run's figure the median over its intervals, so a burst
+of other work on the machine spoils one interval rather than the run. Each side runs as its own torchrun job
 (`python -m trainer`, and bench/torchtitan_run.py in torchtitan's environment from bench/torchtitan_setup.py), so
 each process's peak resident set (VmHWM, the busiest rank's) is that trainer's alone. A round runs both, the order
-alternating between rounds, and their ratio is the round's figure: both saw the same machine within a few
-minutes, which on a shared machine matters more than any one figure. The headline is the median over rounds.
+alternating between rounds, and their ratio is the round's figure: both saw the same machine within a few minutes,
+which on a shared machine matters more than any one figure. The headline is the median over rounds. The first
+`--discard-rounds` rounds run the same work unrecorded: the first start of each environment reads its files from
+disk and was the slowest round of earlier measurements.
 Two throughput figures: tokens per second of wall time (what a job sees) and tokens per second of rank 0's
 process CPU time (the work done; far steadier when other work shares the machine).
 """
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -50,7 +55,8 @@ def bench_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", default="small", choices=PRESETS, help="the preset both train (default: small)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps, a multiple of --warmup")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps, a multiple of --warmup")
+    parser.add_argument("--discard-rounds", type=int, default=1, help="rounds run first and not recorded")
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=2, help="sequences per rank per step")
     parser.add_argument("--titan-loss", default="plain", choices=("plain", "chunked"),
@@ -83,10 +89,10 @@ def run_ours(args: argparse.Namespace, scratch: Path) -> Run:
     metrics.unlink(missing_ok=True)
     launch(ours_command(args, metrics), scratch / "ours.log")
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
-    timed = [r for r in records if r["step"] > args.warmup]  # the records after the warmup interval
+    timed = [r for r in records if r["step"] > args.warmup]  # the intervals after the warmup interval
     tokens_per_step = args.batch_size * RANKS * args.seq_len
-    wall = sum(r["step_time_s"] for r in timed) / len(timed)
-    cpu = sum(r["cpu_time_per_step_s"] for r in timed) / len(timed)
+    wall = statistics.median(r["step_time_s"] for r in timed)
+    cpu = statistics.median(r["cpu_time_per_step_s"] for r in timed)
     return Run(tokens_per_step / wall, tokens_per_step / cpu, max(r["peak_memory_bytes"] for r in records))
 
 
@@ -97,11 +103,15 @@ def run_torchtitan(args: argparse.Namespace, scratch: Path, python: Path) -> Run
     command = torchrun(python, str(ROOT / "bench" / "torchtitan_run.py"), "--vocab", str(shape.vocab_size),
         "--dim", str(shape.hidden_size), "--ffn-dim", str(shape.intermediate_size), "--layers", str(shape.num_layers),
         "--heads", str(shape.num_heads), "--kv-heads", str(shape.num_kv_heads), "--warmup", str(args.warmup),
-        "--steps", str(args.steps), "--seq-len", str(args.seq_len), "--batch-size", str(args.batch_size),
+        "--steps", str(args.steps), "--interval", str(args.warmup), "--seq-len", str(args.seq_len),
+        "--batch-size", str(args.batch_size),
         "--loss", args.titan_loss, "--optimizer", args.titan_optimizer, "--result", str(result))  # fmt: skip
     launch(command, scratch / "torchtitan.log")
     figures = json.loads(result.read_text())
-    return Run(figures["tokens_per_second"], figures["tokens_per_cpu_second"], figures["peak_memory_bytes"])
+    tokens_per_step = args.batch_size * RANKS * args.seq_len
+    wall = statistics.median(figures["interval_step_seconds"])
+    cpu = statistics.median(figures["interval_step_cpu_seconds"])
+    return Run(tokens_per_step / wall, tokens_per_step / cpu, figures["peak_memory_bytes"])
 
 
 def launch(command: list[str], log: Path) -> None:
@@ -125,12 +135,22 @@ def main(argv: list[str] | None = None) -> None:
             lambda: ours.append(run_ours(args, scratch)),
             lambda: theirs.append(run_torchtitan(args, scratch, python)),
         ]
-        for round_index in range(args.rounds):
+        for round_index in range(-args.discard_rounds, args.rounds):
             for side in sides if round_index % 2 == 0 else sides[::-1]:  # alternate who goes first
                 side()
+            if round_index < 0:
+                print(f"discarded: ours {ours.pop().tokens_per_second:.1f} tokens/s, torchtitan "
+                      f"{theirs.pop().tokens_per_second:.1f}", flush=True)  # fmt: skip
+                continue
             print(f"round {round_index + 1}: ours {ours[-1].tokens_per_second:.1f} tokens/s, "
-                  f"torchtitan {theirs[-1].tokens_per_second:.1f}", flush=True)  # fmt: skip
+                  f"torchtitan {theirs[-1].tokens_per_second:.1f}; load average {load_average()}",
+                  flush=True)  # fmt: skip
     print(report(args, ours, theirs))
+
+
+def load_average() -> str:
+    """The machine's 1-, 5- and 15-minute load averages: how much other work shared the round."""
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def row(name: str, values: list[float], digits: int, bold_median: bool = False) -> str:
@@ -150,7 +170,8 @@ def report(args: argparse.Namespace, ours: list[Run], theirs: list[Run]) -> str:
     lines = [
         f"\n{args.model} preset ({PRESETS[args.model].num_parameters / 1e6:.1f}M parameters), {RANKS} ranks on CPU "
         f"over gloo, fp32, FULL_SHARD, seq {args.seq_len}, "
-        f"batch {args.batch_size}/rank, AdamW, clip 1.0; {args.steps} timed steps after {args.warmup}; torchtitan "
+        f"batch {args.batch_size}/rank, AdamW, clip 1.0; {args.steps} timed steps after {args.warmup}, median of "
+        f"{args.steps // args.warmup} intervals of {args.warmup}; {args.discard_rounds} round(s) discarded; torchtitan "
         f"with {args.titan_loss} loss, {args.titan_optimizer} AdamW",
         "",
         "| | " + " | ".join(f"round {i + 1}" for i in range(rounds)) + " | median |",

@@ -11,14 +11,18 @@ Strategy -> device mesh -> fully_shard settings:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
 
 from trainer.config import ParallelConfig
+from trainer.embedding import VocabShardedEmbedding
 from trainer.model import decoder_layers, final_norm
 from trainer.plan import RunPlan
 
@@ -99,15 +103,93 @@ def apply_compile(model: nn.Module) -> None:
         layer.compile(fullgraph=True)
 
 
-def apply_fsdp(
-    model: nn.Module, mesh: DeviceMesh, mp_policy: MixedPrecisionPolicy, reshard_after_forward: bool
-) -> None:
-    """Shard each decoder layer as its own unit (one all-gather per layer), the input embedding as one more, the
-    final norm with the output layer as another, then the root (which then holds no parameters of its own).
+class PairwiseReduceScatter(ReduceScatter):
+    """A reduce-scatter of sums made of point-to-point sends, for gloo (CPU).
 
-    - The embedding is used first in forward, and its backward needs only the token ids and its output's gradient,
-      never its weight: it is resharded after forward like the layers and not gathered again in backward
-      (set_unshard_in_backward), so its full weight is held only while the embedding runs.
+    gloo has no reduce-scatter of its own: torch's gloo backend runs `reduce_scatter_tensor` as a copy of the whole
+    input, an all-reduce of that copy and a copy of this rank's chunk out of it (seen in a profile of one step:
+    clone, gloo:all_reduce, copy_ under `c10d::_reduce_scatter_base_`), so every gradient crosses the wire twice and
+    is copied whole once. Here each rank sends every other rank the chunk that rank keeps and adds the chunks it
+    receives to its own: each byte crosses once, and the first peer's chunk lands in the output itself, so two
+    ranks need no memory beyond the output (more ranks: (world - 2) / world of the input).
+    The sum runs in rank order (the first two terms commute exactly), so it is the same on every run.
+    """
+
+    def allocate(self, size: Sequence[int | torch.SymInt], *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        return torch.empty(size, dtype=dtype, device=device)
+
+    def __call__(
+        self,
+        output_tensor: torch.Tensor,
+        input_tensor: torch.Tensor,
+        group: dist.ProcessGroup,
+        op: object,
+        async_op: bool = False,
+    ) -> None:
+        if op != dist.ReduceOp.SUM:
+            raise ValueError(f"{type(self).__name__} sums; FSDP asked for {op}")
+        world, rank = group.size(), group.rank()
+        chunks = list(input_tensor.view(world, -1).unbind(0))
+        peers = [peer for peer in range(world) if peer != rank]
+        pending = []
+        for peer in peers:
+            pending.append(dist.isend(chunks[peer], group=group, group_dst=peer))
+        for peer in peers:  # the peers' chunks of ours: the first into the output, the others alongside
+            chunks[peer] = output_tensor if peer == peers[0] else torch.empty_like(output_tensor)
+            pending.append(dist.irecv(chunks[peer], group=group, group_src=peer))
+        for work in pending:
+            work.wait()
+        if world == 1:
+            output_tensor.copy_(chunks[0])
+            return
+        # The output holds chunk 0 or 1 (the first peer's); adding the other gives chunk 0 + chunk 1.
+        output_tensor.add_(chunks[1] if peers[0] == 0 else chunks[0])
+        for chunk in chunks[2:]:
+            output_tensor.add_(chunk)
+
+
+def sum_gradients(module: FSDPModule, device_type: str) -> None:
+    """Reduce gradients as plain sums (the loss is already divided by the global batch's token count, so the sum
+    over ranks is the global mean), point to point on gloo.
+
+    A sum needs no division pass over the gradients (gloo runs FSDP's default AVG as a sum and a division of the
+    whole buffer), and gloo has no PREMUL_SUM, which FSDP uses for any other divide factor
+    (`_get_gradient_divide_factors` in torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+    """
+    module.set_gradient_divide_factor(1.0)
+    module.set_force_sum_reduction_for_comms(True)
+    if device_type == "cpu":
+        module.set_custom_reduce_scatter(PairwiseReduceScatter())
+
+
+def embedding_by_rows(mesh: DeviceMesh, tokens_per_rank: int, vocab_size: int) -> bool:
+    """Whether the input embedding is sharded by vocabulary rows (trainer/embedding.py) rather than an FSDP unit.
+
+    By rows, every rank receives every rank's token embeddings in forward and their gradients in backward:
+    mesh size x tokens per rank rows each way. As a unit, it gathers the table and reduce-scatters its gradient:
+    vocab size rows each way. Rows win only while fewer tokens than the table's rows are in flight, as on small
+    CPU runs (2 ranks x 256 tokens against 32000 rows); at GPU scale (8 x 4096 tokens per micro step on one p5 node,
+    more on several) the unit moves less and holds less. Replicated meshes always use the unit.
+    """
+    return mesh.ndim == 1 and mesh.size() * tokens_per_rank < vocab_size
+
+
+def apply_fsdp(
+    model: nn.Module,
+    mesh: DeviceMesh,
+    mp_policy: MixedPrecisionPolicy,
+    reshard_after_forward: bool,
+    tokens_per_rank: int,
+) -> None:
+    """Shard each decoder layer as its own unit (one all-gather per layer), the input embedding by vocabulary rows
+    or as one more unit, the final norm with the output layer as another, then the root (which then holds no
+    parameters of its own).
+
+    - When fewer tokens than vocabulary rows are in flight on a 1-D mesh (embedding_by_rows), the embedding is
+      never gathered: each rank looks up the tokens in its rows and the ranks exchange token embeddings and their
+      gradients instead (trainer/embedding.py). Otherwise it is an FSDP unit, resharded after forward and not
+      gathered again in backward (set_unshard_in_backward: its backward needs the token ids and its output's
+      gradient, never its weight).
     - The output layer runs last in forward and first in backward: it stays gathered in between (gathering it
       again at once would only cost time), and its gradients are reduce-scattered as soon as its backward is done
       rather than with the embedding's at the end of the step.
@@ -116,11 +198,20 @@ def apply_fsdp(
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
     embeddings, output = model.get_input_embeddings(), model.get_output_embeddings()
+    ignored: set[nn.Parameter] = set()
     if output is not None and output.weight is not embeddings.weight:
-        fully_shard(embeddings, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
-        embeddings.set_unshard_in_backward(False)
+        if embedding_by_rows(mesh, tokens_per_rank, embeddings.num_embeddings):
+            embeddings = VocabShardedEmbedding(embeddings, mesh, mp_policy.param_dtype)
+            model.set_input_embeddings(embeddings)
+            ignored.add(embeddings.weight)
+        else:
+            fully_shard(embeddings, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
+            embeddings.set_unshard_in_backward(False)
         fully_shard([final_norm(model), output], mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
-    fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False, ignored_params=ignored or None)
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            sum_gradients(module, mesh.device_type)
 
 
 def mixed_precision_policy(name: str) -> MixedPrecisionPolicy:
@@ -128,7 +219,7 @@ def mixed_precision_policy(name: str) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy(param_dtype=COMPUTE_DTYPES[name], reduce_dtype=torch.float32)
 
 
-def parallelize(model: nn.Module, config: ParallelConfig, mesh: DeviceMesh) -> nn.Module:
+def parallelize(model: nn.Module, config: ParallelConfig, mesh: DeviceMesh, tokens_per_rank: int) -> nn.Module:
     """Order matters: activation checkpointing and FP8 change the layers, compile traces those layers, and
     sharding comes last, per layer before the root, so each layer's parameters form their own group."""
     apply_activation_checkpointing(model, config.activation_checkpointing)
@@ -138,5 +229,5 @@ def parallelize(model: nn.Module, config: ParallelConfig, mesh: DeviceMesh) -> n
         apply_compile(model)
     # NO_SHARD has nothing to reshard (shard dim 1); SHARD_GRAD_OP keeps parameters gathered until backward.
     reshard = config.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")
-    apply_fsdp(model, mesh, mixed_precision_policy(config.mixed_precision), reshard_after_forward=reshard)
+    apply_fsdp(model, mesh, mixed_precision_policy(config.mixed_precision), reshard, tokens_per_rank)
     return model

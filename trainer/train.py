@@ -81,7 +81,7 @@ def build_model(
     """Meta device -> parallelize (shard) -> to_empty -> weights (seeded init, or this rank's pretrained rows)."""
     model_config = hf_config(source)
     model = build_meta_model(model_config)
-    parallelize(model, config.parallel, mesh)
+    parallelize(model, config.parallel, mesh, tokens_per_rank=config.schedule.batch_size * config.data.seq_len)
     model.to_empty(device=device)
     init_buffers(model, device)
     if source.pretrained:
@@ -105,13 +105,13 @@ def to_device(micro_batches: list[tuple[np.ndarray, np.ndarray]], device: torch.
 
 
 def train_step(
-    state: TrainState, batch: StepBatch, device: torch.device, dp_size: int, grad_clip: float, fp8: bool = False
+    state: TrainState, batch: StepBatch, device: torch.device, grad_clip: float, fp8: bool = False
 ) -> StepResult:
     """One optimizer step over this rank's micro batches of the global batch.
 
     Each micro batch's summed token loss is divided by the token count of the whole global batch, so the sum
-    over micro batches and ranks is the mean over the global batch for any world size. FSDP averages gradients
-    over the dp ranks; multiplying by dp_size turns that average back into the sum.
+    over micro batches and ranks is the mean over the global batch for any world size; FSDP sums the gradients over
+    the dp ranks (trainer/parallelize.py: sum_gradients).
 
     Nothing here waits for the device except an fp16 step, whose skip decision needs the gradient norm on the host:
     the loss and the norm stay device tensors until a log step reads them (trainer/reporting.py).
@@ -125,12 +125,16 @@ def train_step(
         # before the last only reduce-scatter within their shard group and accumulate (FSDP2's partial reduce
         # output). On 1-D meshes there is no all-reduce and this changes nothing.
         model.set_requires_all_reduce(index == len(micro_batches) - 1)
-        logits = model(input_ids=inputs).logits
+        # The logits are not kept in a name: cross-entropy saves what its backward needs (its log-softmax), and the
+        # logits themselves (batch x seq x vocab) are freed before the backward starts.
         summed = cross_entropy(
-            logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+            model(input_ids=inputs).logits.float().flatten(0, 1),
+            targets.flatten(),
+            ignore_index=IGNORE_INDEX,
+            reduction="sum",
         )
         loss = summed / max(1, batch.global_target_tokens)
-        scaler.scaled(loss * dp_size).backward()
+        scaler.scaled(loss).backward()
         loss_total += loss.detach()
     parameters = list(model.parameters())
     scaler.unscale(parameters)
@@ -252,7 +256,7 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
         for step in range(state.progress.step + 1, total + 1):
             consumed = state.progress.consumed_samples
             batch = step_batch(data, order, consumed, plan.global_batch_size, plan.batch_size, env.rank, plan.dp_size)
-            result = train_step(state, batch, device, plan.dp_size, config.optim.grad_clip, config.parallel.fp8)
+            result = train_step(state, batch, device, config.optim.grad_clip, config.parallel.fp8)
             state.progress = Progress(step, consumed + plan.global_batch_size)
             if checkpointer:
                 with sigterm.held():

@@ -33,9 +33,11 @@ def test_gpu_mfu_dry_run_reports_ours_and_torchtitans_throughput_and_mfu() -> No
 
 @pytest.mark.timeout(1200)
 def test_vs_torchtitan_prints_rounds_ratios_and_memory() -> None:
-    done = bench("bench/vs_torchtitan.py", "--model", "tiny", "--rounds", "1", "--warmup", "2", "--steps", "2",
-                 timeout=1100)  # fmt: skip
+    done = bench("bench/vs_torchtitan.py", "--model", "tiny", "--rounds", "1", "--discard-rounds", "1", "--warmup", "2",
+                 "--steps", "4", timeout=1100)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
+    assert "discarded: ours " in done.stdout, done.stdout  # the warm-up round, run first and not recorded
+    assert "median of 2 intervals of 2" in done.stdout and "load average" in done.stdout
     for row in (
         "| ours, tokens/s |",
         "| torchtitan, tokens/s |",

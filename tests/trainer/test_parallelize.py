@@ -11,10 +11,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+from torch.distributed.tensor import DTensor, Shard
 
+from trainer.embedding import VocabShardedEmbedding
 from trainer.model import build_meta_model, hf_config, init_buffers, init_weights
 from trainer.model_source import resolve_model
-from trainer.parallelize import apply_compile, apply_fsdp, mixed_precision_policy
+from trainer.parallelize import apply_compile, apply_fsdp, embedding_by_rows, mixed_precision_policy
 
 
 @pytest.fixture
@@ -26,11 +28,27 @@ def world_of_one() -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def sharded_tiny(reshard_after_forward: bool) -> nn.Module:
+class FakeMesh:
+    """What embedding_by_rows reads of a DeviceMesh."""
+
+    def __init__(self, ndim: int, size: int) -> None:
+        self.ndim, self._size = ndim, size
+
+    def size(self) -> int:
+        return self._size
+
+
+TOKENS_PER_RANK = 2 * 16  # the batch all_gathers_per_unit runs
+
+
+def sharded_tiny(
+    reshard_after_forward: bool, mesh_shape: tuple[int, ...] = (1,), tokens_per_rank: int = TOKENS_PER_RANK
+) -> nn.Module:
     config = hf_config(resolve_model("tiny"))
     model = build_meta_model(config)
-    mesh = init_device_mesh("cpu", (1,))
-    apply_fsdp(model, mesh, mixed_precision_policy("fp32"), reshard_after_forward=reshard_after_forward)
+    names = ("dp_shard",) if len(mesh_shape) == 1 else ("dp_replicate", "dp_shard")
+    mesh = init_device_mesh("cpu", mesh_shape, mesh_dim_names=names)
+    apply_fsdp(model, mesh, mixed_precision_policy("fp32"), reshard_after_forward, tokens_per_rank)
     model.to_empty(device="cpu")
     init_buffers(model, torch.device("cpu"))
     init_weights(model, seed=0, std=config.initializer_range)
@@ -55,9 +73,42 @@ def all_gathers_per_unit(model: nn.Module, monkeypatch: pytest.MonkeyPatch) -> C
 
 
 @pytest.mark.usefixtures("world_of_one")
-def test_the_embedding_is_gathered_for_forward_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its backward needs the token ids and its output's gradient, never its weight."""
+def test_on_a_1d_mesh_the_embedding_is_never_gathered_and_keeps_its_rows_sharded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ranks exchange token embeddings and their gradients instead of the table (trainer/embedding.py)."""
     model = sharded_tiny(reshard_after_forward=True)
+    gathered = all_gathers_per_unit(model, monkeypatch)
+    assert not any("embed_tokens" in unit for unit in gathered), gathered
+    embedding = model.get_input_embeddings()
+    assert isinstance(embedding, VocabShardedEmbedding)
+    assert dict(model.named_parameters())["model.embed_tokens.weight"] is embedding.weight  # the name checkpoints use
+    assert isinstance(embedding.weight.grad, DTensor) and embedding.weight.grad.placements == (Shard(0),)
+
+
+@pytest.mark.usefixtures("world_of_one")
+def test_with_more_tokens_in_flight_than_vocabulary_rows_the_embedding_is_a_unit_gathered_for_forward_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Exchanging every rank's tokens would then move more than the table (embedding_by_rows)."""
+    vocab = hf_config(resolve_model("tiny")).vocab_size
+    model = sharded_tiny(reshard_after_forward=True, tokens_per_rank=vocab)
+    assert not isinstance(model.get_input_embeddings(), VocabShardedEmbedding)
+    gathered = all_gathers_per_unit(model, monkeypatch)
+    assert gathered["model.embed_tokens"] == 1
+
+
+def test_rows_only_while_fewer_tokens_than_rows_are_in_flight_on_a_1d_mesh() -> None:
+    one_d, two_d = FakeMesh(ndim=1, size=8), FakeMesh(ndim=2, size=8)
+    assert embedding_by_rows(one_d, tokens_per_rank=256, vocab_size=32000)  # 2048 rows in flight
+    assert not embedding_by_rows(one_d, tokens_per_rank=4096, vocab_size=32000)  # one p5 node: 32768
+    assert not embedding_by_rows(two_d, tokens_per_rank=256, vocab_size=32000)
+
+
+@pytest.mark.usefixtures("world_of_one")
+def test_on_a_replicated_mesh_the_embedding_is_gathered_for_forward_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its backward needs the token ids and its output's gradient, never its weight."""
+    model = sharded_tiny(reshard_after_forward=True, mesh_shape=(1, 1))
     gathered = all_gathers_per_unit(model, monkeypatch)
     assert gathered["model.embed_tokens"] == 1
     assert model.model.embed_tokens.weight.grad is not None
