@@ -14,6 +14,7 @@ from stack.fit import checkpoint_warning, sizing_summary
 from stack.pulumi_config import read_stack_config
 from workloads.job.component import TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs
+from workloads.job.spec import job_spec
 from workloads.platform.component import Platform, PlatformArgs
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
@@ -90,7 +91,7 @@ if config.job.enabled:
     job = TrainingJob(
         "job",
         TrainingJobArgs(
-            config=config,
+            spec=job_spec(config),
             provider=cluster.provider,
             image=trainer_image.image_ref,
             hf_token=secrets.get_secret("hfToken"),

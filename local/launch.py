@@ -20,13 +20,13 @@ import secrets
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from local.restart_policy import DEFAULT_POLICY, POLICIES
 from stack.paths import PROJECT_ROOT
-from trainer.config import TrainConfig, parse_args
+from trainer.config import TrainConfig, parse_args, to_argv
 from trainer.launch_exits import LAUNCH_MODULE
 
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
@@ -195,20 +195,35 @@ def local_trainer_config(
 ) -> TrainConfig:
     """The trainer's arguments, parsed by the trainer's own parser, with this machine's changes."""
     config = parse_args(trainer_args)
-    config.parallel.device = "cpu"  # gloo on CPU; the manifest asks for cuda so that a GPU node without GPUs fails
-    config.metrics.host = LOOPBACK
-    config.metrics.port = metrics_port
-    config.metrics.peak_tflops = None  # a GPU's peak makes no MFU for a CPU
-    config.checkpoint.directory = remap_path(config.checkpoint.directory or "", mounts) or None
-    config.checkpoint.export_hf = remap_path(config.checkpoint.export_hf or "", mounts) or None
-    config.metrics.file = remap_path(config.metrics.file or "", mounts) or None
-    config.data.cache_dir = remap_path(config.data.cache_dir or "", mounts) or None
-    if config.schedule.global_batch_size is None:
+    schedule = config.schedule
+    if schedule.global_batch_size is None:
         # Fixed, so that losing an agent changes the gradient accumulation and not the optimisation: the smallest
         # global batch that divides evenly at every node count of the elastic range (one rank per agent here).
-        per_rank = config.schedule.batch_size * LOCAL_NPROC_PER_NODE
-        config.schedule.global_batch_size = per_rank * math.lcm(*node_counts)
-    return config
+        per_rank = schedule.batch_size * LOCAL_NPROC_PER_NODE
+        schedule = replace(schedule, global_batch_size=per_rank * math.lcm(*node_counts))
+    return replace(
+        config,
+        data=replace(config.data, cache_dir=_local_path(config.data.cache_dir, mounts)),
+        # gloo on CPU; the manifest asks for cuda so that a GPU node without GPUs fails
+        parallel=replace(config.parallel, device="cpu"),
+        schedule=schedule,
+        checkpoint=replace(
+            config.checkpoint,
+            directory=_local_path(config.checkpoint.directory, mounts),
+            export_hf=_local_path(config.checkpoint.export_hf, mounts),
+        ),
+        metrics=replace(
+            config.metrics,
+            file=_local_path(config.metrics.file, mounts),
+            host=LOOPBACK,
+            port=metrics_port,
+            peak_tflops=None,  # a GPU's peak makes no MFU for a CPU
+        ),
+    )
+
+
+def _local_path(path: str | None, mounts: dict[str, Path]) -> str | None:
+    return remap_path(path or "", mounts) or None
 
 
 def changed_flags(manifest: TrainConfig, local: TrainConfig) -> dict[str, tuple[Any, Any]]:
@@ -223,36 +238,12 @@ def changed_flags(manifest: TrainConfig, local: TrainConfig) -> dict[str, tuple[
     return changed
 
 
-def with_flags(args: list[str], values: dict[str, Any]) -> list[str]:
-    """`args` with each flag in `values` set to its value, in place or appended, or left out when it is None.
-    The manifest's other arguments stay exactly as they are, so the local command reads like the pod's."""
-    result: list[str] = []
-    pending, index = dict(values), 0
-    while index < len(args):
-        token = args[index]
-        flag = token.split("=", 1)[0]
-        index += 1
-        if flag not in values:
-            result.append(token)
-            continue
-        if "=" not in token:
-            index += 1  # skip the old value
-        if pending.pop(flag, None) is not None:
-            result += [flag, str(values[flag])]
-    for flag, value in pending.items():
-        if value is not None:
-            result += [flag, str(value)]
-    return result
-
-
 def local_trainer_args(trainer_args: list[str], local: TrainConfig) -> tuple[list[str], list[str]]:
-    """The manifest's trainer arguments with the local changes, and a line per change for the run's header."""
+    """The trainer's command line for `local` (the trainer's own `to_argv`), and a line per option that differs
+    from the manifest's arguments, for the run's header."""
     changed = changed_flags(parse_args(trainer_args), local)
-    args = with_flags(trainer_args, {flag: new for flag, (_, new) in changed.items()})
-    if parse_args(args) != local:  # the trainer's own parser must read back exactly the local config
-        raise ManifestError(f"the trainer arguments do not round-trip: {args}")
     shown = {flag: tuple("unset" if value is None else value for value in pair) for flag, pair in changed.items()}
-    return args, [f"trainer {flag} {new} (manifest: {old})" for flag, (old, new) in shown.items()]
+    return to_argv(local), [f"trainer {flag} {new} (manifest: {old})" for flag, (old, new) in shown.items()]
 
 
 def agent_environment(container: dict[str, Any], mounts: dict[str, Path], variables: dict[str, str]) -> dict[str, str]:

@@ -13,6 +13,7 @@ import pytest
 
 from local.config import LocalJobOptions, local_stack_config
 from local.launch import LocalPlan, ManifestError, local_plan
+from trainer.config import parse_args, to_argv
 from workloads.job.manifest import job_spec, pytorchjob_manifest
 
 ETCD = "127.0.0.1:23790"
@@ -135,3 +136,17 @@ def test_trainer_arguments_are_the_manifests_apart_from_the_printed_changes(
     manifest_args = container["command"][container["command"].index("trainer") + 1 :]
     local_args = plan.agents[0].argv[plan.agents[0].argv.index("trainer") + 1 :]
     assert unchanged(local_args) == unchanged(manifest_args)
+
+
+def test_the_trainer_command_is_rendered_from_the_agents_trainer_config(manifest: dict[str, Any]) -> None:
+    """Not the manifest's strings edited in place: a manifest with its trainer flags in another order gives the same
+    command, the trainer's own rendering of the config the agents run."""
+    reordered = copy.deepcopy(manifest)
+    command = reordered["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"]
+    trainer_at = command.index("trainer") + 1
+    first_flag = command[trainer_at : trainer_at + 2]  # a flag and its value
+    assert not first_flag[1].startswith("--")
+    command[trainer_at:] = [*command[trainer_at + 2 :], *first_flag]
+    for agent in local_plan(reordered, RUN_DIR, ETCD, metrics_port=19300).agents:
+        assert agent.argv[agent.argv.index("trainer") + 1 :] == to_argv(agent.trainer)
+        assert parse_args(to_argv(agent.trainer)) == agent.trainer

@@ -76,6 +76,11 @@ def worker_container(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def set_trainer_flag(job: dict[str, Any], flag: str, value: str) -> dict[str, Any]:
+    """The job with one trainer flag set: in place, or appended (the trainer's flags end the command) when the
+    manifest leaves it at the trainer's default."""
     command = worker_container(job)["command"]
-    command[command.index(flag) + 1] = value
+    if flag in command:
+        command[command.index(flag) + 1] = value
+    else:
+        command += [flag, value]
     return job

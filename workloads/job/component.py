@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from stack.config import StackConfig
 from stack.file_system import LustreFileSystem
 from stack.job_api import (
     PYTORCHJOB_API_VERSION,
@@ -30,16 +29,18 @@ from workloads.job.manifest import (
     pytorchjob_manifest,
     with_image,
 )
-from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
+from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec
 from workloads.job.trainjob import training_runtime, trainjob_manifest, with_trainjob_image
 
 
 @dataclass(frozen=True)
 class TrainingJobArgs:
-    config: StackConfig
+    # The job as far as it is known before anything is built (job_spec without an image): job.image, or the
+    # repository and content tag of the image TrainerImage builds (the same tag, so the same rendezvous id).
+    spec: JobSpec
     provider: k8s.Provider
     # The image the pods run: TrainerImage.image_ref (the pushed repository:tag@digest, or job.image as given).
-    # None: the reference job_spec names (job.image, or the unpushed repository:tag; for tests).
+    # None: the image the spec names (for tests).
     image: pulumi.Input[str] | None = None
     # pulumi.Config("fsdp-eks").get_secret("hfToken"); None: no Secret (public models need none).
     hf_token: pulumi.Input[str] | None = None
@@ -58,9 +59,7 @@ class TrainingJob(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fsdp-eks:workloads:TrainingJob", name, None, opts)
-        # The job as far as it is known before anything is built: job.image, or the repository and content tag
-        # of the image TrainerImage builds (the same tag, so the same rendezvous id).
-        static = job_spec(args.config)
+        static = args.spec
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata=namespace_manifest(static)["metadata"], opts=child
@@ -151,7 +150,7 @@ class TrainingJob(pulumi.ComponentResource):
     def _checkpoint_claim(
         self, name: str, spec: JobSpec, args: TrainingJobArgs, opts: pulumi.ResourceOptions
     ) -> list[pulumi.Resource]:
-        if spec.checkpoint.claim != DEFAULT_CHECKPOINT_CLAIM or args.config.job.checkpoint_claim is not None:
+        if not spec.checkpoint.on_stack_file_system:
             return []  # an emptyDir, or the user's own claim
         fs = args.checkpoint_file_system
         if fs is None:

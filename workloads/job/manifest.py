@@ -29,10 +29,11 @@ from stack.names import (
     TRAINER_METRICS_PORT,
     TRAINER_METRICS_PORT_NAME,
 )
+from trainer.config import to_argv
 from trainer.launch_exits import LAUNCH_MODULE
-from workloads.job.shutdown import shutdown_trainer_args, torchrun_shutdown_timeout
+from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
 from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec, job_spec
-from workloads.job.staging import stage_container, stage_resources, staged_trainer_args, worker_env
+from workloads.job.staging import stage_container, stage_resources, worker_env
 
 __all__ = [
     "JobSpec",
@@ -52,8 +53,6 @@ CONTAINER_NAME = "pytorch"
 HF_TOKEN_KEY = "token"
 TRAINER_UID = 1000  # the image's non-root user (docker/Dockerfile)
 CACHE_MOUNT = "/cache"
-# Time for the trainer to finish writing a checkpoint when a pod is stopped; the kubelet's default is 30 s.
-TERMINATION_GRACE_S = 120
 # What the training operator does when a worker's container exits (kubeflow/trainer v1.9.4,
 # pkg/controller.v1/common/pod.go ReconcilePods, pkg/util/train/train_util.go IsRetryableExitCode): with ExitCode
 # it gives the pod restartPolicy Never (pkg/core/pod.go SetRestartPolicy), creates the pod again when the code is
@@ -78,37 +77,8 @@ INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 
 
 def trainer_args(spec: JobSpec) -> list[str]:
-    """`python -m trainer` flags from the spec; trainer/config.py's parser must accept exactly these.
-
-    --replicate-groups is left to the trainer's default (one group per node, from WORLD_SIZE / LOCAL_WORLD_SIZE),
-    so HYBRID_SHARD stays right when an elastic job re-forms with fewer nodes.
-    """
-    t, run_dir = spec.training, spec.checkpoint.run_directory
-    flags: list[tuple[str, str]] = [
-        ("--model", t.model),
-        ("--dataset", t.dataset),
-        ("--sharding-strategy", t.sharding_strategy),
-        ("--mixed-precision", t.mixed_precision),
-        ("--activation-checkpointing", t.activation_checkpointing),
-        ("--seq-len", str(t.seq_len)),
-        ("--batch-size", str(t.batch_size)),
-        ("--steps", str(t.steps)),
-        ("--lr", repr(t.lr)),
-        ("--checkpoint-dir", f"{run_dir}/checkpoints"),
-        ("--checkpoint-every", str(t.checkpoint_every)),
-        ("--export-hf", f"{run_dir}/hf"),
-        ("--metrics-file", f"{run_dir}/metrics.jsonl"),
-        ("--metrics-port", str(TRAINER_METRICS_PORT)),
-        ("--metrics-host", "0.0.0.0"),  # Prometheus scrapes the pod IP
-        ("--peak-tflops", f"{spec.node.peak_tflops:g}"),
-        ("--device", "cuda"),  # fail on a node without a visible GPU rather than train on its CPUs
-    ]
-    if t.global_batch_size is not None:
-        flags.append(("--global-batch-size", str(t.global_batch_size)))
-    args = [part for flag in flags for part in flag]
-    if t.compile:
-        args.append("--compile")
-    return args + staged_trainer_args(spec) + shutdown_trainer_args(TERMINATION_GRACE_S)
+    """`python -m trainer` flags: the spec's TrainConfig as the trainer's own parser reads it back."""
+    return to_argv(spec.trainer)
 
 
 def launcher_command(spec: JobSpec) -> list[str]:

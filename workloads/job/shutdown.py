@@ -10,6 +10,9 @@ the checkpoint it is writing in the background, or abandons it after --checkpoin
 
 from __future__ import annotations
 
+# The pod's terminationGracePeriodSeconds: time for the trainer to finish writing a checkpoint when a pod is stopped
+# (the kubelet's default is 30 s).
+TERMINATION_GRACE_S = 120
 TRAINER_EXIT_MARGIN_S = 10
 AGENT_EXIT_MARGIN_S = 15
 
@@ -22,7 +25,3 @@ def torchrun_shutdown_timeout(grace_s: int) -> int:
 def checkpoint_stop_wait(grace_s: int) -> int:
     """The trainer's wait for a background save after SIGTERM, inside torchrun's wait."""
     return torchrun_shutdown_timeout(grace_s) - TRAINER_EXIT_MARGIN_S
-
-
-def shutdown_trainer_args(grace_s: int) -> list[str]:
-    return ["--checkpoint-stop-wait-seconds", str(checkpoint_stop_wait(grace_s))]

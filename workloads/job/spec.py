@@ -18,6 +18,8 @@ from stack.fit import checkpoint_timeout_minutes
 from stack.job_api import STATIC_RDZV_BACKEND, rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
+from trainer.config import TrainConfig
+from workloads.job.trainer_flags import pod_trainer_config, stack_trainer_config
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
 # FSx for Lustre file system when there is one (see docs/job.md).
@@ -73,29 +75,11 @@ class Rendezvous:
 
 
 @dataclass(frozen=True)
-class Training:
-    """What the trainer is told, flag by flag (see trainer/config.py)."""
-
-    model: str
-    dataset: str
-    sharding_strategy: str
-    mixed_precision: str
-    activation_checkpointing: str
-    compile: bool
-    seq_len: int
-    batch_size: int
-    global_batch_size: int | None
-    steps: int
-    lr: float
-    checkpoint_every: int
-    checkpoint_timeout_minutes: int | None = None
-    """From the time a save takes on the stack's file system (sizing/storage.py); None: the default."""
-
-
-@dataclass(frozen=True)
 class CheckpointStorage:
     claim: str | None  # a ReadWriteMany PVC; None means an emptyDir (one node only)
     run_directory: str  # this run's checkpoints, metrics and export, under CHECKPOINT_MOUNT
+    # The stack makes the claim (DEFAULT_CHECKPOINT_CLAIM) on its FSx file system: no job.checkpointClaim of the user's.
+    on_stack_file_system: bool = False
 
     @property
     def shared(self) -> bool:
@@ -117,7 +101,7 @@ class JobSpec:
     max_restarts: int
     node: NodeShape
     rendezvous: Rendezvous
-    training: Training
+    trainer: TrainConfig  # what every worker's trainer runs with; its flags are trainer.config.to_argv of it
     checkpoint: CheckpointStorage
     nccl_debug: str
     distributed_debug: str
@@ -130,6 +114,9 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
     it, job.image, or else the repository and content tag the stack would build (read from the source tree)."""
     job, gpu = config.job, config.gpu_nodes
     name = job_name(config.stack)
+    run_directory = f"{CHECKPOINT_MOUNT}/{name}/run-{job.run}"
+    node = node_shape(gpu.instance, efa=gpu.efa_enabled)
+    trainer = stack_trainer_config(job, checkpoint_timeout_minutes(config))
     spec = JobSpec(
         name=name,
         namespace=TRAINING_NAMESPACE,
@@ -140,28 +127,15 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
         nodes=gpu.count,
         min_nodes=config.fewest_nodes,
         max_restarts=job.max_restarts,
-        node=node_shape(gpu.instance, efa=gpu.efa_enabled),
+        node=node,
         rendezvous=_rendezvous(job, name),
-        training=Training(
-            model=job.model,
-            dataset=job.dataset,
-            sharding_strategy=job.sharding_strategy,
-            mixed_precision=job.mixed_precision,
-            activation_checkpointing=job.activation_checkpointing,
-            compile=job.compile,
-            seq_len=job.seq_len,
-            batch_size=job.batch_size,
-            global_batch_size=job.global_batch_size,
-            steps=job.steps,
-            lr=job.learning_rate,
-            checkpoint_every=job.checkpoint_every,
-            checkpoint_timeout_minutes=checkpoint_timeout_minutes(config),
-        ),
+        trainer=pod_trainer_config(trainer, run_directory, node.peak_tflops),
         checkpoint=CheckpointStorage(
             # The stack's FSx file system when it has one (also on one node: checkpoints then outlive the node);
             # a pod-local emptyDir only without it, which the config allows on a single node alone.
             claim=job.checkpoint_claim or (DEFAULT_CHECKPOINT_CLAIM if config.storage.fsx else None),
-            run_directory=f"{CHECKPOINT_MOUNT}/{name}/run-{job.run}",
+            run_directory=run_directory,
+            on_stack_file_system=job.checkpoint_claim is None and config.storage.fsx,
         ),
         nccl_debug=job.nccl_debug,
         distributed_debug=job.distributed_debug,

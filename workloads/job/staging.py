@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sizing.storage import JOB_SAVES_IN_BACKGROUND
 from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec
 
 STAGE_CONTAINER = "stage-inputs"
@@ -27,24 +26,9 @@ def hf_home(spec: JobSpec) -> str:
     return f"{spec.checkpoint.run_directory}/huggingface"
 
 
-def data_cache_dir(spec: JobSpec) -> str:
-    return f"{spec.checkpoint.run_directory}/data-cache"
-
-
 def compile_cache_dir(spec: JobSpec) -> str:
     """torch.compile's cache (TorchInductor's FX graph and Triton kernels): one compile per run, not per pod."""
     return f"{spec.checkpoint.run_directory}/compile-cache"
-
-
-def staged_trainer_args(spec: JobSpec) -> list[str]:
-    """The trainer flags that go with staging and with checkpoints at this job's scale."""
-    args = ["--data-cache-dir", data_cache_dir(spec)]
-    if JOB_SAVES_IN_BACKGROUND:  # what the storage sizing assumes of the job's saves
-        args.append("--async-checkpoint")
-    timeout = spec.training.checkpoint_timeout_minutes
-    if timeout is not None:  # sized from the stack's file system (sizing/storage.py)
-        args += ["--checkpoint-timeout-minutes", str(timeout)]
-    return args
 
 
 def worker_env(spec: JobSpec) -> list[dict[str, Any]]:

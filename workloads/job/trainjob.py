@@ -36,14 +36,13 @@ from stack.names import TRAINER_METRICS_PORT, TRAINER_METRICS_PORT_NAME
 from trainer.launch_exits import EXIT_BAD_ARGUMENTS, LAUNCH_MODULE
 from workloads.job.manifest import (
     PYTHON,
-    TERMINATION_GRACE_S,
     hf_token_secret,
     labels,
     namespace_manifest,
     pod_template,
     trainer_args,
 )
-from workloads.job.shutdown import torchrun_shutdown_timeout
+from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
 from workloads.job.spec import JobSpec
 
 # kubeflow/trainer v2.3.0 pkg/constants/constants.go: Node, LabelTrainJobAncestor, AncestorTrainer.

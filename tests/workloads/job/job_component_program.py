@@ -29,6 +29,7 @@ from stack.paths import PROJECT_ROOT
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
 from workloads.job.component import TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs
+from workloads.job.spec import job_spec
 
 PUSHED_DIGEST = "sha256:" + "ab" * 32
 
@@ -61,7 +62,7 @@ def program(stack: str, given_image: str | None, fsx: bool) -> None:
     job = TrainingJob(
         "job",
         TrainingJobArgs(
-            config=config,
+            spec=job_spec(config),
             provider=provider,
             image=image.image_ref,
             hf_token=pulumi.Config("fsdp-eks").get_secret("hfToken"),

@@ -3,12 +3,15 @@ which order, and with which replacement rules."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import cache
 from typing import Any
 
+from stack.config import StackConfig
 from stack.files import load_stack_config
-from workloads.job.spec import job_spec
+from workloads.job.component import TrainingJobArgs
+from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
 
 from .job_component_program import PUSHED_DIGEST, run_components
 
@@ -119,3 +122,19 @@ def test_multi_node_checkpoints_go_to_a_claim_on_the_fsx_file_system() -> None:
 def test_the_deployed_job_has_the_rendezvous_id_the_render_shows() -> None:
     policy = one(built(), PYTORCHJOB)["inputs"]["spec"]["elasticPolicy"]
     assert policy["rdzvId"] == job_spec(load_stack_config("dev")).rendezvous_id
+
+
+def test_the_job_component_takes_a_job_spec_not_the_stack_config() -> None:
+    annotations = {f.name: f.type for f in dataclasses.fields(TrainingJobArgs)}  # as written (postponed)
+    assert annotations["spec"] == JobSpec.__name__
+    assert StackConfig.__name__ not in annotations.values()
+
+
+def test_only_the_stacks_default_claim_on_its_fsx_is_made_by_the_stack() -> None:
+    config = load_stack_config("p5-2")
+    assert config.storage.fsx and config.job.checkpoint_claim is None
+    assert job_spec(config).checkpoint.on_stack_file_system
+    # The user's own claim, even under the default's name, is theirs: the stack makes no volume for it.
+    own = dataclasses.replace(config, job=dataclasses.replace(config.job, checkpoint_claim=DEFAULT_CHECKPOINT_CLAIM))
+    assert job_spec(own).checkpoint.claim == DEFAULT_CHECKPOINT_CLAIM
+    assert not job_spec(own).checkpoint.on_stack_file_system

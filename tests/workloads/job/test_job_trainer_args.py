@@ -11,7 +11,7 @@ from trainer.config import TrainConfig, parse_args
 from trainer.launch_exits import LAUNCH_MODULE
 from workloads.job.manifest import pytorchjob_manifest
 
-from .job_stacks import STACKS, spec_of
+from .job_stacks import STACKS, config_of, spec_of
 
 pytestmark = pytest.mark.parametrize("stack", STACKS)
 
@@ -36,8 +36,12 @@ def test_the_trainer_parser_accepts_the_manifests_command(stack: str) -> None:
     assert isinstance(parsed_of(stack), TrainConfig)
 
 
+def test_the_command_parses_back_into_the_specs_trainer_config(stack: str) -> None:
+    assert parsed_of(stack) == spec_of(stack).trainer
+
+
 def test_model_data_and_parallelism_arrive_as_configured(stack: str) -> None:
-    parsed, t = parsed_of(stack), spec_of(stack).training
+    parsed, t = parsed_of(stack), config_of(stack).job
     assert (parsed.model.name, parsed.data.dataset, parsed.data.seq_len) == (t.model, t.dataset, t.seq_len)
     assert parsed.parallel.sharding_strategy == t.sharding_strategy
     assert parsed.parallel.mixed_precision == t.mixed_precision
@@ -48,17 +52,17 @@ def test_model_data_and_parallelism_arrive_as_configured(stack: str) -> None:
 
 
 def test_schedule_and_optimizer_arrive_as_configured(stack: str) -> None:
-    parsed, t = parsed_of(stack), spec_of(stack).training
+    parsed, t = parsed_of(stack), config_of(stack).job
     assert (parsed.schedule.batch_size, parsed.schedule.global_batch_size) == (t.batch_size, t.global_batch_size)
     assert parsed.schedule.steps == t.steps
-    assert parsed.optim.lr == t.lr
+    assert parsed.optim.lr == t.learning_rate
 
 
 def test_checkpoints_and_metrics_go_to_the_runs_directory(stack: str) -> None:
     parsed, spec = parsed_of(stack), spec_of(stack)
     run_dir = spec.checkpoint.run_directory
     assert parsed.checkpoint.directory == f"{run_dir}/checkpoints"
-    assert parsed.checkpoint.every == spec.training.checkpoint_every
+    assert parsed.checkpoint.every == config_of(stack).job.checkpoint_every
     assert parsed.checkpoint.export_hf == f"{run_dir}/hf"
     assert parsed.metrics.file == f"{run_dir}/metrics.jsonl"
     assert parsed.metrics.port > 0

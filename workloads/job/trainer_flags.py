@@ -1,0 +1,82 @@
+"""What the job's trainer runs with: the trainer's own TrainConfig (trainer/config.py), built once from the stack's
+job settings and the pod's layout. The manifest's flags are `to_argv` of it, so the trainer's parser reads back
+exactly this object; the policy pack and the pull-request summary parse those flags with that parser.
+
+Pure and torch-free, like workloads/job/spec.py, which carries the result as JobSpec.trainer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sizing.storage import JOB_SAVES_IN_BACKGROUND
+from stack.config import JobConfig
+from stack.names import TRAINER_METRICS_PORT
+from trainer.config import (
+    CheckpointConfig,
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    ParallelConfig,
+    ScheduleConfig,
+    TrainConfig,
+)
+from workloads.job.shutdown import TERMINATION_GRACE_S, checkpoint_stop_wait
+
+# Prometheus scrapes the pod IP, so the endpoint binds to every address.
+METRICS_HOST = "0.0.0.0"
+
+
+def stack_trainer_config(job: JobConfig, checkpoint_timeout_minutes: int | None) -> TrainConfig:
+    """The trainer options the stack's job.* settings choose; everything else keeps the trainer's default.
+    `checkpoint_timeout_minutes` is sized from the stack's file system (stack/fit.py); None keeps the default.
+
+    --replicate-groups stays at the trainer's default (one group per node, from WORLD_SIZE / LOCAL_WORLD_SIZE), so
+    HYBRID_SHARD stays right when an elastic job re-forms with fewer nodes."""
+    checkpoint = CheckpointConfig(every=job.checkpoint_every)
+    if checkpoint_timeout_minutes is not None:
+        checkpoint = replace(checkpoint, timeout_minutes=float(checkpoint_timeout_minutes))
+    return TrainConfig(
+        model=ModelConfig(name=job.model),
+        data=DataConfig(dataset=job.dataset, seq_len=job.seq_len),
+        parallel=ParallelConfig(
+            sharding_strategy=job.sharding_strategy,
+            mixed_precision=job.mixed_precision,
+            activation_checkpointing=job.activation_checkpointing,
+            compile=job.compile,
+        ),
+        optim=OptimConfig(lr=job.learning_rate),
+        schedule=ScheduleConfig(batch_size=job.batch_size, global_batch_size=job.global_batch_size, steps=job.steps),
+        checkpoint=checkpoint,
+    )
+
+
+def data_cache_dir(run_directory: str) -> str:
+    """The tokenised data set, staged once per run (workloads/job/staging.py)."""
+    return f"{run_directory}/data-cache"
+
+
+def pod_trainer_config(trainer: TrainConfig, run_directory: str, peak_tflops: float) -> TrainConfig:
+    """`trainer` as a worker pod runs it: its files in the run's directory on the checkpoint volume, the staged data
+    cache, the metrics endpoint the PodMonitor scrapes, the node's GPU peak as MFU's denominator, the GPUs required,
+    and the shutdown waits that fit inside the pod's grace period (workloads/job/shutdown.py)."""
+    return replace(
+        trainer,
+        data=replace(trainer.data, cache_dir=data_cache_dir(run_directory)),
+        # cuda: fail on a node without a visible GPU rather than train on its CPUs
+        parallel=replace(trainer.parallel, device="cuda"),
+        checkpoint=replace(
+            trainer.checkpoint,
+            directory=f"{run_directory}/checkpoints",
+            export_hf=f"{run_directory}/hf",
+            async_save=JOB_SAVES_IN_BACKGROUND,  # what the storage sizing assumes of the job's saves
+            stop_wait_s=float(checkpoint_stop_wait(TERMINATION_GRACE_S)),
+        ),
+        metrics=replace(
+            trainer.metrics,
+            file=f"{run_directory}/metrics.jsonl",
+            port=TRAINER_METRICS_PORT,
+            host=METRICS_HOST,
+            peak_tflops=peak_tflops,
+        ),
+    )
