@@ -114,12 +114,22 @@ def run_torchtitan(args: argparse.Namespace, scratch: Path, python: Path) -> Run
     return Run(tokens_per_step / wall, tokens_per_step / cpu, figures["peak_memory_bytes"])
 
 
+# Runs started again after a failure before the bench gives up: a worker of either trainer is at times killed by
+# SIGABRT ("terminate called without an active exception") on a loaded 2-core machine; a rerun measures the same work.
+LAUNCH_ATTEMPTS = 3
+
+
 def launch(command: list[str], log: Path) -> None:
-    with log.open("w") as out:
-        done = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    if done.returncode:
-        tail = log.read_text()[-4000:]
-        raise SystemExit(f"{' '.join(command[:6])} ... exited with {done.returncode}; the end of its output:\n{tail}")
+    for attempt in range(1, LAUNCH_ATTEMPTS + 1):
+        with log.open("w") as out:
+            done = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        if not done.returncode:
+            return
+        what = f"{' '.join(command[:6])} ... exited with {done.returncode}"
+        if attempt < LAUNCH_ATTEMPTS:
+            print(f"rerun ({attempt} of {LAUNCH_ATTEMPTS - 1}): {what}", flush=True)
+    tail = log.read_text()[-4000:]
+    raise SystemExit(f"{what} {LAUNCH_ATTEMPTS} times; the end of its output:\n{tail}")
 
 
 def main(argv: list[str] | None = None) -> None:
