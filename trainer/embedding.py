@@ -23,12 +23,12 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
 
+from trainer.reduce_scatter import PairwiseReduceScatter
+
 
 def reduce_scatter_sum(output: torch.Tensor, input: torch.Tensor, group: dist.ProcessGroup) -> None:
     """Sum over ranks of `input`, this rank's chunk of it into `output`: point to point on gloo (CPU)."""
     if input.device.type == "cpu":
-        from trainer.parallelize import PairwiseReduceScatter
-
         PairwiseReduceScatter()(output, input, group, dist.ReduceOp.SUM)
     else:
         dist.reduce_scatter_tensor(output, input, group=group)

@@ -13,7 +13,8 @@ from torch.distributed.fsdp import FSDPModule
 
 from trainer.model import build_meta_model, hf_config
 from trainer.model_source import resolve_model
-from trainer.parallelize import PairwiseReduceScatter, apply_fsdp, mixed_precision_policy
+from trainer.parallelize import apply_fsdp, mixed_precision_policy
+from trainer.reduce_scatter import PairwiseReduceScatter
 
 CHUNK = 1000  # elements each rank keeps
 
