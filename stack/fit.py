@@ -21,24 +21,25 @@ from sizing.storage import (
 )
 from sizing.throughput import Assumptions
 from stack.config import StackConfig
+from stack.trainer_config import stack_trainer_config
 from trainer.presets import PRESETS, find_shape
 
 
 def _fleet_job(config: StackConfig, **changes: Any) -> tuple[Job, InstanceType, int] | None:
     """The stack's job (with `changes` to its keys) as a sizing Job, or None when it cannot be sized here."""
-    job_config, gpu = config.job, config.gpu_nodes
-    shape = find_shape(job_config.model)
+    trainer, gpu = stack_trainer_config(config.job), config.gpu_nodes  # what the job's trainer runs with
+    shape = find_shape(trainer.model.name)
     nodes = changes.pop("nodes", gpu.count)
     instance = gpu.instance
     if shape is None or nodes < 1:
         return None  # a model known only by its config.json in the image, or no GPU nodes: nothing to size
     values = {
-        "seq_len": job_config.seq_len,
-        "batch_size": job_config.batch_size,
-        "global_batch_size": job_config.global_batch_size,
-        "sharding_strategy": job_config.sharding_strategy,
-        "mixed_precision": job_config.mixed_precision,
-        "activation_checkpointing": job_config.activation_checkpointing,
+        "seq_len": trainer.data.seq_len,
+        "batch_size": trainer.schedule.batch_size,
+        "global_batch_size": trainer.schedule.global_batch_size,
+        "sharding_strategy": trainer.parallel.sharding_strategy,
+        "mixed_precision": trainer.parallel.mixed_precision,
+        "activation_checkpointing": trainer.parallel.activation_checkpointing,
         **changes,
     }
     try:

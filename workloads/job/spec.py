@@ -18,8 +18,9 @@ from stack.fit import checkpoint_timeout_minutes
 from stack.job_api import STATIC_RDZV_BACKEND, rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
+from stack.trainer_config import stack_trainer_config
 from trainer.config import TrainConfig
-from workloads.job.trainer_flags import pod_trainer_config, stack_trainer_config
+from workloads.job.trainer_flags import pod_trainer_config
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
 # FSx for Lustre file system when there is one (see docs/job.md).

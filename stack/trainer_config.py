@@ -1,0 +1,45 @@
+"""The trainer's own TrainConfig (trainer/config.py) that the stack's job.* settings choose: the one object the job's
+trainer runs with (workloads/job/trainer_flags.py adds the pod's layout to it and renders it with `to_argv`), that
+the sizing sizes (stack/fit.py) and that the policy pack reads back from the job's flags with the trainer's parser.
+
+Pure and torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from stack.config import JobConfig
+from trainer.config import (
+    CheckpointConfig,
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    ParallelConfig,
+    ScheduleConfig,
+    TrainConfig,
+)
+
+
+def stack_trainer_config(job: JobConfig, checkpoint_timeout_minutes: int | None = None) -> TrainConfig:
+    """The trainer options the stack's job.* settings choose; everything else keeps the trainer's default.
+    `checkpoint_timeout_minutes` is sized from the stack's file system (stack/fit.py); None keeps the default.
+
+    --replicate-groups stays at the trainer's default (one group per node, from WORLD_SIZE / LOCAL_WORLD_SIZE), so
+    HYBRID_SHARD stays right when an elastic job re-forms with fewer nodes."""
+    checkpoint = CheckpointConfig(every=job.checkpoint_every)
+    if checkpoint_timeout_minutes is not None:
+        checkpoint = replace(checkpoint, timeout_minutes=float(checkpoint_timeout_minutes))
+    return TrainConfig(
+        model=ModelConfig(name=job.model),
+        data=DataConfig(dataset=job.dataset, seq_len=job.seq_len),
+        parallel=ParallelConfig(
+            sharding_strategy=job.sharding_strategy,
+            mixed_precision=job.mixed_precision,
+            activation_checkpointing=job.activation_checkpointing,
+            compile=job.compile,
+        ),
+        optim=OptimConfig(lr=job.learning_rate),
+        schedule=ScheduleConfig(batch_size=job.batch_size, global_batch_size=job.global_batch_size, steps=job.steps),
+        checkpoint=checkpoint,
+    )

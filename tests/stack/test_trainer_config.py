@@ -1,0 +1,42 @@
+"""The job's trainer, its sizing and the policy pack see one object: the trainer's own TrainConfig that the stack's
+job.* settings choose."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from stack import fit
+from stack.files import load_stack_config, stack_names
+from stack.trainer_config import stack_trainer_config
+from trainer.config import parse_args
+from workloads.job.manifest import trainer_args
+from workloads.job.spec import job_spec
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_pods_trainer_config_is_the_stacks_with_the_pods_layout_only(stack: str) -> None:
+    config = load_stack_config(stack)
+    assert config.job.enabled  # every shipped stack runs a job
+    chosen, spec = stack_trainer_config(config.job), job_spec(config)
+    parsed = parse_args(trainer_args(spec))
+    for section in ("model", "parallel", "optim", "schedule"):
+        ours, theirs = getattr(chosen, section), getattr(parsed, section)
+        for field in ("name", "sharding_strategy", "mixed_precision", "activation_checkpointing", "lr", "steps",
+                      "batch_size", "global_batch_size"):  # fmt: skip
+            if hasattr(ours, field):
+                assert getattr(theirs, field) == getattr(ours, field), (section, field)
+    assert parsed.data.seq_len == chosen.data.seq_len and parsed.data.dataset == chosen.data.dataset
+
+
+def test_the_sizing_sizes_the_trainer_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change to the object the trainer runs with is a change to what the sizing sizes."""
+    config = load_stack_config("p5-16")
+    before = fit.stack_sizing(config)
+    chosen = stack_trainer_config(config.job)
+    shorter = replace(chosen, data=replace(chosen.data, seq_len=chosen.data.seq_len // 2))
+    monkeypatch.setattr(fit, "stack_trainer_config", lambda job: shorter)
+    after = fit.stack_sizing(config)
+    assert before is not None and after is not None
+    assert after.job.seq_len == chosen.data.seq_len // 2 != before.job.seq_len
