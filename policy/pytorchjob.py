@@ -87,22 +87,30 @@ def node_type_violations(resource_type: str, props: Mapping[str, Any]) -> list[s
         return []
     problems: list[str] = []
     for replica in replicas(props):
-        name = replica.instance_type
-        if is_unknown(name):
-            continue
-        if name is None:
-            problems.append(
-                f"{replica.role} pods have no nodeSelector {INSTANCE_TYPE_LABELS[0]}; pin them to the GPU nodes' "
-                "instance type so their GPU and EFA requests can be checked against it"
-            )
-            continue
-        instance = CATALOG.get(name)
-        if instance is None:
-            problems.append(f"{replica.role} pods select instance type {name!r}, which the catalog does not know")
-            continue
-        problems += request_problems(replica, instance)
-        problems += _nproc_problems(props, replica, instance)
+        instance, found = pinned_instance(replica)
+        problems += found
+        if instance is not None:
+            problems += request_problems(replica, instance)
+            problems += _nproc_problems(props, replica, instance)
     return list(dict.fromkeys(problems))  # replicas on one type would repeat the nprocPerNode finding
+
+
+def pinned_instance(replica: Replica) -> tuple[InstanceType | None, list[str]]:
+    """The catalog instance type the replica's pods are pinned to (the TrainJob's runtime too), or None with the
+    problem that stops its checks: no node selector, or a type the catalog does not know. (None, []) while the
+    selector is unknown (a first preview)."""
+    name = replica.instance_type
+    if is_unknown(name):
+        return None, []
+    if name is None:
+        return None, [
+            f"{replica.role} pods have no nodeSelector {INSTANCE_TYPE_LABELS[0]}; pin them to the GPU nodes' "
+            "instance type so their GPU and EFA requests can be checked against it"
+        ]
+    instance = CATALOG.get(name)
+    if instance is None:
+        return None, [f"{replica.role} pods select instance type {name!r}, which the catalog does not know"]
+    return instance, []
 
 
 def request_problems(replica: Replica, instance: InstanceType) -> list[str]:

@@ -12,14 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policy.props import as_int, get, is_unknown
-from policy.pytorchjob import INSTANCE_TYPE_LABELS, Replica, request_problems
-from sizing.catalog import CATALOG
-from stack.job_api import RUNTIME_KIND, TRAINER_API_VERSION
+from policy.props import as_int, get
+from policy.pytorchjob import Replica, pinned_instance, request_problems
+from stack.job_api import ANCESTOR_LABEL, RUNTIME_KIND, TRAINER_ANCESTOR, TRAINER_API_VERSION
 
 RUNTIME = f"kubernetes:{TRAINER_API_VERSION}:{RUNTIME_KIND}"
-ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-TRAINER_ANCESTOR = "trainer"
 
 
 def runtime_replicas(props: Mapping[str, Any]) -> list[Replica]:
@@ -41,16 +38,8 @@ def runtime_node_type_violations(resource_type: str, props: Mapping[str, Any]) -
         return []
     problems: list[str] = []
     for replica in runtime_replicas(props):
-        name = replica.instance_type
-        if is_unknown(name):
-            continue
-        if name is None:
-            problems.append(
-                f"{replica.role} pods have no nodeSelector {INSTANCE_TYPE_LABELS[0]}; pin them to the GPU nodes' "
-                "instance type so their GPU and EFA requests can be checked against it"
-            )
-        elif name not in CATALOG:
-            problems.append(f"{replica.role} pods select instance type {name!r}, which the catalog does not know")
-        else:
-            problems += request_problems(replica, CATALOG[name])
+        instance, found = pinned_instance(replica)
+        problems += found
+        if instance is not None:
+            problems += request_problems(replica, instance)
     return problems

@@ -61,6 +61,10 @@ TRAINER_API_GROUP = "trainer.kubeflow.org"
 TRAINER_API_VERSION = f"{TRAINER_API_GROUP}/v1alpha1"
 TRAINJOB_KIND = "TrainJob"
 RUNTIME_KIND = "ClusterTrainingRuntime"
+# The Job-template label that marks a runtime's trainer step (kubeflow/trainer v2.3.0 pkg/constants/constants.go:
+# LabelTrainJobAncestor, AncestorTrainer): the job builds it, the policy pack finds the step by it.
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER_ANCESTOR = "trainer"
 
 
 def leader_labels(api: str) -> dict[str, str]:

@@ -31,7 +31,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from stack.job_api import RUNTIME_KIND, TRAINER_API_GROUP, TRAINER_API_VERSION, TRAINJOB_KIND
+from stack.job_api import (
+    ANCESTOR_LABEL,
+    RUNTIME_KIND,
+    TRAINER_ANCESTOR,
+    TRAINER_API_GROUP,
+    TRAINER_API_VERSION,
+    TRAINJOB_KIND,
+)
 from stack.names import TRAINER_METRICS_PORT, TRAINER_METRICS_PORT_NAME
 from trainer.launch_exits import EXIT_BAD_ARGUMENTS, LAUNCH_MODULE
 from workloads.job.manifest import (
@@ -45,10 +52,8 @@ from workloads.job.manifest import (
 from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
 from workloads.job.spec import JobSpec
 
-# kubeflow/trainer v2.3.0 pkg/constants/constants.go: Node, LabelTrainJobAncestor, AncestorTrainer.
+# kubeflow/trainer v2.3.0 pkg/constants/constants.go: Node.
 NODE = "node"
-ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-TRAINER_ANCESTOR = "trainer"
 # The Kubeflow SDK lists a runtime by this label (docs/operator-guides/runtime.md, "Framework Label Requirement").
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 # The torch plugin's environment (TorchRunReservedEnvNames): a TrainJob that sets one is rejected.
