@@ -14,6 +14,11 @@ pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torc
 | 200 | retryable | the rendezvous backend (etcd) failed or was lost |
 | 1 | permanent | the workers failed with torchrun's restarts spent; the rendezvous is closed; anything else |
 | 2 | permanent | torchrun's parser rejected the arguments (argparse exits 2), before anything started |
+| 3 | permanent | a worker found the checkpoint file system full (trainer/checkpoint_space.py): no restart can cure it |
+| 4 | permanent | staging the inputs failed (trainer/stage.py): a gated model without a token, a missing data set |
+
+Codes 2, 3 and 4 are final on both job APIs (FINAL_EXITS): the PyTorchJob fails on any code from 1 to 127, and the
+TrainJob's runtime fails its JobSet on these three (workloads/job/trainjob.py) instead of restarting the gang.
 """
 
 from __future__ import annotations
@@ -28,6 +33,14 @@ EXIT_PERMANENT = 1
 # first (trainer/launch.py main), so 2 means nothing ran. A TrainJob's runtime fails the job on it alone
 # (workloads/job/trainjob.py says why).
 EXIT_BAD_ARGUMENTS = 2
+# A worker (trainer/main.py) and then the launcher end with 3 when the checkpoint file system cannot take the next
+# checkpoint: a retry would reload the model only to fail at the same save.
+EXIT_NO_SPACE = 3
+# Staging the inputs (trainer/stage.py) failed for good: a gated hub model without a token, a data set that is not
+# there. Its own code, so that the pod's status names the cause instead of "bad arguments".
+EXIT_STAGING_FAILED = 4
+# The exits after which nothing is retried, on either API.
+FINAL_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_STAGING_FAILED)
 # Retryable, and above 128 + 64 (Linux's highest signal number, SIGRTMAX; signal(7)), so that neither `kubectl
 # describe pod` readers nor tools ever take it for a process killed by a signal.
 EXIT_BACKEND_LOST = 200
@@ -49,6 +62,10 @@ def describe_exit(code: int) -> str:
     """`code` with what it means where it is one of the launcher's: '143 (SIGTERM)', '200 (rendezvous backend lost)'."""
     if code == EXIT_BACKEND_LOST:
         return f"{code} (rendezvous backend lost)"
+    if code == EXIT_NO_SPACE:
+        return f"{code} (checkpoint storage full)"
+    if code == EXIT_STAGING_FAILED:
+        return f"{code} (staging failed)"
     if code > FIRST_RETRYABLE_EXIT:
         try:
             return f"{code} ({signal.Signals(code - FIRST_RETRYABLE_EXIT).name})"

@@ -15,11 +15,11 @@ import sys
 from trainer.config import parse_args
 from trainer.env import DistEnv, read_env
 from trainer.errors import InputError, StorageError
+from trainer.launch_exits import EXIT_NO_SPACE
 from trainer.model_source import resolve_model
 from trainer.validate import validate
 
 EXIT_BAD_INPUT = 2  # argparse's status for bad arguments; invalid combinations use the same
-EXIT_NO_SPACE = 3  # the checkpoint file system cannot take the next checkpoint (trainer/checkpoint_space.py)
 
 log = logging.getLogger("trainer")
 
