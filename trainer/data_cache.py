@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer.attempt import attempt_id
 from trainer.config import DataConfig
 from trainer.data import PackedData, build_packed_data
 from trainer.env import DistEnv
@@ -57,9 +58,10 @@ def cache_key(config: DataConfig, tokenizer: Tokenizer) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def attempt_id() -> str:
-    """This launch of the job (torchrun's run id and restart count): an error marker from another is stale."""
-    return f"{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+def current_attempt() -> str:
+    """This start of the job's workers (torchrun's run id and the attempt id every rank agrees on,
+    trainer/attempt.py): an error marker from another is stale."""
+    return f"{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}/{attempt_id(os.environ)}"
 
 
 def map_entry(entry: Path, seq_len: int) -> PackedData:
@@ -100,7 +102,7 @@ def build_entry(config: DataConfig, tokenizer: Tokenizer, directory: Path) -> Pa
         packed = build_packed_data(config, tokenizer)
     except InputError as refused:
         directory.mkdir(parents=True, exist_ok=True)
-        error.write_text(json.dumps({"attempt": attempt_id(), "message": str(refused)}))
+        error.write_text(json.dumps({"attempt": current_attempt(), "message": str(refused)}))
         raise
     write_entry(directory, key, packed, config, tokenizer)
     log.info(
@@ -121,7 +123,7 @@ def wait_for_entry(config: DataConfig, tokenizer: Tokenizer, directory: Path, ti
     while not (entry / META).is_file():
         if error.is_file():
             marker = json.loads(error.read_text())
-            if marker.get("attempt") == attempt_id():
+            if marker.get("attempt") == current_attempt():
                 raise InputError(marker["message"])
         if time.monotonic() > deadline:
             raise TimeoutError(

@@ -1,8 +1,8 @@
 """The launch environment torchrun gives each worker, read without torch.
 
 torchrun (and the Kubeflow PyTorchJob, which runs torchrun) sets RANK, WORLD_SIZE, LOCAL_RANK,
-LOCAL_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT. A plain `python -m trainer` has none of them and is rank 0 of
-a world of one.
+LOCAL_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT; the launcher (trainer/launch.py) adds the attempt id every rank of a
+start agrees on (trainer/attempt.py). A plain `python -m trainer` has none of them and is rank 0 of a world of one.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from trainer.attempt import attempt_id
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,11 @@ class DistEnv:
     local_rank: int = 0
     local_world_size: int = 1
     restart_count: int = 0
-    """How many times the elastic agent restarted the workers (TORCHELASTIC_RESTART_COUNT)."""
+    """How many times this node's agent restarted its workers after they failed (TORCHELASTIC_RESTART_COUNT): a
+    count of this node's own, which other nodes' may differ from (trainer/attempt.py)."""
+    attempt: str = "restart-0"
+    """This start of the workers, the same on every rank of it: the store prefix and the data cache's error markers
+    are keyed by it."""
 
     @property
     def is_leader(self) -> bool:
@@ -54,4 +60,5 @@ def read_env(environ: Mapping[str, str] | None = None) -> DistEnv:
         local_rank=number("LOCAL_RANK", 0),
         local_world_size=number("LOCAL_WORLD_SIZE", world_size),
         restart_count=number("TORCHELASTIC_RESTART_COUNT", 0),
+        attempt=attempt_id(environ),
     )

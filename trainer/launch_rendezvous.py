@@ -12,11 +12,17 @@ rendezvous/etcd_rendezvous_backend.py EtcdRendezvousBackend) and fails every pod
 So while `held_rendezvous_shutdowns()` is active, every handler torchrun creates comes wrapped in HeldShutdown, which
 passes everything to torch's handler but shutdown(): that only records the request, and `finish(close=...)` carries it
 out once the launcher knows how the run ended (trainer/launch.py).
+
+The wrapper also sees every round the agent joins, and so is where the nodes of a round agree on the workers' attempt
+id (trainer/attempt.py): each next_rendezvous sets it in the agent's environment, which the workers it starts next
+inherit.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,7 +35,11 @@ from torch.distributed.elastic.rendezvous import (
     rendezvous_handler_registry,
 )
 
+from trainer.attempt import ATTEMPT_ENV, agree_attempt
+
 log = logging.getLogger(__name__)
+
+ATTEMPT_LINE_PREFIX = "trainer.launch rendezvous: "
 
 
 class HeldShutdown(RendezvousHandler):
@@ -47,7 +57,14 @@ class HeldShutdown(RendezvousHandler):
         return self.handler.use_agent_store
 
     def next_rendezvous(self) -> RendezvousInfo:
-        return self.handler.next_rendezvous()
+        """torch's round, and the attempt id its nodes agree on, set for the workers the agent starts next."""
+        info = self.handler.next_rendezvous()
+        attempt = agree_attempt(info.store, info.rank)
+        os.environ[ATTEMPT_ENV] = attempt
+        # On stderr, where the pod's log has it: the one place that shows which start of the workers a log line is of.
+        print(f"{ATTEMPT_LINE_PREFIX}joined as node {info.rank} of {info.world_size}; workers' attempt {attempt}",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return info
 
     def is_closed(self) -> bool:
         return self.handler.is_closed()

@@ -1,0 +1,109 @@
+"""The workers' attempt id: one per rendezvous round, the same on every node of it, whatever each node's torchrun
+counts (trainer/attempt.py); the launcher's rendezvous wrapper hands it to the workers
+(trainer/launch_rendezvous.py)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import torch.distributed as dist
+from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousInfo, RendezvousStoreInfo
+
+from local.etcd import free_port
+from trainer.attempt import ATTEMPT_ENV, agree_attempt, attempt_id
+from trainer.env import read_env
+from trainer.launch_rendezvous import HeldShutdown
+
+TIMEOUT = timedelta(seconds=20)
+
+
+@pytest.fixture
+def server() -> Iterator[dist.TCPStore]:
+    """A TCP store kept across rounds, as torch 2.13's rank-0 agent keeps its shared one."""
+    store = dist.TCPStore("127.0.0.1", free_port(), is_master=True, timeout=TIMEOUT, wait_for_workers=False)
+    yield store
+
+
+def client(server: dist.TCPStore) -> dist.TCPStore:
+    return dist.TCPStore("127.0.0.1", server.port, is_master=False, timeout=TIMEOUT)
+
+
+def round_store(store: dist.Store, round_: int) -> dist.Store:
+    """What torch's dynamic rendezvous hands each node: the shared store under the round's prefix."""
+    return dist.PrefixStore(f"torch.rendezvous.job.{round_}", store)
+
+
+def agree_on_nodes(stores: list[dist.Store]) -> list[str]:
+    """Every node agrees at once, each in a thread of its own, as the agents do; node 0 last, so the others wait."""
+    found: dict[int, str] = {}
+    threads = [threading.Thread(target=lambda r=rank: found.update({r: agree_attempt(stores[r], r)}))
+               for rank in reversed(range(len(stores)))]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return [found[rank] for rank in range(len(stores))]
+
+
+def test_every_node_of_a_round_gets_the_id_node_0_made(server: dist.TCPStore) -> None:
+    nodes = [round_store(server, 1), round_store(client(server), 1), round_store(client(server), 1)]
+    ids = agree_on_nodes(nodes)
+    assert len(set(ids)) == 1 and ids[0]
+
+
+def test_each_round_gets_a_new_id_although_the_store_outlives_it(server: dist.TCPStore) -> None:
+    first = agree_on_nodes([round_store(server, 1), round_store(client(server), 1)])
+    second = agree_on_nodes([round_store(server, 2), round_store(client(server), 2)])
+    assert first[0] != second[0]
+
+
+def test_the_launchers_id_wins_over_torchruns_own_count() -> None:
+    env = read_env({"WORLD_SIZE": "2", "RANK": "1", ATTEMPT_ENV: "3f2a", "TORCHELASTIC_RESTART_COUNT": "1"})
+    assert (env.attempt, env.restart_count) == ("3f2a", 1)
+
+
+def test_a_plain_torchrun_falls_back_to_its_restart_count() -> None:
+    assert attempt_id({"TORCHELASTIC_RESTART_COUNT": "2"}) == "restart-2"
+    assert read_env({}).attempt == "restart-0"
+
+
+class OneRound(RendezvousHandler):
+    """torch's handler as far as the wrapper sees it: one round, on `store`, as node `rank`."""
+
+    def __init__(self, store: dist.Store, rank: int) -> None:
+        self.store, self.rank = store, rank
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        return RendezvousInfo(self.store, self.rank, 2, RendezvousStoreInfo("127.0.0.1", 0))
+
+    def get_backend(self) -> str:
+        return "test"
+
+    def is_closed(self) -> bool:
+        return False
+
+    def set_closed(self) -> None:
+        pass
+
+    def num_nodes_waiting(self) -> int:
+        return 0
+
+    def get_run_id(self) -> str:
+        return "job"
+
+    def shutdown(self) -> bool:
+        return True
+
+
+def test_the_wrapper_sets_the_rounds_id_for_the_workers_it_starts_next(
+    server: dist.TCPStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ATTEMPT_ENV, raising=False)
+    store = round_store(server, 4)
+    info = HeldShutdown(OneRound(store, rank=0)).next_rendezvous()
+    assert info.rank == 0
+    assert os.environ[ATTEMPT_ENV] == store.get("trainer/attempt-id").decode()
