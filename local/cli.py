@@ -4,6 +4,7 @@
     python -m local --stack dev --nodes 2 --min-nodes 1          # two agents, elastic 1:2
     python -m local --stack dev --drill kill-agent               # lose a pod after the first checkpoint
     python -m local --stack dev --nodes 2 --drill restart-etcd   # etcd replaced mid-run
+    python -m local --stack dev --nodes 2 --drill hung-peer      # a crash whose NCCL peers block instead of failing
     python -m local --stack dev --api trainjob --nodes 2         # the job as a Trainer v2 TrainJob
     python -m local --stack dev --api trainjob --drill kill-agent  # a node lost; the JobSet restarts the gang
 
@@ -56,7 +57,12 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
     when = parser.add_mutually_exclusive_group()
     when.add_argument("--after-checkpoint", action="store_true", help="fire after the first checkpoint (default)")
     when.add_argument("--after-step", type=int, help="fire once the leader has logged this step")
-    parser.add_argument("--drill-pod", type=int, default=-1, help="kill-agent: which worker pod (default: the last)")
+    parser.add_argument(
+        "--drill-pod",
+        type=int,
+        default=-1,
+        help="kill-agent, kill-workers, hung-peer: which worker pod crashes (default: the last)",
+    )
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="give up after this many seconds")
     args = parser.parse_args(argv)
     job = LocalJobOptions(

@@ -9,6 +9,14 @@
                 agent has started workers, they get SIGKILL. The agent restarts its worker group --max-restarts
                 times, then gives up: torchrun closes the rendezvous and the launcher exits 1, which under
                 restartPolicy ExitCode fails the job at once; no pod is restarted into the closed rendezvous.
+- hung-peer:    NCCL's semantics for the peers of a crashed rank: they do not fail, they block in the collective
+                (until its timeout, minutes later). One pod's workers are stopped (SIGSTOP: blocked, not failed, and
+                deaf to SIGTERM, as a thread inside a collective is), then another pod's workers get SIGKILL. The
+                crashed pod's agent counts a restart and joins a new round; the blocked pod's agent sees a node
+                waiting, restarts its workers for the membership change without counting it (SIGTERM, then SIGKILL
+                after torchrun's 30 s), and the job re-forms with the two nodes' restart counts apart: the workers
+                must agree on their attempt by other means (trainer/attempt.py). On gloo, kill-workers alone makes
+                every peer fail at once and every count go up, which hides this.
 - restart-etcd: the rendezvous store goes away and comes back empty, as when the platform's etcd pod is
                 replaced. Every agent's next call to etcd fails; it stops its workers and the launcher exits 200
                 (trainer/launch_exits.py) with the rendezvous left open. restartPolicy ExitCode creates the pods
@@ -30,8 +38,8 @@ from local.etcd import LocalEtcd
 from local.procs import Proc, process_tree, signal_all
 from trainer.checkpoint_layout import complete_checkpoints
 
-DRILLS = ("kill-agent", "kill-workers", "restart-etcd")
-POD_DRILLS = ("kill-agent", "kill-workers")  # drills aimed at one worker pod (--drill-pod)
+DRILLS = ("kill-agent", "kill-workers", "hung-peer", "restart-etcd")
+POD_DRILLS = ("kill-agent", "kill-workers", "hung-peer")  # drills aimed at one worker pod (--drill-pod)
 ETCD_DOWN_S = 3.0  # long enough for every agent's next keep-alive or state sync to fail
 
 
@@ -58,8 +66,9 @@ class DrillReport:
     at_step: int  # the last step the leader had logged when the fault was injected
     checkpoint_step: int | None  # the newest complete checkpoint right after the fault: the resume point
     detail: str
-    killed: tuple[Proc, ...] = ()  # kill-agent, kill-workers: every process that got SIGKILL
+    killed: tuple[Proc, ...] = ()  # kill-agent, kill-workers, hung-peer: every process that got SIGKILL
     repeats: int = 1  # kill-workers: how many times it killed a set of workers (0: there were none to kill)
+    stopped: tuple[Proc, ...] = ()  # hung-peer: the workers stopped (SIGSTOP) as blocked NCCL peers
 
 
 def newest_checkpoint_step(checkpoint_dir: Path | None) -> int | None:
@@ -83,13 +92,20 @@ class Drill:
                 f"kill-agent needs the job to go on with fewer agents, but it runs {nodes.start}:{replicas}; "
                 "run with --nodes 2 --min-nodes 1"
             )
+        if name == "hung-peer" and replicas < 2:
+            raise DrillError(f"hung-peer needs a second worker pod whose workers block, but the job runs {replicas}; "
+                             "run with --nodes 2")  # fmt: skip
         if name in POD_DRILLS and not -replicas <= pod_index < replicas:
             raise DrillError(f"--drill-pod {pod_index}: the job has worker pods 0 to {replicas - 1}")
         self.name, self.trigger, self.pod_index = name, trigger, pod_index % max(replicas, 1)
+        # hung-peer: the pod whose workers block is the leader's (pod 0) unless that is the one that crashes.
+        self.hung_index = 0 if self.pod_index != 0 else 1
         self.report: DrillReport | None = None
 
     def describe(self, job: str) -> str:
         target = f" {job}-worker-{self.pod_index}" if self.name in POD_DRILLS else ""
+        if self.name == "hung-peer":
+            target += f" (blocked: {job}-worker-{self.hung_index})"
         return f"{self.name}{target} {self.trigger.describe()}"
 
     def poll(self, pods: WorkerPods, etcd: LocalEtcd | None, checkpoint_dir: Path | None, last_step: int) -> str:
@@ -100,16 +116,33 @@ class Drill:
         if not self.trigger.met(checkpoint_dir, last_step):
             return ""
         killed: list[Proc] = []
+        stopped: list[Proc] = []
         if self.name == "kill-agent":
             detail = self._kill_agent(pods, killed)
         elif self.name == "kill-workers":
             detail = self._kill_workers(pods, killed) or f"{pods.pods[self.pod_index].name} had no workers running"
+        elif self.name == "hung-peer":
+            detail = self._hang_and_crash(pods, stopped, killed)
         else:
             detail = self._restart_etcd(etcd)
         checkpoint = newest_checkpoint_step(checkpoint_dir)
         repeats = 0 if self.name == "kill-workers" and not killed else 1  # kill-workers counts rounds with victims
-        self.report = DrillReport(self.name, last_step, checkpoint, detail, tuple(killed), repeats)
+        self.report = DrillReport(
+            self.name, last_step, checkpoint, detail, tuple(killed), repeats, stopped=tuple(stopped)
+        )
         return detail
+
+    def _hang_and_crash(self, pods: WorkerPods, stopped: list[Proc], killed: list[Proc]) -> str:
+        """SIGSTOP the blocked pod's workers first, so that none of them sees the crash fail a collective (gloo's
+        way, not NCCL's), then SIGKILL the crashed pod's workers."""
+        hung = pods.pods[self.hung_index]
+        if hung.phase is not PodPhase.RUNNING or hung.process is None:
+            return f"{hung.name} was not running; nothing done"
+        stopped += process_tree(hung.process.pid)[1:]
+        signal_all(stopped, signal.SIGSTOP)
+        crashed = self._kill_workers(pods, killed)
+        blocked = ", ".join(str(proc.pid) for proc in stopped)
+        return f"SIGSTOP to the workers of {hung.name} (pids {blocked}: blocked, as NCCL peers are); {crashed}"
 
     def _kill_agent(self, pods: WorkerPods, killed: list[Proc]) -> str:
         pod = pods.pods[self.pod_index]

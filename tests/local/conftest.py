@@ -32,6 +32,12 @@ def exhausted_agent_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult
 
 
 @pytest.fixture(scope="module")
+def hung_peer_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
+    """After the first checkpoint, worker pod 0's workers stopped (blocked, as NCCL peers are) and pod 1's killed."""
+    return run_dev(tmp_path_factory.mktemp("hung-peer"), drill="hung-peer")
+
+
+@pytest.fixture(scope="module")
 def restarted_etcd_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
     """etcd stopped and started again, empty, after the first checkpoint."""
     return run_dev(tmp_path_factory.mktemp("restart-etcd"), drill="restart-etcd")

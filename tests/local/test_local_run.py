@@ -88,7 +88,55 @@ def test_killed_agent_job_stops_every_process_it_started(killed_agent_run: Local
     assert processes_mentioning(str(killed_agent_run.work_dir)) == []
 
 
-# (c) etcd restarted mid-run, empty: every agent's launcher exits 200 (retryable) and leaves the rendezvous open; the
+# (c) a crash whose peers block (NCCL's semantics): pod 0's workers stopped, pod 1's killed. Pod 1's agent counts a
+# restart, pod 0's restarts its workers for the membership change without counting one; the job re-forms all the same
+# because the workers' attempt is agreed through the rendezvous round, not taken from each node's count
+
+
+def test_hung_peer_drill_blocks_one_pods_workers_and_kills_the_others(hung_peer_run: LocalResult) -> None:
+    drill = hung_peer_run.drill
+    assert drill is not None and drill.stopped and drill.killed
+    assert drill.at_step < STEPS, "the drill fired only after the job had finished"
+    assert not any(alive(proc) for proc in drill.stopped + drill.killed)
+
+
+def test_hung_peer_job_reforms_and_finishes_every_step_on_both_nodes(hung_peer_run: LocalResult) -> None:
+    assert hung_peer_run.succeeded, hung_peer_run.reason
+    summary = hung_peer_run.summary
+    assert summary is not None and summary.steps == STEPS
+    assert summary.world_sizes == [2]
+
+
+def test_hung_peer_restart_counts_apart_yet_one_attempt(hung_peer_run: LocalResult) -> None:
+    """The blocked pod's torchrun counted no restart, the crashed pod's one; both pods' second start is one attempt."""
+    assert "failed (exitcode: -9)" in log_of(hung_peer_run, 1) and "failed (exitcode" not in log_of(hung_peer_run, 0)
+    attempts = [re.findall(r"workers' attempt (\w+)", log_of(hung_peer_run, pod)) for pod in (0, 1)]
+    assert len(attempts[0]) == len(attempts[1]) == 2
+    assert attempts[0] == attempts[1] and attempts[0][0] != attempts[0][1]
+
+
+def test_hung_peer_job_resumes_from_the_checkpoint_before_the_fault(hung_peer_run: LocalResult) -> None:
+    drill = hung_peer_run.drill
+    assert drill is not None and drill.checkpoint_step is not None
+    expected = f"resumed from {hung_peer_run.checkpoint_dir}/{checkpoint_name(drill.checkpoint_step)}"
+    assert expected in log_of(hung_peer_run, 0)
+
+
+def test_hung_peer_job_follows_the_uninterrupted_loss_curve(hung_peer_run: LocalResult, clean_run: LocalResult) -> None:
+    def curve(result: LocalResult) -> dict[int, float]:
+        return {record["step"]: record["loss"] for record in result.records}  # a step logged again: the later
+
+    resumed, clean = curve(hung_peer_run), curve(clean_run)
+    assert set(resumed) == set(clean)
+    for step, loss in clean.items():
+        assert resumed[step] == pytest.approx(loss, rel=LOSS_TOLERANCE), f"step {step}"
+
+
+def test_hung_peer_job_stops_every_process_it_started(hung_peer_run: LocalResult) -> None:
+    assert processes_mentioning(str(hung_peer_run.work_dir)) == []
+
+
+# (d) etcd restarted mid-run, empty: every agent's launcher exits 200 (retryable) and leaves the rendezvous open; the
 # pods are created again, rejoin in the new etcd and resume from the last checkpoint
 
 
@@ -126,7 +174,7 @@ def test_restarted_etcd_job_stops_every_process_it_started(restarted_etcd_run: L
     assert processes_mentioning(str(restarted_etcd_run.work_dir)) == []
 
 
-# (d) two runs in a row against one etcd, nothing cleaned up in between
+# (e) two runs in a row against one etcd, nothing cleaned up in between
 
 
 def test_second_run_against_the_same_etcd_starts_normally(tmp_path: Path, shared_etcd: LocalEtcd) -> None:
@@ -138,7 +186,7 @@ def test_second_run_against_the_same_etcd_starts_normally(tmp_path: Path, shared
     assert first.plan.rendezvous_id != second.plan.rendezvous_id
 
 
-# (e) an agent whose workers keep dying exhausts its restarts: the job fails at once, and no pod restarts
+# (f) an agent whose workers keep dying exhausts its restarts: the job fails at once, and no pod restarts
 
 
 def test_exhausted_agent_restarted_its_workers_max_restarts_times(exhausted_agent_run: LocalResult) -> None:
