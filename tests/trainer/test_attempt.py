@@ -11,10 +11,16 @@ from datetime import timedelta
 
 import pytest
 import torch.distributed as dist
-from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousInfo, RendezvousStoreInfo
+from torch.distributed.elastic.rendezvous import (
+    RendezvousHandler,
+    RendezvousInfo,
+    RendezvousParameters,
+    RendezvousStoreInfo,
+)
+from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from local.etcd import free_port
-from trainer.attempt import ATTEMPT_ENV, agree_attempt, attempt_id
+from trainer.attempt import ATTEMPT_ENV, ATTEMPT_KEY, agree_attempt, attempt_id
 from trainer.env import read_env
 from trainer.launch_rendezvous import HeldShutdown
 
@@ -102,8 +108,33 @@ class OneRound(RendezvousHandler):
 def test_the_wrapper_sets_the_rounds_id_for_the_workers_it_starts_next(
     server: dist.TCPStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(ATTEMPT_ENV, raising=False)
+    monkeypatch.setenv(ATTEMPT_ENV, "before")  # put back as it was after the test
     store = round_store(server, 4)
     info = HeldShutdown(OneRound(store, rank=0)).next_rendezvous()
     assert info.rank == 0
-    assert os.environ[ATTEMPT_ENV] == store.get("trainer/attempt-id").decode()
+    assert os.environ[ATTEMPT_ENV] == store.get(ATTEMPT_KEY).decode()
+
+
+def test_the_static_rendezvous_of_a_trainjob_agrees_on_one_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TrainJob's torchrun rendezvouses statically on the master address (one round: --max-restarts=0)."""
+    port = free_port()
+    handlers = [
+        HeldShutdown(get_rendezvous_handler(RendezvousParameters(
+            backend="static", endpoint=f"127.0.0.1:{port}", run_id="job", min_nodes=2, max_nodes=2, rank=rank,
+            timeout=20,
+        )))
+        for rank in (0, 1)
+    ]  # fmt: skip
+    found: dict[int, str] = {}
+    monkeypatch.setenv(ATTEMPT_ENV, "before")  # put back as it was after the test
+
+    def join(rank: int) -> None:
+        info = handlers[rank].next_rendezvous()  # the wrapper agrees; node 1's waits for node 0's id
+        found[rank] = info.store.get(ATTEMPT_KEY).decode()
+
+    threads = [threading.Thread(target=join, args=(rank,)) for rank in (1, 0)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=40)
+    assert found[0] == found[1] == os.environ[ATTEMPT_ENV]
