@@ -19,11 +19,17 @@ the facts behind it (kubeflow/trainer v2.3.0 and kubernetes-sigs/jobset v0.12.0)
   recreates all Jobs, every pod of the gang (the default action RestartJobSet, counted against maxRestarts;
   pkg/controllers/failure_policy.go), which start a fresh static rendezvous and resume from the last checkpoint.
   A single replaced pod could not rejoin: a static rendezvous is formed once, and the survivors' workers fail with
-  it. Only the launcher's exit 2, arguments torchrun's parser rejected, fails the JobSet at once (podFailurePolicy
-  FailJob -> reason PodFailurePolicy -> rule FailJobSet). Its exit 1 (workers failed, torchrun's restarts spent,
-  trainer/launch_exits.py) does not: under a static rendezvous that is also how the survivors of a lost node end,
-  and JobSet applies the first rule that matches any failed Job (findFirstFailedPolicyRuleAndJob), so a FailJobSet
-  on exit 1 would turn every lost node into a failed run.
+  it. Two kinds of pod failure are told apart, each by a podFailurePolicy rule FailJob (the Job's reason
+  PodFailurePolicy, its message naming the container's exit code or the pod's condition and the rule's index;
+  kubernetes pkg/controller/job/pod_failure_policy.go) and a JobSet rule matching that reason and message
+  (onJobFailureReasons, onJobFailureMessagePatterns):
+  - the launcher's final exits (trainer/launch_exits.py FINAL_EXITS: bad arguments, checkpoint storage full,
+    staging failed) fail the JobSet at once (FailJobSet): a restart would reload the model to fail the same way;
+  - a pod with the condition DisruptionTarget (evicted for a node-group update or drain, preempted, deleted at
+    the end of a capacity block) restarts the gang with RestartJobSetAndIgnoreMaxRestarts: a disruption the
+    operator chose does not use up maxRestarts.
+  The launcher's exit 1 (workers failed, torchrun's restarts spent) is not final: under a static rendezvous that
+  is also how the survivors of a lost node end, and their Job failure would end the run.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from stack.job_api import (
     TRAINJOB_KIND,
 )
 from stack.names import TRAINER_METRICS_PORT, TRAINER_METRICS_PORT_NAME
-from trainer.launch_exits import EXIT_BAD_ARGUMENTS, LAUNCH_MODULE
+from trainer.launch_exits import EXIT_STAGING_FAILED, FINAL_EXITS, LAUNCH_MODULE
 from workloads.job.manifest import (
     PYTHON,
     hf_token_secret,
@@ -59,9 +65,16 @@ FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 # The torch plugin's environment (TorchRunReservedEnvNames): a TrainJob that sets one is rejected.
 TRAINER_V2_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 RUN_ID_ANNOTATION = "fsdp-eks/run-id"
-# The JobSet rule for the one permanent failure, and the reason a Job failed by podFailurePolicy FailJob carries.
-FAIL_RULE = "bad-launch-arguments"
+# The JobSet's rules: names JobSet's webhook accepts (^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, at most 128
+# characters; kubernetes-sigs/jobset v0.12.0 pkg/webhooks/jobset_webhook.go), and the reason a Job failed by a
+# podFailurePolicy rule FailJob carries (batch/v1 JobReasonPodFailurePolicy).
+FAIL_RULE = "finalExit"
+DISRUPTION_RULE = "voluntaryDisruption"
 POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
+# The pod condition set on a pod stopped for a disruption: eviction (a drain), preemption, taint-based deletion.
+DISRUPTION_TARGET = "DisruptionTarget"
+# The staging step's module: where it still runs in an init container, that container's exit 4 is final too.
+STAGE_MODULE = "trainer.stage"
 
 
 def trainjob_launcher_command(spec: JobSpec) -> list[str]:
@@ -97,30 +110,79 @@ def node_pod_template(spec: JobSpec) -> dict[str, Any]:
     return template
 
 
+def final_exit_rules(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    """podFailurePolicy rules FailJob for the exits nothing may retry: the node container's FINAL_EXITS and, for an
+    init container that runs the staging step, its exit 4. A rule names its container: a code means what the
+    launcher says only in the containers that run it (an init container's `sh` may exit 2 for its own reasons)."""
+    rules = [
+        {"action": "FailJob", "onExitCodes": {"containerName": NODE, "operator": "In", "values": sorted(FINAL_EXITS)}}
+    ]
+    for container in pod.get("initContainers", []):
+        if STAGE_MODULE in container.get("command", []):
+            exits = {"containerName": container["name"], "operator": "In", "values": [EXIT_STAGING_FAILED]}
+            rules.append({"action": "FailJob", "onExitCodes": exits})
+    return rules
+
+
+def disruption_rule() -> dict[str, Any]:
+    """FailJob on the pod condition DisruptionTarget: the Job's message then names the condition, which the JobSet's
+    rule turns into a restart that maxRestarts does not count. (Ignore would have the Job replace the one pod, which
+    cannot rejoin a static rendezvous; its peers' exits would then fail the Job, counted.)"""
+    return {"action": "FailJob", "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}]}
+
+
+def pod_failure_policy(pod: dict[str, Any]) -> dict[str, Any]:
+    """The final exits first (a final exit is never turned into a restart), then disruptions."""
+    return {"rules": [*final_exit_rules(pod), disruption_rule()]}
+
+
 def node_job_template(spec: JobSpec) -> dict[str, Any]:
-    """The batch Job of the trainer step: a failed pod fails it at once, except that bad launcher arguments fail it
-    with reason PodFailurePolicy, which the JobSet's rule turns into a failed run."""
+    """The batch Job of the trainer step: a failed pod fails it at once (backoffLimit 0), with reason PodFailurePolicy
+    where a podFailurePolicy rule names the failure (a final exit, a disruption), else BackoffLimitExceeded."""
+    template = node_pod_template(spec)
     return {
         "metadata": {"labels": {ANCESTOR_LABEL: TRAINER_ANCESTOR}},
-        "spec": {
-            "backoffLimit": 0,
-            "podFailurePolicy": {
-                "rules": [
-                    {
-                        "action": "FailJob",
-                        "onExitCodes": {"containerName": NODE, "operator": "In", "values": [EXIT_BAD_ARGUMENTS]},
-                    }
-                ]
-            },
-            "template": node_pod_template(spec),
-        },
+        "spec": {"backoffLimit": 0, "podFailurePolicy": pod_failure_policy(template["spec"]), "template": template},
     }
 
 
+def failure_message_pattern(rules: list[dict[str, Any]], wanted: str) -> list[str]:
+    """Patterns for the message of a Job failed by the podFailurePolicy rules of kind `wanted` (onExitCodes or
+    onPodConditions): each ends with its rule's index, as the Job controller writes it ("... matching FailJob rule at
+    index N", kubernetes pkg/controller/job/pod_failure_policy.go), so that the two kinds never match each other's."""
+    if wanted == "onExitCodes":
+        return [
+            f"^Container {rule['onExitCodes']['containerName']} for pod [^ ]+ failed with exit code [0-9]+ matching "
+            f"FailJob rule at index {index}$"
+            for index, rule in enumerate(rules)
+            if "onExitCodes" in rule
+        ]
+    return [
+        f"^Pod [^ ]+ has condition {DISRUPTION_TARGET} matching FailJob rule at index {index}$"
+        for index, rule in enumerate(rules)
+        if "onPodConditions" in rule
+    ]
+
+
 def failure_policy(spec: JobSpec) -> dict[str, Any]:
-    """The JobSet's: up to job.maxRestarts whole-gang restarts (the default action), none for bad arguments."""
-    rule = {"name": FAIL_RULE, "action": "FailJobSet", "onJobFailureReasons": [POD_FAILURE_POLICY_REASON]}
-    return {"maxRestarts": spec.max_restarts, "rules": [rule]}
+    """The JobSet's: up to job.maxRestarts whole-gang restarts (the default action); none after a final exit; and
+    restarts after a disruption that do not count. A Job failure neither rule matches (a message the Job
+    controller wrote differently, too) gets the default: a counted restart, never an end of the run."""
+    rules = node_job_template(spec)["spec"]["podFailurePolicy"]["rules"]
+    reasons = [POD_FAILURE_POLICY_REASON]
+    final = {
+        "name": FAIL_RULE,
+        "action": "FailJobSet",
+        "onJobFailureReasons": reasons,
+        "onJobFailureMessagePatterns": failure_message_pattern(rules, "onExitCodes"),
+    }
+    disruption = {
+        "name": DISRUPTION_RULE,
+        "action": "RestartJobSetAndIgnoreMaxRestarts",
+        "onJobFailureReasons": reasons,
+        "onJobFailureMessagePatterns": failure_message_pattern(rules, "onPodConditions"),
+    }
+    return {"maxRestarts": spec.max_restarts, "rules": [final, disruption]}
 
 
 def runtime_name(spec: JobSpec) -> str:

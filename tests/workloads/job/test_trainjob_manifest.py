@@ -5,6 +5,7 @@ and running a command that torchrun and the trainer accept with the variables Tr
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import kubernetes_validate
@@ -15,11 +16,13 @@ from torch.distributed import run as torchrun
 from sizing.catalog import CATALOG
 from stack.config import KUBERNETES_VERSIONS
 from trainer.config import TrainConfig, parse_args
-from trainer.launch_exits import EXIT_BAD_ARGUMENTS, LAUNCH_MODULE
+from trainer.launch_exits import FINAL_EXITS, LAUNCH_MODULE
 from workloads.job.manifest import pod_template, pytorchjob_manifest
 from workloads.job.spec import JOIN_TIMEOUT_S
 from workloads.job.trainjob import (
     ANCESTOR_LABEL,
+    DISRUPTION_RULE,
+    FAIL_RULE,
     NODE,
     TRAINER_V2_ENV,
     training_runtime,
@@ -174,14 +177,33 @@ def test_a_lost_pod_restarts_the_whole_gang_up_to_max_restarts(stack: str) -> No
     job = node_job(stack)["template"]["spec"]
     assert job["backoffLimit"] == 0  # any failed pod fails its Job ...
     assert jobset["failurePolicy"]["maxRestarts"] == spec.max_restarts  # ... and the JobSet recreates them all
-    (rule,) = jobset["failurePolicy"]["rules"]
-    assert (rule["action"], rule["onJobFailureReasons"]) == ("FailJobSet", ["PodFailurePolicy"])
+    assert all(rule["onJobFailureReasons"] == ["PodFailurePolicy"] for rule in jobset["failurePolicy"]["rules"])
 
 
-def test_only_bad_launcher_arguments_fail_the_run_at_once(stack: str) -> None:
-    (rule,) = node_job(stack)["template"]["spec"]["podFailurePolicy"]["rules"]
-    assert rule["action"] == "FailJob"
-    assert rule["onExitCodes"] == {"containerName": NODE, "operator": "In", "values": [EXIT_BAD_ARGUMENTS]}
+def test_the_jobsets_rule_names_are_ones_jobsets_webhook_accepts(stack: str) -> None:
+    # kubernetes-sigs/jobset v0.12.0 pkg/webhooks/jobset_webhook.go validateFailurePolicy
+    names = [rule["name"] for rule in runtime_of(stack)["spec"]["template"]["spec"]["failurePolicy"]["rules"]]
+    assert all(re.fullmatch(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?", name) and len(name) <= 128 for name in names)
+    assert len(set(names)) == len(names)
+
+
+def test_every_final_launcher_exit_of_the_node_container_fails_its_job(stack: str) -> None:
+    rules = node_job(stack)["template"]["spec"]["podFailurePolicy"]["rules"]
+    exits = {"containerName": NODE, "operator": "In", "values": sorted(FINAL_EXITS)}
+    assert rules[0] == {"action": "FailJob", "onExitCodes": exits}
+
+
+def test_a_disrupted_pod_fails_its_job_by_its_condition(stack: str) -> None:
+    rules = node_job(stack)["template"]["spec"]["podFailurePolicy"]["rules"]
+    condition = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert rules[-1] == condition  # after the final exits: a final exit is never turned into a restart
+
+
+def test_the_jobset_fails_on_a_final_exit_and_restarts_uncounted_on_a_disruption(stack: str) -> None:
+    rules = {
+        rule["name"]: rule["action"] for rule in runtime_of(stack)["spec"]["template"]["spec"]["failurePolicy"]["rules"]
+    }
+    assert rules == {FAIL_RULE: "FailJobSet", DISRUPTION_RULE: "RestartJobSetAndIgnoreMaxRestarts"}
 
 
 def test_pods_carry_the_stacks_labels_whichever_api_runs_them(stack: str) -> None:

@@ -1,0 +1,60 @@
+"""The admission of a TrainJob run's objects, in the order the cluster meets them; pure and torch-free.
+
+1. The ClusterTrainingRuntime: its CRD's rules and Trainer v2.3.0's webhook (local/trainer_webhooks.py).
+2. The TrainJob, once its runtime exists: its CRD's rules and Trainer's webhook.
+3. The JobSet that Trainer's controller then builds: JobSet v0.12.0's defaults and webhook (local/jobset_webhook.py).
+4. Each child Job the JobSet controller creates (<jobset>-<replicated job>-<index>): the Job API's validation
+   (local/pod_failure_policy.py).
+Steps 1 and 2 fail `pulumi up`; steps 3 and 4 fail later and quietly, in a controller's retries and events, with
+the TrainJob accepted and nothing running. Every step runs here before the local run starts anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from local.jobset_webhook import JobSetAdmissionError, admit_jobset, trainer_jobset
+from local.pod_failure_policy import job_spec_problems
+from local.trainer_webhooks import runtime_problems, trainjob_problems
+
+
+class AdmissionError(Exception):
+    """An object the cluster would not take, with the step that refused it and every problem it named."""
+
+    def __init__(self, step: str, name: str, problems: list[str]) -> None:
+        super().__init__(f"{step} refuses {name}: " + "; ".join(problems))
+        self.step, self.name, self.problems = step, name, problems
+
+
+def child_jobs(jobset: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The Jobs the JobSet controller creates, by name (jobset pkg/util/placement GenJobName) with their spec."""
+    name = jobset["metadata"]["name"]
+    return [
+        (f"{name}-{replicated['name']}-{index}", replicated["template"]["spec"])
+        for replicated in jobset["spec"].get("replicatedJobs", [])
+        for index in range(replicated.get("replicas", 1))
+    ]
+
+
+def admit(
+    runtime: Mapping[str, Any], trainjob: Mapping[str, Any], features_on: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """Every step of the run's admission; returns the JobSet as stored, or raises AdmissionError at the first
+    step that refuses, as the cluster would stop there."""
+    problems = runtime_problems(runtime)
+    if problems:
+        raise AdmissionError("Trainer v2's ClusterTrainingRuntime admission", runtime["metadata"]["name"], problems)
+    problems = trainjob_problems(trainjob, {runtime["metadata"]["name"]: runtime})
+    if problems:
+        raise AdmissionError("Trainer v2's TrainJob admission", trainjob["metadata"]["name"], problems)
+    jobset = trainer_jobset(runtime, trainjob)
+    try:
+        stored = admit_jobset(jobset, features_on)
+    except JobSetAdmissionError as refused:
+        raise AdmissionError("JobSet v0.12.0's webhook", jobset["metadata"]["name"], refused.problems) from None
+    for job_name, job_spec in child_jobs(stored):
+        problems = job_spec_problems(job_name, job_spec)
+        if problems:
+            raise AdmissionError("the Job API (batch/v1)", job_name, problems)
+    return stored
