@@ -4,34 +4,45 @@ The TrainJob and its runtime are rendered by the stack's own builders (workloads
 config with the local changes (local/config.py). One torchrun agent per node runs the TrainJob's command with Trainer
 v2's PET_* variables (local/trainjob_launch.py): torchrun's static rendezvous on node 0, here 127.0.0.1. No etcd.
 
-The agents are supervised as the JobSet would: a pod that exits with an error fails its Job (restartPolicy Never,
-backoffLimit 0), and the JobSet then stops every pod and starts them all again, a fresh static rendezvous, while
-restarts are left (local/jobset_policy.py reads the rules from the runtime). The trainer resumes from its last
-checkpoint. Every process started here is stopped on success, failure and Ctrl-C.
+Before anything starts, the two objects go through the cluster's admission as modelled from the webhooks' sources
+(local/trainjob_admission.py: Trainer v2's webhooks, JobSet's on the JobSet Trainer would build, the Job API's on
+each child Job); a refusal ends the run with the webhook's message, as it would leave the cluster's TrainJob idle.
+
+The agents are supervised as the Job and JobSet controllers would: the pods failed by the time the attempt stops
+are read as the Job controller reads them (the runtime's pod with its init containers exited 0 and the node
+container's exit code; a pod lost with its node has no condition) and local/jobset_policy.py applies the runtime's
+podFailurePolicy and JobSet failurePolicy to them: the JobSet fails, or stops every pod and starts them all again,
+a fresh static rendezvous, counted against maxRestarts or not. The trainer resumes from its last checkpoint. Every
+process started here is stopped on success, failure and Ctrl-C.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from local.agents import Pod, PodEvent, PodPhase, WorkerPods
 from local.drills import Drill, DrillError
 from local.etcd import free_port
-from local.jobset_policy import GangPolicy, gang_outcome, gang_policy
+from local.jobset_policy import GangOutcome, JobSetRestarts, Verdict, gang_outcome, trainer_job
 from local.launch import LocalPlan, ManifestError
+from local.pod_failure_policy import DEFAULT_BACKOFF_LIMIT, FailedPod, pod_exit
 from local.procs import kill_tree
 from local.report import MetricsFollower, progress_line, summarize, write_chart
-from local.restart_policy import Action, container_exit_code
+from local.restart_policy import container_exit_code
 from local.run import LocalOptions, LocalResult, LocalRunError, footer, local_config, shorter_paths, watch
-from local.trainjob_launch import trainjob_plan, with_master_port
+from local.trainjob_admission import AdmissionError, admit
+from local.trainjob_launch import NODE, trainjob_plan, with_master_port
 from stack.paths import PROJECT_ROOT
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import training_runtime, trainjob_manifest
 
+Objects = tuple[dict[str, Any], dict[str, Any]]  # the ClusterTrainingRuntime and the TrainJob
 # Drills that make sense without etcd: a lost node, and a node whose workers keep dying.
 GANG_DRILLS = ("kill-agent", "kill-workers")
 
@@ -53,17 +64,52 @@ class GangPods(WorkerPods):
         return PodEvent(pod.name, f"agent exited {code}: its Job failed (restartPolicy Never, backoffLimit 0){said}")
 
 
-def failed_exit(pods: WorkerPods, policy: GangPolicy) -> tuple[str, int]:
-    """The failed pod and exit code the JobSet acts on: one its rules make final if there is one (JobSet applies the
-    first rule that any failed Job matches), else the first failed, a pod lost with its node (SIGKILL: 137) first."""
-    failed = [
-        (pod.name, container_exit_code(pod.process.returncode))
+def failed_pods(pods: WorkerPods, runtime: dict[str, Any], namespace: str) -> list[FailedPod]:
+    """The attempt's failed pods as the Job controller finds them: the runtime's pod, its init containers exited 0
+    (they do not run here) and its node container with the agent's exit code; a pod lost with its node first (it
+    was killed first), then the others that failed. No pod here has a condition: no drill evicts one."""
+    pod_spec = trainer_job(runtime)["template"]["spec"]
+    return [
+        pod_exit(pod_spec, pod.name, namespace, NODE, container_exit_code(pod.process.returncode))
         for phase in (PodPhase.LOST, PodPhase.FAILED)
         for pod in pods.pods
         if pod.phase is phase and pod.process is not None and pod.process.returncode is not None
     ]
-    final = [(name, code) for name, code in failed if code in policy.fail_codes]
-    return (final or failed or [("a pod", 1)])[0]
+
+
+def describe_policy(runtime: dict[str, Any]) -> list[str]:
+    """The runtime's failure rules in a line each, for the run's header."""
+    jobset = runtime["spec"]["template"]["spec"].get("failurePolicy")
+    job = trainer_job(runtime)
+    lines = [f"Job: backoffLimit {job.get('backoffLimit', DEFAULT_BACKOFF_LIMIT)}"]
+    for index, rule in enumerate(job.get("podFailurePolicy", {}).get("rules", [])):
+        on = rule.get("onExitCodes")
+        when = (
+            f"container {on.get('containerName', 'any')} exit {on['operator']} {on['values']}"
+            if on
+            else "condition " + ", ".join(f"{c['type']}={c['status']}" for c in rule.get("onPodConditions", []))
+        )
+        lines.append(f"podFailurePolicy rule {index}: {when} -> {rule['action']}")
+    if jobset is None:
+        return [*lines, "JobSet: no failurePolicy, the first failed Job fails it"]
+    lines.append(f"JobSet: maxRestarts {jobset.get('maxRestarts', 0)}, default action RestartJobSet")
+    lines += [f"JobSet rule {rule['name']}: {rule['action']}" for rule in jobset.get("rules", [])]
+    return lines
+
+
+def jobset_outcome(pods: WorkerPods, objects: Objects, restarts: JobSetRestarts) -> GangOutcome:
+    """What the Job and JobSet controllers do about the attempt's failed pods."""
+    runtime, trainjob = objects
+    failed = failed_pods(pods, runtime, trainjob["metadata"]["namespace"])
+    if not failed:
+        raise LocalRunError(
+            f"{trainjob['metadata']['name']}: the gang stopped with no pod failed and not all succeeded"
+        )
+    outcome = gang_outcome(runtime, failed, restarts)
+    if outcome.verdict is Verdict.REPLACE_POD:  # no rule of ours ignores a failure; a static group could not take it
+        raise LocalRunError(f"{outcome.why}: replacing one pod of a static rendezvous is not modelled here")
+    names = ", ".join(f"{pod.name} ({pod.containers[0].exit_code})" for pod in failed)
+    return dataclasses.replace(outcome, why=f"{names} failed; {outcome.why}")
 
 
 def gang_drill(options: LocalOptions, nodes: int) -> Drill | None:
@@ -90,6 +136,10 @@ def run_trainjob_local(options: LocalOptions) -> LocalResult:
     config, overrides = local_config(options)
     spec = job_spec(config)
     runtime, trainjob = training_runtime(spec), trainjob_manifest(spec)
+    try:
+        admit(runtime, trainjob)
+    except AdmissionError as refused:
+        raise LocalRunError(f"the cluster would not run the stack's TrainJob: {refused}") from None
     drill = gang_drill(options, spec.nodes)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     work_dir = (options.work_dir or PROJECT_ROOT / "runs" / "local" / f"{spec.name}-{stamp}").resolve()
@@ -99,21 +149,22 @@ def run_trainjob_local(options: LocalOptions) -> LocalResult:
         plan = trainjob_plan(runtime, trainjob, work_dir, metrics_port=free_port(), master_port=free_port())
     except ManifestError as error:
         raise LocalRunError(f"the stack's TrainJob: {error}") from None
-    policy = gang_policy(runtime)
-    options.echo(header(options, plan, policy, [o.describe() for o in overrides], work_dir))
+    options.echo(header(options, plan, runtime, [o.describe() for o in overrides], work_dir))
     if drill:
         options.echo(f"  drill: {drill.describe(plan.job).replace('-worker-', '-node-0-')}")
-    return supervise_gang(options, plan, policy, drill, work_dir)
+    return supervise_gang(options, plan, (runtime, trainjob), drill, work_dir)
 
 
-def header(options: LocalOptions, plan: LocalPlan, policy: GangPolicy, overrides: list[str], work_dir: Path) -> str:
+def header(
+    options: LocalOptions, plan: LocalPlan, runtime: dict[str, Any], overrides: list[str], work_dir: Path
+) -> str:
     lines = [
         f"local run of stack {options.stack}: TrainJob {plan.job}, {plan.replicas} node(s) -> {plan.replicas} "
         f"torchrun agent(s) with 1 worker process each (numProcPerNode is {plan.cluster_nproc_per_node} on the "
         "cluster, one per GPU)",
         f"  rendezvous: {plan.rendezvous_id}, node 0 (Trainer v2's PET_MASTER_ADDR)",
-        f"  restarts: the whole gang, up to the JobSet's maxRestarts {policy.max_restarts}; final on exit codes "
-        f"{sorted(policy.fail_codes) or 'none'}",
+        "  admitted as Trainer v2, JobSet and the Job API would; after a failure, the runtime's rules:",
+        *(f"    {line}" for line in describe_policy(runtime)),
         f"  rank 0's Prometheus metrics: http://{plan.trainer.metrics.host}:{plan.trainer.metrics.port}/metrics",
         f"  files: {work_dir}",
         "  changed for this machine:",
@@ -123,16 +174,16 @@ def header(options: LocalOptions, plan: LocalPlan, policy: GangPolicy, overrides
 
 
 def supervise_gang(
-    options: LocalOptions, plan: LocalPlan, policy: GangPolicy, drill: Drill | None, work_dir: Path
+    options: LocalOptions, plan: LocalPlan, objects: Objects, drill: Drill | None, work_dir: Path
 ) -> LocalResult:
-    """Start the gang, and start it again whole after a failure while the JobSet's restarts last."""
+    """Start the gang, and start it again whole after a failure for as long as the runtime's policies say."""
     started = time.monotonic()
     follower = MetricsFollower(Path(plan.trainer.metrics.file or work_dir / "metrics.jsonl"))
-    restarts, reason, succeeded = 0, "", False
+    restarts, reason, succeeded = JobSetRestarts(), "", False
     while True:
         pods = GangPods(plan.agents, work_dir / "logs", plan.backoff_limit, plan.restart_policy)
         for pod in pods.pods:
-            pod.restarts = restarts  # the JobSet's restart attempt, in the start line of each pod's log
+            pod.restarts = restarts.restarts  # the JobSet's restart attempt, in the start line of each pod's log
         left = replace(options, timeout_s=options.timeout_s - (time.monotonic() - started))
         try:
             pods.start()
@@ -142,13 +193,12 @@ def supervise_gang(
         succeeded = not reason and pods.succeeded
         if reason or succeeded:
             break
-        pod, code = failed_exit(pods, policy)
-        outcome = gang_outcome(policy, code, restarts)
-        options.echo(f"[jobset] {pod} {outcome.why}")
-        if outcome.action is not Action.RECREATE:
-            reason = f"{pod} {outcome.why}"
+        outcome = jobset_outcome(pods, objects, restarts)
+        options.echo(f"[jobset] {outcome.why}")
+        if outcome.verdict is not Verdict.RESTART:
+            reason = outcome.why
             break
-        restarts += 1
+        restarts = outcome.restarts
         plan = with_master_port(plan, free_port())
     for record in follower.poll():
         options.echo(progress_line(record, plan.trainer.schedule.steps))
@@ -164,7 +214,7 @@ def supervise_gang(
         summary=summarize(follower.records, plan.trainer.schedule.steps),
         chart=chart,
         drill=drill.report if drill else None,
-        pod_restarts=restarts * plan.replicas,  # each JobSet restart creates every pod again
+        pod_restarts=restarts.restarts * plan.replicas,  # each JobSet restart creates every pod again
         elapsed_s=time.monotonic() - started,
     )
     if not succeeded:

@@ -11,12 +11,15 @@ from typing import Any
 import pytest
 from torch.distributed import run as torchrun
 
+from local import trainjob_run
 from local.cli import parse_args, runs_trainjob
 from local.config import LocalJobOptions, local_stack_config
-from local.jobset_policy import gang_outcome, gang_policy
+from local.jobset_policy import GangOutcome, JobSetRestarts, Verdict, gang_outcome
 from local.launch import LocalPlan, ManifestError
-from local.restart_policy import Action
+from local.pod_failure_policy import pod_exit
+from local.run import LocalOptions, LocalRunError
 from local.trainjob_launch import trainjob_plan, with_master_port
+from local.trainjob_run import describe_policy
 from trainer.launch_exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import training_runtime, trainjob_manifest
@@ -89,35 +92,54 @@ def test_a_command_that_sets_trainer_v2s_numbers_itself_is_refused(objects: tupl
         trainjob_plan(runtime, trainjob, RUN_DIR, metrics_port=19300, master_port=MASTER_PORT)
 
 
-def test_the_gang_policy_is_read_from_the_runtime(objects: tuple[dict, dict]) -> None:
-    policy = gang_policy(objects[0])
-    assert policy.max_restarts == objects[0]["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"]
-    assert policy.fail_codes == {EXIT_BAD_ARGUMENTS}
+def outcome(runtime: dict[str, Any], code: int, restarts: int = 0) -> GangOutcome:
+    (replicated,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    pod = pod_exit(replicated["template"]["spec"]["template"]["spec"], "fsdp-dev-node-0-1", "training", "node", code)
+    return gang_outcome(runtime, [pod], JobSetRestarts(restarts, restarts))
 
 
-def test_without_the_jobset_rule_bad_arguments_are_restarted_like_anything_else(objects: tuple[dict, dict]) -> None:
+def test_the_header_states_the_runtimes_rules(objects: tuple[dict, dict]) -> None:
+    lines = describe_policy(objects[0])
+    assert "podFailurePolicy rule 0: container node exit In [2, 3, 4] -> FailJob" in lines
+    assert "podFailurePolicy rule 1: condition DisruptionTarget=True -> FailJob" in lines
+    assert "JobSet rule finalExit: FailJobSet" in lines
+
+
+def test_without_the_jobset_rules_a_final_exit_is_restarted_like_anything_else(objects: tuple[dict, dict]) -> None:
     runtime = copy.deepcopy(objects[0])
     runtime["spec"]["template"]["spec"]["failurePolicy"]["rules"] = []
-    assert gang_policy(runtime).fail_codes == frozenset()
+    assert outcome(runtime, EXIT_BAD_ARGUMENTS).verdict is Verdict.RESTART
 
 
 def test_without_a_failure_policy_the_first_failure_fails_the_jobset(objects: tuple[dict, dict]) -> None:
     runtime = copy.deepcopy(objects[0])
     del runtime["spec"]["template"]["spec"]["failurePolicy"]
-    assert gang_outcome(gang_policy(runtime), exit_for_signal(9), restarts=0).action is Action.FAIL_JOB
+    assert outcome(runtime, exit_for_signal(9)).verdict is Verdict.FAIL
 
 
 @pytest.mark.parametrize("code", [exit_for_signal(9), exit_for_signal(15), EXIT_PERMANENT, 200])
 def test_any_other_failure_restarts_the_whole_gang_while_restarts_are_left(
     objects: tuple[dict, dict], code: int
 ) -> None:
-    policy = gang_policy(objects[0])
-    assert gang_outcome(policy, code, restarts=0).action is Action.RECREATE
-    assert gang_outcome(policy, code, restarts=policy.max_restarts).action is Action.FAIL_JOB
+    max_restarts = objects[0]["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"]
+    assert outcome(objects[0], code).verdict is Verdict.RESTART
+    assert outcome(objects[0], code, restarts=max_restarts).verdict is Verdict.FAIL
 
 
 def test_bad_launcher_arguments_fail_the_jobset_at_once(objects: tuple[dict, dict]) -> None:
-    assert gang_outcome(gang_policy(objects[0]), EXIT_BAD_ARGUMENTS, restarts=0).action is Action.FAIL_JOB
+    assert outcome(objects[0], EXIT_BAD_ARGUMENTS).verdict is Verdict.FAIL
+
+
+def test_a_runtime_the_jobset_webhook_refuses_is_refused_before_anything_starts(
+    objects: tuple[dict, dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = copy.deepcopy(objects[0])
+    runtime["spec"]["template"]["spec"]["failurePolicy"]["rules"][0]["name"] = "bad-launch-arguments"
+    monkeypatch.setattr(trainjob_run, "training_runtime", lambda spec: runtime)
+    options = LocalOptions(stack="dev", job=LocalJobOptions(nodes=2, api="trainjob"), work_dir=tmp_path)
+    with pytest.raises(LocalRunError, match="invalid failure policy rule name 'bad-launch-arguments'"):
+        trainjob_run.run_trainjob_local(options)
+    assert not (tmp_path / "logs").exists()
 
 
 def test_the_cli_runs_a_trainjob_when_asked_and_the_pytorchjob_by_default() -> None:
