@@ -8,11 +8,12 @@ rank has written, rank 0 writes meta.json and renames the directory, so a crash 
 checkpoints under their final names. Before a save, trainer/checkpoint_space.py decides whether it fits.
 
 Saves are synchronous, or with --async-checkpoint written in the background: the step waits while the state is
-copied to host memory (DCP's DefaultStager; pinned on CUDA), a thread writes it, and rank 0 commits as soon as its
-write has finished. DCP's coordinator (rank 0) completes a save only after gathering every rank's write result
-(state_dict_saver: the "write" all_reduce before finish), so rank 0's save finishing means every shard is on disk.
-At most one save is in flight: the next one, and the end of training, wait for it. All checkpoint collectives use
-the long-timeout gloo group (trainer/distributed.py `io_group`).
+copied to host memory (DCP's DefaultStager; pinned on CUDA), a thread writes it, and rank 0 commits it in that thread
+the moment the save completes, whatever its main thread is doing (trainer/checkpoint_commit.py). DCP's coordinator
+(rank 0) completes a save only after gathering every rank's write result (state_dict_saver: the "write" all_reduce
+before finish), so rank 0's save finishing means every shard is on disk. At most one save is in flight: the next one,
+and the end of training, wait for it. All checkpoint collectives use the long-timeout gloo group
+(trainer/distributed.py `io_group`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import math
 import os
 import shutil
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.tensor import DTensor, Shard
 
+from trainer.checkpoint_commit import Commits, Outcome, PendingSave
 from trainer.checkpoint_layout import (
     TMP_SUFFIX,
     checkpoint_name,
@@ -93,17 +94,6 @@ class CheckpointStats:
     load_s: float | None = None
     read_bytes: int | None = None
     """Bytes the load at start read from the checkpoint files, all ranks together."""
-
-
-@dataclass
-class _Pending:
-    step: int
-    consumed_samples: int
-    tmp: Path
-    final: Path
-    started: float
-    bytes: int
-    future: Future | None
 
 
 def _rng_state(device_type: str) -> dict[str, torch.Tensor]:
@@ -171,7 +161,9 @@ class Checkpointer:
         self.io = io
         self.replicas = replicas
         self.stats = CheckpointStats()
-        self._pending: _Pending | None = None
+        self._pending: PendingSave | None = None
+        """The save in flight: resolved by `commits`, in the main thread or in DCP's writer thread."""
+        self.commits = Commits(self._commit, env.is_leader)
         self._stager: Any = None
 
     def _state(self, state: TrainState) -> dict[str, Any]:
@@ -220,8 +212,9 @@ class Checkpointer:
         if not plan.fits:
             raise StorageError(plan.problem(self.directory, step))
         if plan.prune_first and self.env.is_leader:
-            for path in plan.prune_first:
-                shutil.rmtree(path, ignore_errors=True)
+            with self.commits.locked():
+                for path in plan.prune_first:
+                    shutil.rmtree(path, ignore_errors=True)
             names = ", ".join(p.name for p in plan.prune_first)
             log.warning("deleted %s before saving step %d: the save needs %s", names, step, format_bytes(plan.needed))
 
@@ -233,21 +226,22 @@ class Checkpointer:
         final = self.directory / checkpoint_name(progress.step)
         tmp = final.with_name(final.name + TMP_SUFFIX)
         saved = self._state(state)
-        self._make_room(checkpoint_bytes(saved), progress.step)
+        size = checkpoint_bytes(saved)
+        self._make_room(size, progress.step)
         if self.env.is_leader:
             shutil.rmtree(tmp, ignore_errors=True)  # left by a crashed save of the same step
             tmp.mkdir(parents=True)
         dist.barrier(group=self.io)
         maybe_fault("sigterm_starting_save", progress.step)
         writer = dcp.FileSystemWriter(str(tmp), thread_count=self.config.threads)
-        pending = _Pending(progress.step, progress.consumed_samples, tmp, final, started, checkpoint_bytes(saved), None)
+        pending = PendingSave(progress.step, progress.consumed_samples, tmp, final, started, size, None)
         if self.config.async_save:
             pending.future = dcp.async_save(
                 saved, storage_writer=writer, process_group=self.io, async_stager=self.stager
             )
         else:
             dcp.save(saved, storage_writer=writer, process_group=self.io)
-        self._pending = pending
+        self._track(pending)
         self.stats.blocked_s = time.perf_counter() - started
         maybe_fault("sigterm_during_save", progress.step)
         maybe_fault("sigterm_agent_during_save", progress.step)
@@ -267,49 +261,53 @@ class Checkpointer:
             self._stager = DefaultStager(options)
         return self._stager
 
+    def _track(self, pending: PendingSave) -> None:
+        """The save in flight from now on: committed when it completes (rank 0), by whichever thread sees it first."""
+        self._pending = pending
+        self.commits.track(pending)
+
     def poll(self) -> None:
-        """Between steps: commit a background save whose write has finished (rank 0; no collective)."""
+        """Between steps: take a background save whose write has finished, committed if the save's own thread has
+        not yet done so (rank 0; no collective); a failed write raises here, on the rank whose write failed."""
         pending = self._pending
-        if pending is None or pending.future is None or not pending.future.done():
+        if pending is None or not pending.done():
             return
         self._pending = None  # taken: a SIGTERM from here on has nothing left to settle
-        pending.future.result()  # raises a failed write here, on the rank whose write failed
-        if self.env.is_leader:
-            self._commit(pending)
+        self.commits.resolve(pending)
+        pending.raise_failure()
 
     def finish(self) -> None:
-        """Wait for the save in flight, if any, and commit it; every rank calls this at the same points (before a
-        save, at the end of training)."""
+        """Wait for the save in flight, if any, and see it committed; every rank calls this at the same points
+        (before a save, at the end of training)."""
         pending = self._pending
         if pending is not None:
-            if pending.future is not None:
-                pending.future.result()
+            pending.wait()
             maybe_fault("kill_during_save", pending.step)
             self._pending = None
-            if self.env.is_leader:
-                self._commit(pending)
-        # Always, also where rank 0 has committed already (poll) and others have not yet seen their write finish.
+            self.commits.resolve(pending)
+            pending.raise_failure()
+        # Always, also where rank 0 has committed already and others have not yet seen their write finish.
         dist.barrier(group=self.io)
 
     def settle(self, wait_s: float) -> bool:
-        """On SIGTERM (trainer/shutdown.py): commit the save whose shards are written, or will be within `wait_s`;
-        else abandon it (its .tmp directory is never read). No collective: peers may already be gone. False when
-        a save was abandoned."""
+        """On SIGTERM (trainer/shutdown.py): see the save whose shards are written, or will be within `wait_s`,
+        committed; else abandon it (its .tmp directory is never read). No collective: peers may already be gone.
+        False when a save was abandoned or failed."""
         pending, self._pending = self._pending, None
         if pending is None:
             return True
-        if pending.future is not None:
-            try:
-                pending.future.result(timeout=wait_s)
-            except Exception as failed:  # still writing (TimeoutError), or the write itself failed
-                log.warning("abandoned the save of step %d: %s", pending.step, type(failed).__name__)
-                return False
-        if self.env.is_leader:
-            self._commit(pending)
-        return True
+        pending.wait(wait_s)
+        outcome = self.commits.resolve(pending, abandon=True)
+        if outcome is not Outcome.COMMITTED:
+            why = type(pending.error).__name__ if pending.error else f"still writing after {wait_s:g}s"
+            log.warning("abandoned the save of step %d: %s", pending.step, why)
+        return outcome is Outcome.COMMITTED
 
-    def _commit(self, pending: _Pending) -> None:
-        """Rank 0: meta.json, then the rename that makes the checkpoint complete, then pruning."""
+    def _commit(self, pending: PendingSave) -> None:
+        """Rank 0, under Commits' lock, in the main thread or DCP's writer thread: meta.json, then the rename that
+        makes the checkpoint complete, then pruning."""
+        # Also here: a background save is committed in DCP's writer thread, often before finish() reaches its own.
+        maybe_fault("kill_during_save", pending.step)
         meta = {**self.meta, "step": pending.step, "consumed_samples": pending.consumed_samples}
         write_meta(pending.tmp, {**meta, "world_size": self.env.world_size, "device_type": self.device_type})
         if pending.final.exists():

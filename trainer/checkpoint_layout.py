@@ -20,6 +20,9 @@ from typing import Any
 from trainer.presets import ModelShape
 
 META_FILE = "meta.json"
+# DCP's own metadata file (torch/distributed/checkpoint/filesystem.py `_metadata_fn`): rank 0 writes it (under a
+# temporary name, then renamed) only after gathering every rank's successful write (trainer/checkpoint_commit.py).
+DCP_METADATA_FILE = ".metadata"
 TMP_SUFFIX = ".tmp"
 _COMPLETE = re.compile(r"^step_(\d{8})$")
 # The architecture numbers a checkpoint's tensors depend on; the name and hub id do not matter.

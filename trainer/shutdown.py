@@ -9,6 +9,11 @@ write and then commits it (rank 0), or abandons it (its .tmp directory is never 
 Then it ends the process with SIGTERM's default action, so that the agent sees its workers stopped as soon as they
 are settled.
 
+The handler runs in the main thread only, between bytecodes (Python's signal module): a main thread blocked inside a
+collective (NCCL waits for a lost peer until its timeout) never runs it. So the handler is not what saves a
+background write that completes meanwhile: rank 0 commits that in the save's own thread as it completes
+(trainer/checkpoint_commit.py), and settle() here finds it committed, or commits it first, under the same lock.
+
 The signal reaches each rank wherever that rank is, also inside the checkpointer's own calls: a save that has begun
 but whose write is not yet registered (the staging copy of an async save takes a while), or a commit half done.
 Ending the rank there would leave its shards unwritten and fail its peers' write too; so those calls run `held()`,

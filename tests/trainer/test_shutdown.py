@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
-from trainer.checkpoint import Checkpointer, _Pending
+from trainer.checkpoint import Checkpointer
+from trainer.checkpoint_commit import PendingSave
 from trainer.checkpoint_layout import complete_checkpoints
 from trainer.config import CheckpointConfig
 from trainer.env import DistEnv
@@ -75,7 +76,7 @@ def pending_save(tmp_path: Path, future: Future) -> Checkpointer:
     checkpointer = Checkpointer(CheckpointConfig(directory=str(tmp_path)), DistEnv(), "cpu", {}, io=None)
     tmp = tmp_path / "step_00000007.tmp"
     tmp.mkdir()
-    checkpointer._pending = _Pending(7, 56, tmp, tmp_path / "step_00000007", 0.0, 0, future)
+    checkpointer._track(PendingSave(7, 56, tmp, tmp_path / "step_00000007", 0.0, 0, future))
     return checkpointer
 
 
