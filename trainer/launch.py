@@ -1,8 +1,13 @@
-"""`python -m trainer.launch <torchrun's arguments>`: torchrun, run in this process as the pod's main process, ending
-with an exit code the Training Operator reads right (the codes: trainer/launch_exits.py).
+"""`python -m trainer.launch [--stage-inputs] <torchrun's arguments>`: torchrun, run in this process as the pod's main
+process, ending with an exit code the Training Operator reads right (the codes: trainer/launch_exits.py).
 
-    python -m trainer.launch --nnodes=2:4 --nproc-per-node=8 --rdzv-backend=etcd-v2 --rdzv-endpoint=HOST:2379 \\
-        --rdzv-id=JOB --max-restarts=3 --shutdown-timeout=105 -m trainer --model ...
+    python -m trainer.launch --stage-inputs --nnodes=2:4 --nproc-per-node=8 --rdzv-backend=etcd-v2 \\
+        --rdzv-endpoint=HOST:2379 --rdzv-id=JOB --max-restarts=3 --shutdown-timeout=105 -m trainer --model ...
+
+--stage-inputs, the launcher's own option, stages the trainer's inputs first (`python -m trainer.stage` with the
+flags after `-m trainer`; trainer/launch_stage.py says why here and not in an init container). A staging failure
+ends the launcher with 4 (EXIT_STAGING_FAILED; 2 where the trainer's parser refused its flags) before any
+rendezvous, the reason on the last line.
 
 torchrun on its own (torch.distributed.run.main) ends every failure with an uncaught exception, exit 1, which
 restartPolicy ExitCode takes for a permanent one. The ways it ends, read in torch 2.13, and what the launcher makes
@@ -21,6 +26,9 @@ of them:
 - The workers failed with --max-restarts spent: launch_agent raises ChildFailedError and closes the rendezvous.
   -> 1, permanent: the job fails, and no pod is created again into the closed rendezvous.
 - The rendezvous is closed (RendezvousClosedError: another agent gave up, or the job finished). -> 1, permanent.
+- A worker exited with a code no restart can change (FINAL_WORKER_EXITS: 2, bad input; 3, checkpoint storage full):
+  the agent spends no restart on it and stops at once (trainer/launch_agent.py); launch_agent raises
+  ChildFailedError and closes the rendezvous. -> the worker's code, permanent: the job is over.
 - Anything else (a rendezvous that timed out waiting for --nnodes, a corrupt rendezvous state, a bug). -> 1.
 Bad arguments end as torchrun's parser ends them (exit 2). The last line on stderr gives the exit and its reason.
 """
@@ -38,9 +46,12 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousClosedError, RendezvousConnectionError
 
+from trainer.launch_agent import final_worker_exits_end_the_run, final_worker_failure
 from trainer.launch_exits import (
     EXIT_BACKEND_LOST,
+    EXIT_BAD_ARGUMENTS,
     EXIT_PERMANENT,
+    EXIT_STAGING_FAILED,
     EXIT_SUCCEEDED,
     REASON_PREFIX,
     describe_exit,
@@ -48,6 +59,7 @@ from trainer.launch_exits import (
     is_retryable,
 )
 from trainer.launch_rendezvous import held_rendezvous_shutdowns
+from trainer.launch_stage import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
 
 # The signals a pod is stopped with (the kubelet's SIGTERM) or a person stops a launch with; torchrun handles these
 # two and SIGHUP, SIGQUIT by default (torch/distributed/run.py --signals-to-handle).
@@ -100,6 +112,14 @@ def ending(error: BaseException | None) -> Ending:
         reason = f"stopped by {name}; the workers got it first, with --shutdown-timeout to finish"
         return Ending(exit_for_signal(error.sigval), reason, closes_rendezvous=False)
     if isinstance(error, ChildFailedError):
+        final = final_worker_failure(error)
+        if final is not None:
+            rank, code = final
+            reason = (
+                f"rank {rank} exited {describe_exit(code)}, which no restart can change: no restart was spent on it "
+                "and the rendezvous is closed"
+            )
+            return Ending(code, reason, closes_rendezvous=True)
         first = _first_failure(error)
         reason = f"the workers failed and --max-restarts is spent (ChildFailedError, first failure {first})"
         return Ending(EXIT_PERMANENT, reason, closes_rendezvous=True)
@@ -116,14 +136,44 @@ def _raise_signal_exception(signum: int, frame: FrameType | None) -> None:
     raise SignalException(f"Process got signal: {signal.Signals(signum).name}", sigval=signal.Signals(signum))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run torchrun with `argv` (default: this process's arguments); returns the exit code."""
-    argv = sys.argv[1:] if argv is None else argv
-    torchrun.parse_args(argv)  # --help, and bad arguments (exit 2), end here as in torchrun (its main would hide the 0)
+def staging_ending(staged: Staged) -> Ending | None:
+    """The exit after staging (None when it succeeded and torchrun may start): every failure is final, as no new pod
+    would find the model, the token or the data set any different."""
+    if staged.returncode == 0:
+        return None
+    said = f": {staged.last_line}" if staged.last_line else ""
+    if staged.returncode == EXIT_BAD_ARGUMENTS:
+        return Ending(EXIT_BAD_ARGUMENTS, f"the trainer's parser refused its flags while staging{said}", False)
+    if staged.returncode < 0:
+        how = f"was killed by {signal.Signals(-staged.returncode).name} (the container's memory limit?)"
+    else:
+        how = f"exited {staged.returncode}"
+    return Ending(
+        EXIT_STAGING_FAILED, f"staging the inputs failed for good (python -m trainer.stage {how}){said}", False
+    )
+
+
+def stage_then_launch(argv: list[str], stage: bool) -> tuple[Ending, BaseException | None]:
+    """Stage the trainer's inputs when asked, then run torchrun; how it ended, and what was raised (None if nothing)."""
+    args = torchrun.parse_args(argv)  # --help, bad arguments (exit 2) end here as in torchrun (its main hides the 0)
+    flags = trainer_flags(args.module, args.training_script, args.training_script_args)
+    if stage and flags is None:
+        reason = f"{STAGE_INPUTS_OPTION} stages the trainer's inputs: the command must run `-m trainer`"
+        return Ending(EXIT_BAD_ARGUMENTS, reason, closes_rendezvous=False), None
     for signum in STOP_SIGNALS:
         signal.signal(signum, _raise_signal_exception)
+    if stage and flags is not None:
+        try:
+            staged = stage_inputs(flags)
+        except SignalException as stopped:  # before any rendezvous: nothing to leave open or close
+            name = signal.Signals(stopped.sigval).name
+            reason = f"stopped by {name} while staging the inputs, which was stopped first"
+            return Ending(exit_for_signal(stopped.sigval), reason, closes_rendezvous=False), stopped
+        end = staging_ending(staged)
+        if end is not None:
+            return end, None
     error: BaseException | None = None
-    with held_rendezvous_shutdowns() as handlers:
+    with held_rendezvous_shutdowns() as handlers, final_worker_exits_end_the_run():
         try:
             torchrun.main(argv)
         except BaseException as caught:  # every way out gets an exit code
@@ -133,6 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         end = ending(error)
         for handler in handlers:
             handler.finish(close=end.closes_rendezvous)
+    return end, error
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run torchrun with `argv` (default: this process's arguments), after the launcher's own options; returns the
+    exit code."""
+    options, argv = split_launcher_options(sys.argv[1:] if argv is None else argv)
+    end, error = stage_then_launch(argv, options.stage_inputs)
     if error is not None and not isinstance(error, SignalException):
         traceback.print_exception(error)
     print(end.line(), file=sys.stderr, flush=True)

@@ -14,8 +14,11 @@ pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torc
 | 200 | retryable | the rendezvous backend (etcd) failed or was lost |
 | 1 | permanent | the workers failed with torchrun's restarts spent; the rendezvous is closed; anything else |
 | 2 | permanent | torchrun's parser rejected the arguments (argparse exits 2), before anything started |
-| 3 | permanent | a worker found the checkpoint file system full (trainer/checkpoint_space.py): no restart can cure it |
-| 4 | permanent | staging the inputs failed (trainer/stage.py): a gated model without a token, a missing data set |
+| 2 | permanent | a worker found bad input after parsing (trainer/main.py); torchrun restarts no worker for it |
+| 3 | permanent | a worker found the checkpoint file system full (trainer/checkpoint_space.py): no restart cures it, |
+|   |           | so torchrun restarts no worker for it either (trainer/launch_agent.py) |
+| 4 | permanent | staging the inputs failed (the launcher's --stage-inputs, trainer/launch_stage.py): a gated model |
+|   |           | without a token, a missing data set, an unwritable run directory |
 
 Codes 2, 3 and 4 are final on both job APIs (FINAL_EXITS): the PyTorchJob fails on any code from 1 to 127, and the
 TrainJob's runtime fails its JobSet on these three (workloads/job/trainjob.py) instead of restarting the gang.
@@ -41,6 +44,13 @@ EXIT_NO_SPACE = 3
 EXIT_STAGING_FAILED = 4
 # The exits after which nothing is retried, on either API.
 FINAL_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_STAGING_FAILED)
+# Every code the launcher ends with for a failure that a new pod cannot cure: what the operator must answer by failing
+# the job (local/restart_policy.py recreation_loops checks every rendered PyTorchJob for it).
+PERMANENT_EXITS = (EXIT_PERMANENT, *FINAL_EXITS)
+# A worker's (trainer/main.py) exit codes that no restart of the worker group can change: bad input found after
+# parsing (EXIT_BAD_INPUT, 2) and a checkpoint file system too full for the next save (3). torchrun spends none of
+# its --max-restarts on them; the launcher ends with the worker's code (trainer/launch_agent.py).
+FINAL_WORKER_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE)
 # Retryable, and above 128 + 64 (Linux's highest signal number, SIGRTMAX; signal(7)), so that neither `kubectl
 # describe pod` readers nor tools ever take it for a process killed by a signal.
 EXIT_BACKEND_LOST = 200

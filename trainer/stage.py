@@ -7,9 +7,11 @@ Takes the trainer's own flags and stages what they name onto shared storage:
 - a hub model's weights (config, safetensors) and tokenizer files into the Hugging Face cache (HF_HOME);
 - the data set, tokenised into --data-cache-dir (trainer/data_cache.py) as the trainer will map it.
 The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub, none downloads, none tokenises.
-In the PyTorchJob every pod runs this as an init container; an exclusive lock on the shared volume (flock: FSx for
-Lustre is mounted with the flock option, workloads/job/manifest.py) lets the first pod stage while the others wait,
-and a marker naming what was staged lets them, and restarts, skip it. Exit status 2 for bad input, as the trainer's.
+In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`, trainer/launch_stage.py
+says why not in an init container); an exclusive lock on the shared volume (flock: FSx for Lustre is mounted with the
+flock option, workloads/job/manifest.py) lets the first pod stage while the others wait, and a marker naming what was
+staged lets them, and restarts, skip it. Exit status 4 (trainer/launch_exits.py EXIT_STAGING_FAILED) for inputs that
+cannot be staged, which no retry changes; 2 for flags the trainer's parser refuses.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from pathlib import Path
 
 from trainer.config import TrainConfig, parse_args
 from trainer.errors import InputError
-from trainer.main import EXIT_BAD_INPUT, configure_logging
+from trainer.launch_exits import EXIT_STAGING_FAILED
+from trainer.main import configure_logging
 from trainer.model_source import BYTE_TOKENIZER, ModelSource, resolve_model
 from trainer.validate import is_local_dataset
 
@@ -51,8 +54,14 @@ def staged_items(config: TrainConfig, source: ModelSource) -> dict[str, object]:
 @contextmanager
 def exclusive(directory: Path) -> Iterator[None]:
     """One stager at a time across every pod that mounts `directory` (POSIX advisory lock)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / LOCK, "w") as handle:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle = open(directory / LOCK, "w")  # noqa: SIM115 (closed below, after the lock)
+    except OSError as error:
+        # On a shared volume the prepare-checkpoints init container creates the run's directory as root and hands it
+        # to the trainer's user; where it could not, its log says why, and this is where the job ends.
+        raise InputError(f"--data-cache-dir {directory}: cannot write there ({error})") from error
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -106,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stage(config)
     except InputError as error:
-        print(f"python -m trainer.stage: error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        one_line = " ".join(str(error).split())  # the launcher quotes this last line as its reason (trainer/launch.py)
+        print(f"python -m trainer.stage: error: {one_line}", file=sys.stderr)
+        return EXIT_STAGING_FAILED
     log.info("staged into %s (HF_HOME %s)", config.data.cache_dir, os.environ.get("HF_HOME", "default"))
     return 0
 
