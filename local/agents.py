@@ -1,7 +1,8 @@
 """The worker "pods" of the local run: one torchrun agent each, supervised the way the cluster would.
 
-- An agent that exits is treated as the Worker replica's restartPolicy says (local/restart_policy.py): under
-  ExitCode, the job's policy, a code from 1 to 127 (the launcher's when torchrun's restarts are spent or the
+- An agent that exits is treated as the Worker replica's restartPolicy says, the pod's status read as the operator
+  reads it (local/restart_policy.py container_exit: the `pytorch` container's exit code): under ExitCode, the job's
+  policy, a code from 1 to 127 (the launcher's when torchrun's restarts are spent or the
   rendezvous is closed) fails the job at once, and a code from 128 up (stopped or killed by a signal, or the
   launcher's after a lost etcd; trainer/launch_exits.py) gets the pod created again; under OnFailure the container
   restarts until the restarts of all pods reach backoffLimit. A restarted or re-created pod runs the same command
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from local.launch import AgentLaunch
 from local.procs import Proc, die_with_parent, kill_tree, process_tree
-from local.restart_policy import Action, container_exit_code, exit_outcome
+from local.restart_policy import DEFAULT_CONTAINER, Action, container_exit, container_exit_code
 from stack.paths import PROJECT_ROOT
 from trainer.launch_exits import REASON_PREFIX
 
@@ -36,6 +37,9 @@ START_MARK = "--- "  # the line the local run writes into a pod's log each time 
 # Reading every process's parent takes a few ms; workers start and stop rarely, and a kill or a stop reads the
 # tree afresh anyway, so the pods' trees are recorded once a second rather than at every poll.
 SCAN_EVERY_S = 1.0
+# The pod as the local run has it: the agent is the default container, the one the operator reads exit codes from
+# (local/restart_policy.py). Init containers do not run here: the local volumes are this user's directories.
+AGENT_POD = {"containers": [{"name": DEFAULT_CONTAINER}]}
 
 
 class PodPhase(enum.Enum):
@@ -163,7 +167,10 @@ class WorkerPods:
     def _after_exit(self, pod: Pod, code: int) -> PodEvent:
         assert pod.process is not None
         kill_tree(pod.process.pid, list(pod.seen))  # what is left of the container goes with it
-        outcome = exit_outcome(self.restart_policy, code, self.restarts, self.backoff_limit)
+        outcome = container_exit(
+            self.restart_policy, AGENT_POD, DEFAULT_CONTAINER, code, self.restarts, self.backoff_limit
+        )
+        assert outcome is not None  # the pod's main container ended: something always follows
         launcher = pod.launcher_line()
         said = f" [{launcher}]" if launcher else ""
         if outcome.action is Action.SUCCEED:

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from local.restart_policy import DEFAULT_POLICY, POLICIES
+from local.restart_policy import DEFAULT_POLICY, POLICIES, recreation_loops
 from stack.paths import PROJECT_ROOT
 from trainer.config import TrainConfig, parse_args, to_argv
 from trainer.launch_exits import LAUNCH_MODULE
+from trainer.launch_stage import split_launcher_options
+from workloads.job.manifest import CONTAINER_PERMANENT_EXITS
 
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
 LOOPBACK = "127.0.0.1"
@@ -101,14 +103,21 @@ def worker_container(manifest: dict[str, Any]) -> dict[str, Any]:
     raise ManifestError(f"the Worker pod has no container named {CONTAINER!r}")
 
 
+def launcher_options(command: list[str]) -> list[str]:
+    """The launcher's own options (trainer/launch_stage.py LAUNCHER_OPTIONS: --stage-inputs), before torchrun's."""
+    _, torchrun_args = split_launcher_options(command[3:])
+    return command[3 : len(command) - len(torchrun_args)]
+
+
 def split_command(command: list[str]) -> tuple[dict[str, str], list[str]]:
-    """The launcher's (torchrun's) flags (name -> value, in order) and the trainer's arguments after `-m trainer`."""
+    """torchrun's flags (name -> value, in order) and the trainer's arguments after `-m trainer`; the launcher's own
+    options before torchrun's are in launcher_options."""
     if command[1:3] != ["-m", LAUNCH_MODULE] or "-m" not in command[3:]:
         expected = f"python -m {LAUNCH_MODULE} ... -m MODULE ..."
         raise ManifestError(f"the container command is not `{expected}`: {command[:3]}")
     module_at = command.index("-m", 3)
     flags: dict[str, str] = {}
-    launcher = command[3:module_at]
+    launcher = command[3 + len(launcher_options(command)) : module_at]
     index = 0
     while index < len(launcher):
         token = launcher[index]
@@ -266,6 +275,14 @@ def agent_environment(container: dict[str, Any], mounts: dict[str, Path], variab
     return env
 
 
+def check_no_recreation_loop(manifest: dict[str, Any]) -> None:
+    """Refuse a job that the operator would answer, for a failure no new pod cures, with pods created again without
+    end (local/restart_policy.py recreation_loops): on the cluster it would hold every node and never fail."""
+    loops = recreation_loops(manifest, CONTAINER_PERMANENT_EXITS)
+    if loops:
+        raise ManifestError("a permanent failure would never end the job: " + "; ".join(x.describe() for x in loops))
+
+
 def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, metrics_port: int) -> LocalPlan:
     """The agents to start for `manifest`, with the rendezvous at `etcd_endpoint` and files under `work_dir`."""
     container = worker_container(manifest)
@@ -295,8 +312,8 @@ def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, met
     args, trainer_lines = local_trainer_args(trainer_args, trainer)
     changes += trainer_lines
     # The container's `python` is this interpreter here: the venv's, whatever is on PATH.
-    argv = [sys.executable, "-m", LAUNCH_MODULE, *(f"--{name}={value}" for name, value in flags.items())]
-    argv += ["-m", "trainer", *args]
+    argv = [sys.executable, "-m", LAUNCH_MODULE, *launcher_options(container["command"])]
+    argv += [*(f"--{name}={value}" for name, value in flags.items()), "-m", "trainer", *args]
     env = agent_environment(container, mounts, variables)
     agents = [
         AgentLaunch(name=f"{job}-worker-{index}", argv=list(argv), env=dict(env), trainer=trainer)
@@ -306,5 +323,6 @@ def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, met
     policy = manifest["spec"]["pytorchReplicaSpecs"]["Worker"].get("restartPolicy", DEFAULT_POLICY)
     if policy not in POLICIES:
         raise ManifestError(f"the Worker replicas' restartPolicy {policy!r} is none of {', '.join(POLICIES)}")
+    check_no_recreation_loop(manifest)
     nproc = int(manifest["spec"].get("nprocPerNode", 1))
     return LocalPlan(job, replicas, backoff, policy, rendezvous_id, nproc, agents, changes)

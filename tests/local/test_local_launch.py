@@ -14,6 +14,7 @@ import pytest
 from local.config import LocalJobOptions, local_stack_config
 from local.launch import LocalPlan, ManifestError, local_plan
 from trainer.config import parse_args, to_argv
+from trainer.launch_stage import split_launcher_options
 from workloads.job.manifest import job_spec, pytorchjob_manifest
 
 ETCD = "127.0.0.1:23790"
@@ -32,8 +33,9 @@ def plan(manifest: dict[str, Any]) -> LocalPlan:
 
 
 def flags(argv: list[str]) -> dict[str, str]:
-    launcher = argv[: argv.index("-m", 3)]
-    return dict(arg[2:].split("=", 1) for arg in launcher if arg.startswith("--"))
+    """torchrun's flags; the launcher's own options (switches, before them) are not among them."""
+    _, torchrun_args = split_launcher_options(argv[3 : argv.index("-m", 3)])
+    return dict(arg[2:].split("=", 1) for arg in torchrun_args)
 
 
 def test_each_worker_replica_gets_one_torchrun_agent(plan: LocalPlan) -> None:
@@ -41,6 +43,11 @@ def test_each_worker_replica_gets_one_torchrun_agent(plan: LocalPlan) -> None:
     for agent in plan.agents:
         assert agent.argv[1:3] == ["-m", "trainer.launch"]  # the container's command: torchrun in the launcher
         assert agent.argv[agent.argv.index("-m", 3) + 1] == "trainer"
+
+
+def test_each_agent_stages_the_inputs_first_as_the_pods_launcher_does(plan: LocalPlan) -> None:
+    for agent in plan.agents:
+        assert split_launcher_options(agent.argv[3:])[0].stage_inputs
 
 
 def test_agents_get_the_operators_variables_from_the_elastic_policy(plan: LocalPlan, manifest: dict[str, Any]) -> None:

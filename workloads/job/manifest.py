@@ -30,12 +30,14 @@ from stack.names import (
     TRAINER_METRICS_PORT_NAME,
 )
 from trainer.config import to_argv
-from trainer.launch_exits import LAUNCH_MODULE
+from trainer.launch_exits import LAUNCH_MODULE, PERMANENT_EXITS
+from trainer.launch_stage import STAGE_INPUTS_OPTION
 from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
 from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec, job_spec
-from workloads.job.staging import stage_container, stage_resources, worker_env
+from workloads.job.staging import worker_env
 
 __all__ = [
+    "CONTAINER_PERMANENT_EXITS",
     "JobSpec",
     "checkpoint_volume_objects",
     "hf_token_secret",
@@ -61,7 +63,9 @@ CACHE_MOUNT = "/cache"
 # passed it to the workers, which settle their checkpoint first) and EXIT_BACKEND_LOST after a lost rendezvous
 # backend (an etcd restart) are created again; 1 once torchrun's --max-restarts are spent, when it closes the
 # rendezvous on its way out, fails the job. OnFailure would restart that container in place, into the closed rendezvous
-# (RendezvousClosedError), until the restarts of all pods together passed backoffLimit.
+# (RendezvousClosedError), until the restarts of all pods together passed backoffLimit. The operator reads the code of
+# the `pytorch` container only; a pod failed by an init container reads as 0xbeef, retryable, so no init container of
+# this pod may fail for good (CONTAINER_PERMANENT_EXITS; staging runs in the launcher for that reason).
 RESTART_POLICY = "ExitCode"
 # The image's interpreter: the PyTorch base image puts it on PATH (docker/Dockerfile runs `python -m pip` with it).
 PYTHON = "python"
@@ -74,6 +78,12 @@ OFI_NCCL_NET = "Libfabric"
 # The init container only creates and hands over a directory; requests equal to limits keep the pod Guaranteed
 # (Kubernetes counts init containers in a pod's QoS class).
 INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
+PREPARE_CHECKPOINTS = "prepare-checkpoints"
+# The exit codes each container of the worker pod ends with on a failure that no new pod cures (local/restart_policy.py
+# recreation_loops runs every one through the operator's rule; a container not named here is taken to have any).
+# The launcher's are final for the operator: it reads them from this container. prepare-checkpoints has none: it
+# cannot exit non-zero (prepare_checkpoints_container says why), so only a kill, which a new pod may cure, ends it.
+CONTAINER_PERMANENT_EXITS: dict[str, tuple[int, ...]] = {CONTAINER_NAME: PERMANENT_EXITS, PREPARE_CHECKPOINTS: ()}
 
 
 def trainer_args(spec: JobSpec) -> list[str]:
@@ -92,6 +102,7 @@ def launcher_command(spec: JobSpec) -> list[str]:
         PYTHON,
         "-m",
         LAUNCH_MODULE,
+        STAGE_INPUTS_OPTION,  # the launcher's own: staging first, in this container (workloads/job/staging.py)
         f"--nnodes={spec.min_nodes}:{spec.nodes}",
         f"--nproc-per-node={spec.node.gpus}",
         f"--rdzv-backend={r.backend}",
@@ -194,12 +205,23 @@ def volume_mounts() -> list[dict[str, Any]]:
 def prepare_checkpoints_container(spec: JobSpec) -> dict[str, Any]:
     """Shared file systems (FSx for Lustre, EFS) ignore fsGroup and start root-owned, so the non-root trainer could
     not create its run directory. This init container, the only root process in the pod, creates it and hands it
-    to the trainer's user; it can do nothing else (all capabilities dropped but CHOWN)."""
+    to the trainer's user; it can do nothing else (all capabilities dropped but CHOWN). Its work stays here, out of
+    the trainer's container, which must run without root and CHOWN.
+
+    It never exits non-zero: the operator reads no init container's exit code (kubeflow/trainer v1.9.4,
+    pkg/controller.v1/common/pod.go ReconcilePods takes 0xbeef, retryable under ExitCode), so a failure here, which
+    would be for good (a read-only or full volume, root squashed by EFS so that chown is refused), would create the
+    pod again without end. It says what failed in its log instead and exits 0; the launcher's staging, the first to
+    write under the directory, then fails the job with exit 4 naming the directory (trainer/stage.py). Only a kill
+    (a lost node) ends it otherwise, and a new pod is the cure for that."""
     run_dir = spec.checkpoint.run_directory
+    owner = f"{TRAINER_UID}:{TRAINER_UID}"
+    said = f"{PREPARE_CHECKPOINTS}: could not create {run_dir} for {owner}; the trainer will fail the job on it"
+    script = f"mkdir -p {run_dir} && chown {owner} {run_dir} || echo '{said}' >&2"
     return {
-        "name": "prepare-checkpoints",
+        "name": PREPARE_CHECKPOINTS,
         "image": spec.image,
-        "command": ["sh", "-c", f"mkdir -p {run_dir} && chown {TRAINER_UID}:{TRAINER_UID} {run_dir}"],
+        "command": ["sh", "-c", script],
         "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}],
         "resources": {"requests": dict(INIT_RESOURCES), "limits": dict(INIT_RESOURCES)},
         "securityContext": {
@@ -248,9 +270,6 @@ def pod_template(spec: JobSpec) -> dict[str, Any]:
     }
     if spec.checkpoint.shared:
         pod_spec["initContainers"] = [prepare_checkpoints_container(spec)]
-    token = container_env(spec)[0]
-    stage = stage_container(spec, trainer_args(spec), token, stage_resources(resources(spec)))
-    pod_spec["initContainers"] = [*pod_spec.get("initContainers", []), stage]  # after the run directory exists
     return {"metadata": {"labels": labels(spec)}, "spec": pod_spec}
 
 

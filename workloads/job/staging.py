@@ -1,19 +1,27 @@
 """The job's inputs, staged once per run before the workers start, and what the workers then run with.
 
-Every pod's `stage-inputs` init container runs `python -m trainer.stage` with the trainer's own flags: the first
-to take the lock on the shared volume downloads the hub model and tokenises the data set into the run's directory,
-the others wait and find them there (trainer/stage.py). The trainer containers then run with the hub offline, read
-the weights from the staged Hugging Face cache and map the tokenised data (trainer/data_cache.py): no pod downloads
-the weights itself, no rank calls the hub or tokenises. Pure functions of a JobSpec, like workloads/job/manifest.py.
+The launcher stages them in every pod's main container before torchrun starts (`python -m trainer.launch
+--stage-inputs`, workloads/job/manifest.py launcher_command): `python -m trainer.stage` with the trainer's own flags,
+online, with the HF token from the Secret that the container already has; the first pod to take the lock on the shared
+volume downloads the hub model and tokenises the data set into the run's directory, the others wait and find them
+there (trainer/stage.py). The workers then run with the hub offline, read the weights from the staged Hugging Face
+cache and map the tokenised data (trainer/data_cache.py): no pod downloads the weights itself, no rank calls the hub
+or tokenises. Pure functions of a JobSpec, like workloads/job/manifest.py.
+
+Not an init container: the Training Operator reads exit codes from the `pytorch` container only (kubeflow/trainer
+v1.9.4, pkg/controller.v1/common/pod.go ReconcilePods), and a pod failed by an init container reads as 0xbeef,
+retryable under restartPolicy ExitCode: a gated model without a token created the pod again without end, holding every
+GPU node. In the launcher the same failure is its exit 4 (trainer/launch_exits.py EXIT_STAGING_FAILED), which fails
+the job with the reason on its last line. It also uses the container's CPU and memory, which it had to ask for again
+as an init container, and leaves the pod in Guaranteed QoS with nothing more to keep equal.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec
+from workloads.job.spec import JobSpec
 
-STAGE_CONTAINER = "stage-inputs"
 # The caching allocator grows segments in place instead of reserving new fixed-size ones, which cuts the
 # fragmentation that makes an FSDP job run out of memory with free memory in hand (PyTorch docs, "CUDA semantics:
 # Optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF"). torch 2.13's c10 reads PYTORCH_ALLOC_CONF, the name its
@@ -35,32 +43,10 @@ def worker_env(spec: JobSpec) -> list[dict[str, Any]]:
     """The trainer container's variables for staged inputs, memory and compilation."""
     return [
         {"name": "HF_HOME", "value": hf_home(spec)},
-        {"name": "HF_HUB_OFFLINE", "value": "1"},  # everything is staged: a hub call would be a bug, so none is made
+        # Everything is staged: a hub call would be a bug, so none is made. The launcher's staging step, the one that
+        # downloads, runs without these two (trainer/launch_stage.py staging_environment).
+        {"name": "HF_HUB_OFFLINE", "value": "1"},
         {"name": "HF_DATASETS_OFFLINE", "value": "1"},
         {"name": "PYTORCH_ALLOC_CONF", "value": ALLOCATOR_CONFIG},
         {"name": "TORCHINDUCTOR_CACHE_DIR", "value": compile_cache_dir(spec)},
     ]
-
-
-def stage_container(
-    spec: JobSpec, trainer_args: list[str], token: dict[str, Any], resources: dict[str, Any]
-) -> dict[str, Any]:
-    """The init container that stages the run's inputs; `token` is the container's HF_TOKEN entry (from the Secret),
-    `resources` the CPU and memory it may use (requests equal to limits, so the pod stays in Guaranteed QoS)."""
-    return {
-        "name": STAGE_CONTAINER,
-        "image": spec.image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["python", "-m", "trainer.stage", *trainer_args],
-        "env": [token, {"name": "HF_HOME", "value": hf_home(spec)}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
-        "resources": resources,
-        "volumeMounts": [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}],
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-    }
-
-
-def stage_resources(container_resources: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-    """The trainer container's CPU and memory, without its GPUs and EFA interfaces (an init container's requests
-    count as max(init, app containers) when scheduling, so this asks for nothing more)."""
-    kept = ("cpu", "memory")
-    return {kind: {k: v for k, v in amounts.items() if k in kept} for kind, amounts in container_resources.items()}

@@ -19,7 +19,9 @@ from stack.config import KUBERNETES_VERSIONS
 from stack.job_api import rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 from trainer.launch_exits import LAUNCH_MODULE
+from trainer.launch_stage import split_launcher_options
 from workloads.job.manifest import (
+    PREPARE_CHECKPOINTS,
     TERMINATION_GRACE_S,
     hf_token_secret,
     launcher_command,
@@ -286,7 +288,8 @@ def test_the_pod_runs_torchrun_through_the_launcher_which_gets_sigterm(stack: st
 
     command = trainer_container(pytorchjob_manifest(spec_of(stack)))["command"]
     assert command[:3] == ["python", "-m", LAUNCH_MODULE]
-    args = parse_args(command[3:])
+    _, torchrun_args = split_launcher_options(command[3:])  # the launcher's own options come first
+    args = parse_args(torchrun_args)
     # torchrun handles SIGTERM (the kubelet stopping the pod): it passes it to the workers, waits --shutdown-timeout
     # for them to settle their checkpoint, and the launcher exits 143, which the operator retries.
     assert {"SIGTERM", "SIGINT"} <= set(args.signals_to_handle.split(","))
@@ -319,3 +322,17 @@ def test_pods_run_as_the_images_non_root_user(stack: str) -> None:
     pod = worker(pytorchjob_manifest(spec))["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_the_launcher_stages_the_inputs_in_the_trainers_container(stack: str) -> None:
+    """Staging runs where the operator reads the exit code: a staging failure is the launcher's exit 4, which fails
+    the job, not an init container's, which the operator reads as 0xbeef and retries forever."""
+    command = trainer_container(pytorchjob_manifest(spec_of(stack)))["command"]
+    options, _ = split_launcher_options(command[3:])
+    assert options.stage_inputs
+
+
+def test_no_init_container_stages_and_only_the_run_directory_is_prepared_before_the_trainer(stack: str) -> None:
+    pod = worker(pytorchjob_manifest(spec_of(stack)))["template"]["spec"]
+    names = [container["name"] for container in pod.get("initContainers", [])]
+    assert names == ([PREPARE_CHECKPOINTS] if spec_of(stack).checkpoint.shared else [])

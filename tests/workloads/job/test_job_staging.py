@@ -1,5 +1,6 @@
-"""The job stages its inputs once per run (the stage-inputs init container, trainer/stage.py) and its workers run
-with the hub offline on what was staged, with the allocator, compile cache and checkpoint settings of a real run."""
+"""The job stages its inputs once per run (the launcher's --stage-inputs in every pod's trainer container,
+trainer/stage.py) and its workers run with the hub offline on what was staged, with the allocator, compile cache and
+checkpoint settings of a real run."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 
 from stack.parse import parse_stack_config
 from trainer.config import parse_args
+from trainer.launch_stage import split_launcher_options, staging_environment
 from workloads.job.manifest import pytorchjob_manifest, trainer_args
 from workloads.job.spec import job_spec
-from workloads.job.staging import STAGE_CONTAINER
 
 from .job_stacks import IMAGE, STACKS, spec_of
 
@@ -25,36 +26,31 @@ def env_values(container: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_pod_stages_with_the_trainers_own_flags_before_the_trainer_starts(stack: str) -> None:
+def test_every_pod_stages_with_the_trainers_own_flags_and_token_before_the_trainer_starts(stack: str) -> None:
     spec = spec_of(stack)
-    spec_pod = pod(pytorchjob_manifest(spec))
-    stage = spec_pod["initContainers"][-1]  # after prepare-checkpoints, which creates the run directory
-    assert stage["name"] == STAGE_CONTAINER
-    assert stage["command"][:3] == ["python", "-m", "trainer.stage"]
-    assert parse_args(stage["command"][3:]) == parse_args(trainer_args(spec))
-    assert {"name": "checkpoints", "mountPath": "/checkpoints"} in stage["volumeMounts"]
-    trainer = spec_pod["containers"][0]
-    assert env_values(stage)["HF_TOKEN"] == env_values(trainer)["HF_TOKEN"]  # from the Secret, never a value
+    (trainer,) = pod(pytorchjob_manifest(spec))["containers"]
+    options, _ = split_launcher_options(trainer["command"][3:])
+    assert options.stage_inputs  # staged by the launcher, with the flags after `-m trainer` (trainer/launch_stage.py)
+    assert parse_args(trainer["command"][trainer["command"].index("-m", 3) + 2 :]) == parse_args(trainer_args(spec))
+    assert "secretKeyRef" in env_values(trainer)["HF_TOKEN"]  # the token reaches staging, from the Secret only
+    assert {"name": "checkpoints", "mountPath": "/checkpoints"} in trainer["volumeMounts"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_the_stage_container_asks_for_cpu_and_memory_only_and_keeps_the_pod_guaranteed(stack: str) -> None:
-    spec_pod = pod(pytorchjob_manifest(spec_of(stack)))
-    resources = spec_pod["initContainers"][-1]["resources"]
-    assert resources["requests"] == resources["limits"]
-    assert set(resources["limits"]) == {"cpu", "memory"}
-    assert resources["limits"].items() <= spec_pod["containers"][0]["resources"]["limits"].items()
+def test_staging_goes_online_while_the_workers_stay_offline(stack: str) -> None:
+    worker_env = {k: str(v) for k, v in env_values(pod(pytorchjob_manifest(spec_of(stack)))["containers"][0]).items()}
+    staging_env = staging_environment(worker_env)
+    assert "HF_HUB_OFFLINE" not in staging_env and "HF_DATASETS_OFFLINE" not in staging_env
+    assert staging_env["HF_HOME"] == worker_env["HF_HOME"] and staging_env["HF_TOKEN"] == worker_env["HF_TOKEN"]
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_workers_run_offline_on_the_staged_cache(stack: str) -> None:
     spec = spec_of(stack)
-    spec_pod = pod(pytorchjob_manifest(spec))
-    worker_env, stage_env = env_values(spec_pod["containers"][0]), env_values(spec_pod["initContainers"][-1])
+    worker_env = env_values(pod(pytorchjob_manifest(spec))["containers"][0])
     run_dir = spec.checkpoint.run_directory
     assert worker_env["HF_HUB_OFFLINE"] == "1" and worker_env["HF_DATASETS_OFFLINE"] == "1"
-    assert worker_env["HF_HOME"] == stage_env["HF_HOME"] == f"{run_dir}/huggingface"
-    assert "HF_HUB_OFFLINE" not in stage_env  # the stage step is the one that downloads
+    assert worker_env["HF_HOME"] == f"{run_dir}/huggingface"
     config = parse_args(trainer_args(spec))
     assert config.data.cache_dir == f"{run_dir}/data-cache" and config.checkpoint.async_save
 
