@@ -32,6 +32,7 @@ from local.launch import (
 )
 from local.restart_policy import NEVER
 from trainer.launch_exits import LAUNCH_MODULE
+from trainer.launch_stage import split_launcher_options
 
 NODE = "node"  # the replicated job and the container Trainer v2 completes (pkg/constants/constants.go Node)
 TRAINER_V2_PORT = 29500  # PET_MASTER_PORT on the cluster (constants.go ContainerTrainerPort)
@@ -86,7 +87,11 @@ def trainjob_plan(
 ) -> LocalPlan:
     """The agents to start for the TrainJob, meeting on 127.0.0.1:`master_port`, with files under `work_dir`."""
     container = node_container(runtime, trainjob)
-    flags, trainer_args = split_command(container["command"])
+    command = container["command"]
+    # The launcher's own switches (--stage-inputs) come before torchrun's flags and go to the agents as they are.
+    _, torchrun_args = split_launcher_options(command[3:])
+    launcher_options = command[3 : len(command) - len(torchrun_args)]
+    flags, trainer_args = split_command([*command[:3], *torchrun_args])
     given = sorted(set(flags) & set(TRAINER_V2_FLAGS))
     if given:
         raise ManifestError(f"the command sets --{', --'.join(given)}, which Trainer v2 sets from the TrainJob")
@@ -99,7 +104,13 @@ def trainjob_plan(
     trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(nodes, nodes + 1))
     args, trainer_lines = local_trainer_args(trainer_args, trainer)
     changes += trainer_lines
-    argv = [sys.executable, "-m", LAUNCH_MODULE, *(f"--{name}={value}" for name, value in flags.items())]
+    argv = [
+        sys.executable,
+        "-m",
+        LAUNCH_MODULE,
+        *launcher_options,
+        *(f"--{name}={value}" for name, value in flags.items()),
+    ]
     argv += ["-m", "trainer", *args]
     agents = [
         AgentLaunch(

@@ -21,6 +21,7 @@ from local.run import LocalOptions, LocalRunError
 from local.trainjob_launch import trainjob_plan, with_master_port
 from local.trainjob_run import describe_policy
 from trainer.launch_exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
+from trainer.launch_stage import split_launcher_options
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import training_runtime, trainjob_manifest
 
@@ -63,7 +64,8 @@ def test_torchrun_reads_a_static_rendezvous_on_node_0_from_them(
     for name, value in agent.env.items():
         if name.startswith("PET_"):
             monkeypatch.setenv(name, value)
-    config, _, _ = torchrun.config_from_args(torchrun.parse_args(agent.argv[3:]))
+    _, torchrun_args = split_launcher_options(agent.argv[3:])
+    config, _, _ = torchrun.config_from_args(torchrun.parse_args(torchrun_args))
     assert (config.min_nodes, config.max_nodes, config.rdzv_backend) == (2, 2, "static")
     assert config.rdzv_endpoint == f"127.0.0.1:{MASTER_PORT}"
     assert config.rdzv_configs["rank"] == 1

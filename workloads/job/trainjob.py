@@ -47,6 +47,7 @@ from stack.job_api import (
 )
 from stack.names import TRAINER_METRICS_PORT, TRAINER_METRICS_PORT_NAME
 from trainer.launch_exits import EXIT_STAGING_FAILED, FINAL_EXITS, LAUNCH_MODULE
+from trainer.launch_stage import STAGE_INPUTS_OPTION, STAGE_MODULE
 from workloads.job.manifest import (
     PYTHON,
     hf_token_secret,
@@ -73,13 +74,13 @@ DISRUPTION_RULE = "voluntaryDisruption"
 POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
 # The pod condition set on a pod stopped for a disruption: eviction (a drain), preemption, taint-based deletion.
 DISRUPTION_TARGET = "DisruptionTarget"
-# The staging step's module: where it still runs in an init container, that container's exit 4 is final too.
-STAGE_MODULE = "trainer.stage"
 
 
 def trainjob_launcher_command(spec: JobSpec) -> list[str]:
     """The launcher (trainer/launch.py) with only what Trainer v2 does not set: torchrun takes the node count,
-    processes per node, node rank and master address from the PET_* variables. --rdzv-conf=timeout is the static
+    processes per node, node rank and master address from the PET_* variables. --stage-inputs: the launcher stages
+    the trainer's inputs in this container first and exits 4 if that fails (trainer/launch_stage.py), which the
+    runtime's podFailurePolicy makes final. --rdzv-conf=timeout is the static
     rendezvous' wait for every node (its TCPStore's timeout, torch/distributed/elastic/rendezvous/
     static_tcp_rendezvous.py), the same join timeout as the PyTorchJob's. --max-restarts=0: a static group cannot
     re-form around a lost node, so torchrun does not retry; the JobSet restarts the gang."""
@@ -87,6 +88,7 @@ def trainjob_launcher_command(spec: JobSpec) -> list[str]:
         PYTHON,
         "-m",
         LAUNCH_MODULE,
+        STAGE_INPUTS_OPTION,
         f"--rdzv-conf=timeout={spec.rendezvous.join_timeout_s}",
         "--max-restarts=0",
         f"--shutdown-timeout={torchrun_shutdown_timeout(TERMINATION_GRACE_S)}",  # SIGTERM to SIGKILL of the workers

@@ -17,6 +17,7 @@ from sizing.catalog import CATALOG
 from stack.config import KUBERNETES_VERSIONS
 from trainer.config import TrainConfig, parse_args
 from trainer.launch_exits import FINAL_EXITS, LAUNCH_MODULE
+from trainer.launch_stage import STAGE_INPUTS_OPTION, split_launcher_options
 from workloads.job.manifest import pod_template, pytorchjob_manifest
 from workloads.job.spec import JOIN_TIMEOUT_S
 from workloads.job.trainjob import (
@@ -153,7 +154,8 @@ def test_torchrun_reads_the_trainjobs_numbers_and_rendezvouses_statically_on_nod
     assert command[1:3] == ["-m", LAUNCH_MODULE]
     for name, value in trainer_v2_env(stack, node_rank=spec.nodes - 1).items():
         monkeypatch.setenv(name, value)
-    args = torchrun.parse_args(command[3:])
+    _, torchrun_args = split_launcher_options(command[3:])  # the launcher's --stage-inputs, then torchrun's
+    args = torchrun.parse_args(torchrun_args)
     config, _, _ = torchrun.config_from_args(args)
     assert (config.min_nodes, config.max_nodes, config.nproc_per_node) == (spec.nodes, spec.nodes, spec.node.gpus)
     assert config.rdzv_backend == "static"
@@ -161,6 +163,11 @@ def test_torchrun_reads_the_trainjobs_numbers_and_rendezvouses_statically_on_nod
     assert config.rdzv_configs["rank"] == spec.nodes - 1
     assert config.rdzv_configs["timeout"] == str(JOIN_TIMEOUT_S)
     assert config.max_restarts == 0
+
+
+def test_the_launcher_stages_the_inputs_in_the_node_container(stack: str) -> None:
+    command = trainjob_manifest(trainjob_spec_of(stack))["spec"]["trainer"]["command"]
+    assert command[3] == STAGE_INPUTS_OPTION
 
 
 def test_the_trainer_parser_accepts_the_command_the_runtime_runs(stack: str) -> None:
