@@ -13,6 +13,10 @@ What every node of a restart does share is the round of the rendezvous it just j
 of rank 0 writes a fresh id there and every node reads it (`agree_attempt`); the launcher (trainer/launch_rendezvous.py)
 does this on each rendezvous and hands the id to the workers in their environment (the agent's own environment,
 which torch's SubprocessHandler copies into every worker it starts). Torch-free: the store is anything with set/get.
+
+The id starts with the number of this start of the workers in the run, counted in the store below the round's
+prefix (etcd's, or the c10d or static rendezvous' TCP store), which outlives the rounds: the trainer reports
+`restarts` from it, the same on every rank, where torchrun's count would show only the leader node's own.
 """
 
 from __future__ import annotations
@@ -25,23 +29,34 @@ ATTEMPT_ENV = "TRAINER_ATTEMPT_ID"
 ATTEMPT_KEY = "trainer/attempt-id"
 
 
-class RoundStore(Protocol):
+class KeyValueStore(Protocol):
     """The part of torch.distributed.Store this needs: get blocks until the key is set (or the store times out)."""
 
     def set(self, key: str, value: str) -> None: ...
 
     def get(self, key: str) -> bytes: ...
 
+    def add(self, key: str, amount: int) -> int: ...
+
 
 def new_attempt_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def agree_attempt(store: RoundStore, node_rank: int, new_id: Callable[[], str] = new_attempt_id) -> str:
-    """The attempt id of the round `store` belongs to: made by the node of rank 0, read by every node."""
+def agree_attempt(store: KeyValueStore, node_rank: int, run_id: str, new_id: Callable[[], str] = new_attempt_id) -> str:
+    """The attempt id of the round `store` belongs to, '<start>-<random>': made by the node of rank 0, read by every
+    node. `store` is the round's (torch's PrefixStore); its underlying store counts the starts of run `run_id`."""
     if node_rank == 0:
-        store.set(ATTEMPT_KEY, new_id())
+        run_store: KeyValueStore = getattr(store, "underlying_store", store)
+        start = run_store.add(f"trainer/{run_id}/worker-starts", 1)
+        store.set(ATTEMPT_KEY, f"{start}-{new_id()}")
     return store.get(ATTEMPT_KEY).decode()
+
+
+def attempt_start(attempt: str) -> int | None:
+    """Which start of the workers in the run `attempt` is (1 for the first), or None for an id without the count."""
+    head, _, _ = attempt.partition("-")
+    return int(head) if head.isdigit() else None
 
 
 def attempt_id(environ: Mapping[str, str]) -> str:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainer.attempt import attempt_id
+from trainer.attempt import attempt_id, attempt_start
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,13 @@ class DistEnv:
     def is_leader(self) -> bool:
         """Rank 0 logs, writes metrics and serves Prometheus; the other ranks stay quiet."""
         return self.rank == 0
+
+    @property
+    def group_restarts(self) -> int:
+        """Times the job's workers were started again in this run, the same on every rank: from the launcher's agreed
+        attempt, else (a plain torchrun) this node's own restart count."""
+        start = attempt_start(self.attempt)
+        return start - 1 if start is not None else self.restart_count
 
     @property
     def num_nodes(self) -> int | None:

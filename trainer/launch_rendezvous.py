@@ -59,7 +59,7 @@ class HeldShutdown(RendezvousHandler):
     def next_rendezvous(self) -> RendezvousInfo:
         """torch's round, and the attempt id its nodes agree on, set for the workers the agent starts next."""
         info = self.handler.next_rendezvous()
-        attempt = agree_attempt(info.store, info.rank)
+        attempt = agree_attempt(info.store, info.rank, self.handler.get_run_id())
         os.environ[ATTEMPT_ENV] = attempt
         # On stderr, where the pod's log has it: the one place that shows which start of the workers a log line is of.
         print(f"{ATTEMPT_LINE_PREFIX}joined as node {info.rank} of {info.world_size}; workers' attempt {attempt}",

@@ -27,7 +27,7 @@ METRIC_FIELDS: dict[str, tuple[str, str]] = {
     "lr": ("trainer_learning_rate", "Learning rate of the last step"),
     "grad_norm": ("trainer_grad_norm", "Global gradient norm before clipping"),
     "world_size": ("trainer_world_size", "Number of ranks"),
-    "restarts": ("trainer_restarts", "Elastic restarts of the workers (TORCHELASTIC_RESTART_COUNT)"),
+    "restarts": ("trainer_restarts", "Times the workers were started again in this run, agreed across nodes"),
     "peak_reserved_bytes": (
         "trainer_peak_reserved_bytes",
         "Peak GPU memory the caching allocator reserved on the busiest rank (NaN on CPU)",

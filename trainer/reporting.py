@@ -118,7 +118,7 @@ class StepReporter:
             lr=result.lr,
             grad_norm=float(result.grad_norm),
             world_size=self.env.world_size,
-            restarts=self.env.restart_count,
+            restarts=self.env.group_restarts,
             tokens=self.tokens,
             cpu_time_per_step_s=cpu_time,
             peak_reserved_bytes=int(memory[1]) if self.device.type == "cuda" else None,

@@ -20,7 +20,7 @@ from torch.distributed.elastic.rendezvous import (
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from local.etcd import free_port
-from trainer.attempt import ATTEMPT_ENV, ATTEMPT_KEY, agree_attempt, attempt_id
+from trainer.attempt import ATTEMPT_ENV, ATTEMPT_KEY, agree_attempt, attempt_id, attempt_start
 from trainer.env import read_env
 from trainer.launch_rendezvous import HeldShutdown
 
@@ -46,7 +46,7 @@ def round_store(store: dist.Store, round_: int) -> dist.Store:
 def agree_on_nodes(stores: list[dist.Store]) -> list[str]:
     """Every node agrees at once, each in a thread of its own, as the agents do; node 0 last, so the others wait."""
     found: dict[int, str] = {}
-    threads = [threading.Thread(target=lambda r=rank: found.update({r: agree_attempt(stores[r], r)}))
+    threads = [threading.Thread(target=lambda r=rank: found.update({r: agree_attempt(stores[r], r, "job")}))
                for rank in reversed(range(len(stores)))]  # fmt: skip
     for thread in threads:
         thread.start()
@@ -67,14 +67,23 @@ def test_each_round_gets_a_new_id_although_the_store_outlives_it(server: dist.TC
     assert first[0] != second[0]
 
 
+def test_the_id_counts_the_starts_of_the_run_in_the_store_below_the_rounds(server: dist.TCPStore) -> None:
+    starts = [attempt_start(agree_on_nodes([round_store(server, r), round_store(client(server), r)])[1])
+              for r in (1, 2, 3)]  # fmt: skip
+    assert starts == [1, 2, 3]
+    env = read_env({"WORLD_SIZE": "2", ATTEMPT_ENV: "3-5e1f09", "TORCHELASTIC_RESTART_COUNT": "0"})
+    assert env.group_restarts == 2  # the leader's node counted none of them itself
+
+
 def test_the_launchers_id_wins_over_torchruns_own_count() -> None:
     env = read_env({"WORLD_SIZE": "2", "RANK": "1", ATTEMPT_ENV: "3f2a", "TORCHELASTIC_RESTART_COUNT": "1"})
-    assert (env.attempt, env.restart_count) == ("3f2a", 1)
+    assert (env.attempt, env.restart_count, env.group_restarts) == ("3f2a", 1, 1)
 
 
 def test_a_plain_torchrun_falls_back_to_its_restart_count() -> None:
     assert attempt_id({"TORCHELASTIC_RESTART_COUNT": "2"}) == "restart-2"
     assert read_env({}).attempt == "restart-0"
+    assert read_env({"TORCHELASTIC_RESTART_COUNT": "2"}).group_restarts == 2
 
 
 class OneRound(RendezvousHandler):

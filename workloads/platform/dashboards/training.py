@@ -36,7 +36,7 @@ def training_dashboard() -> dict[str, Any]:
             kind="stat",
             width=6,
             height=4,
-            description="Times torchrun restarted the worker group in this run (TORCHELASTIC_RESTART_COUNT).",
+            description="Times the workers were started again in this run, the same count on every node.",
         ),
         Panel(
             "MFU",
