@@ -34,6 +34,7 @@ TORCH_RESERVED_ENV = frozenset(
 ML_POLICIES = ("torch", "mpi", "jax", "xgboost", "flux")
 RFC1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_NAME, MAX_IMAGE, MAX_ITEMS = 63, 500, 128
+CLUSTER_RUNTIME, TRAINER_GROUP = "ClusterTrainingRuntime", "trainer.kubeflow.org"
 
 
 def replicated_jobs_problems(runtime: Mapping[str, Any]) -> list[str]:
@@ -149,10 +150,14 @@ def runtime_patch_problems(runtime: Mapping[str, Any], trainjob: Mapping[str, An
 
 def trainjob_problems(trainjob: Mapping[str, Any], runtimes: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Everything the API server and Trainer's webhook refuse in a TrainJob, given the ClusterTrainingRuntimes that
-    exist, by name."""
+    exist, by name (a namespaced TrainingRuntime is never among them here)."""
     problems = trainjob_crd_problems(trainjob)
     reference = trainjob["spec"]["runtimeRef"]
-    runtime = runtimes.get(reference["name"])
+    # trainjob_webhook.go: the runtime registry's key, kind.group, with the CRD's defaults for either.
+    key = f"{reference.get('kind', CLUSTER_RUNTIME)}.{reference.get('apiGroup', TRAINER_GROUP)}"
+    if key not in (f"{CLUSTER_RUNTIME}.{TRAINER_GROUP}", f"TrainingRuntime.{TRAINER_GROUP}"):
+        return [*problems, f"unsupported runtime: {key}"]
+    runtime = runtimes.get(reference["name"]) if key.startswith(f"{CLUSTER_RUNTIME}.") else None
     if runtime is None:
         return [
             *problems,

@@ -169,6 +169,13 @@ def test_a_trainjob_before_its_runtime_is_refused(objects: Objects) -> None:
     assert problem.endswith("specified clusterTrainingRuntime must be created before the TrainJob is created")
 
 
+def test_a_runtime_reference_to_a_kind_trainer_does_not_serve_is_refused(objects: Objects) -> None:
+    objects[1]["spec"]["runtimeRef"]["kind"] = "TrainingRuntimes"
+    assert trainjob_problems(objects[1], {objects[0]["metadata"]["name"]: objects[0]}) == [
+        "unsupported runtime: TrainingRuntimes.trainer.kubeflow.org"
+    ]
+
+
 def test_a_trainjob_setting_a_variable_the_torch_plugin_reserves_is_refused(objects: Objects) -> None:
     objects[1]["spec"]["trainer"]["env"] = [{"name": "PET_NNODES", "value": "2"}]
     (problem,) = trainjob_problems(objects[1], {objects[0]["metadata"]["name"]: objects[0]})
