@@ -95,7 +95,7 @@ def test_after_staging_the_workers_run_with_the_hub_offline(tmp_path: Path) -> N
     assert staged.returncode == 0, staged.stderr
     assert "tokenised" in staged.stderr and (tmp_path / "data" / ".staged.json").is_file()
     again = stage(args, hf_home)
-    assert again.returncode == 0 and "already staged" in again.stderr  # the other pods' init containers
+    assert again.returncode == 0 and "already staged" in again.stderr  # the other pods' launchers
 
     run, records = probed(args, tmp_path, nproc=2, env={"HF_HOME": str(hf_home)})
     assert run.returncode == 0, run.output
