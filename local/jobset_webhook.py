@@ -92,7 +92,7 @@ def defaulted(jobset: Mapping[str, Any]) -> dict[str, Any]:
 
 def _dns1035_problems(value: str, too_long: str) -> list[str]:
     problems = [too_long] if len(value) > MAX_LABEL else []
-    if not DNS1035_LABEL.match(value):
+    if not DNS1035_LABEL.fullmatch(value):
         problems.append(
             f"{value!r}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
             "with an alphabetic character, and end with an alphanumeric character"
@@ -151,7 +151,7 @@ def failure_policy_problems(spec: Mapping[str, Any], features_on: frozenset[str]
                 f"{MIN_RULE_NAME} characters long and at most {MAX_RULE_NAME} characters long"
             )
         indices_by_name.setdefault(name, []).append(index)
-        if not RULE_NAME.match(name):
+        if not RULE_NAME.fullmatch(name):
             problems.append(
                 f"invalid failure policy rule name '{name}', a failure policy rule name must start with an "
                 "alphabetic character, optionally followed by a string of alphanumeric characters or "

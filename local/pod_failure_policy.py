@@ -187,9 +187,9 @@ def job_failure(
 def _qualified_name_problems(name: str) -> list[str]:
     prefix, _, local = name.rpartition("/")
     problems = []
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
         problems.append(f"prefix {prefix!r} is not a DNS-1123 subdomain")
-    if not local or len(local) > 63 or not QUALIFIED_NAME.match(local):
+    if not local or len(local) > 63 or not QUALIFIED_NAME.fullmatch(local):
         problems.append(f"{local!r} is not a qualified name (at most 63 alphanumerics, '-', '_' or '.')")
     return problems
 
@@ -269,6 +269,6 @@ def job_spec_problems(job_name: str, job_spec: Mapping[str, Any]) -> list[str]:
     completions = job_spec.get("completions")
     if job_spec.get("completionMode") == "Indexed" and completions:
         host = f"{job_name}-{completions - 1}"  # the pod host name of the last index
-        if len(host) > 63 or not DNS1123_LABEL.match(host):
+        if len(host) > 63 or not DNS1123_LABEL.fullmatch(host):
             problems.append(f"metadata.name: will not able to create pod with invalid DNS label: {host}")
     return problems

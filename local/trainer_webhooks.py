@@ -86,7 +86,7 @@ def trainjob_crd_problems(trainjob: Mapping[str, Any]) -> list[str]:
     name = trainjob["metadata"]["name"]
     trainer = trainjob["spec"].get("trainer") or {}
     problems = []
-    if not RFC1035_LABEL.match(name):
+    if not RFC1035_LABEL.fullmatch(name):
         problems.append("metadata.name must match RFC 1035 DNS label format")
     if len(name) > MAX_NAME:
         problems.append(f"metadata.name must be no more than {MAX_NAME} characters")

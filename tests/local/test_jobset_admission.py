@@ -72,6 +72,11 @@ def test_a_rule_name_ending_in_a_colon_is_refused(objects: Objects) -> None:
     assert len(jobset_refusals(*objects)) == 1
 
 
+def test_a_rule_name_with_a_trailing_newline_is_refused(objects: Objects) -> None:
+    rules(objects[0])[0]["name"] = "finalExit\n"  # Go's $ is the end of the text, not of a line
+    assert len(jobset_refusals(*objects)) == 1
+
+
 def test_a_rule_name_longer_than_128_characters_is_refused(objects: Objects) -> None:
     rules(objects[0])[0]["name"] = "a" * 129
     (problem,) = jobset_refusals(*objects)
