@@ -25,6 +25,7 @@ from local.launch import (
     LocalPlan,
     ManifestError,
     agent_environment,
+    launcher_options,
     local_trainer_args,
     local_trainer_config,
     split_command,
@@ -32,7 +33,6 @@ from local.launch import (
 )
 from local.restart_policy import NEVER
 from trainer.launch_exits import LAUNCH_MODULE
-from trainer.launch_stage import split_launcher_options
 
 NODE = "node"  # the replicated job and the container Trainer v2 completes (pkg/constants/constants.go Node)
 TRAINER_V2_PORT = 29500  # PET_MASTER_PORT on the cluster (constants.go ContainerTrainerPort)
@@ -87,11 +87,7 @@ def trainjob_plan(
 ) -> LocalPlan:
     """The agents to start for the TrainJob, meeting on 127.0.0.1:`master_port`, with files under `work_dir`."""
     container = node_container(runtime, trainjob)
-    command = container["command"]
-    # The launcher's own switches (--stage-inputs) come before torchrun's flags and go to the agents as they are.
-    _, torchrun_args = split_launcher_options(command[3:])
-    launcher_options = command[3 : len(command) - len(torchrun_args)]
-    flags, trainer_args = split_command([*command[:3], *torchrun_args])
+    flags, trainer_args = split_command(container["command"])
     given = sorted(set(flags) & set(TRAINER_V2_FLAGS))
     if given:
         raise ManifestError(f"the command sets --{', --'.join(given)}, which Trainer v2 sets from the TrainJob")
@@ -108,7 +104,7 @@ def trainjob_plan(
         sys.executable,
         "-m",
         LAUNCH_MODULE,
-        *launcher_options,
+        *launcher_options(container["command"]),  # the launcher's own switches (--stage-inputs), as they are
         *(f"--{name}={value}" for name, value in flags.items()),
     ]
     argv += ["-m", "trainer", *args]
