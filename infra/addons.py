@@ -83,12 +83,18 @@ def addon_version(name: str, kubernetes_version: str, parent: pulumi.Resource) -
 
 def eks_addon(spec: AddonSpec, target: AddonTarget, depends_on: list[pulumi.Resource]) -> aws.eks.Addon:
     extra: dict[str, Any] = {}
+    granted: list[pulumi.Resource] = []
     if spec.identity is not None:
         trust = pulumi.Output.from_input(target.cluster_arn).apply(
             lambda arn: pod_identity_trust_policy(spec.identity, arn)
         )
         role = role_with_policies(f"{target.prefix}-{spec.name}", trust, spec.policies, target.partition, target.parent)
-        extra["pod_identity_associations"] = [{"role_arn": role.arn, "service_account": spec.identity.service_account}]
+        extra["pod_identity_associations"] = [
+            {"role_arn": role.role.arn, "service_account": spec.identity.service_account}
+        ]
+        # The add-on's pods act with these policies from their first start to their last cleanup (the EBS CSI
+        # controller deletes volumes while the platform goes): attached before it, detached after it.
+        granted = list(role.attachments)
     if spec.configuration:
         extra["configuration_values"] = json.dumps(spec.configuration)
     return aws.eks.Addon(
@@ -100,6 +106,6 @@ def eks_addon(spec: AddonSpec, target: AddonTarget, depends_on: list[pulumi.Reso
         resolve_conflicts_on_create="OVERWRITE",
         resolve_conflicts_on_update="OVERWRITE",
         # The cluster name is a plain string, so the dependency on the control plane is explicit.
-        opts=pulumi.ResourceOptions(parent=target.parent, depends_on=depends_on),
+        opts=pulumi.ResourceOptions(parent=target.parent, depends_on=[*depends_on, *granted]),
         **extra,
     )

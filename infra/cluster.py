@@ -3,6 +3,7 @@ existing cluster by kubeconfig."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pulumi
@@ -11,8 +12,9 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from infra.addons import AddonTarget, cluster_addons, eks_addon
-from infra.iam import NODE_POLICIES, cluster_arn, key_policy, node_trust_policy, role_with_policies
+from infra.iam import NODE_POLICIES, PolicyRole, cluster_arn, key_policy, node_trust_policy, role_with_policies
 from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
+from stack.cluster_checks import OWN_CIDR_FIX, SYSTEM_NODE_GROUP_NAME, node_group_name_prefix
 from stack.config import ClusterConfig
 from stack.node_contract import SYSTEM_NODE_GROUP_LABEL
 from stack.versions import SYSTEM_AMI_TYPE
@@ -27,6 +29,21 @@ KEY_DELETION_WINDOW_DAYS = 30
 def control_plane_log_group_name(cluster_name: str) -> str:
     """The group EKS writes control-plane logs to (EKS user guide, "Send control plane logs to CloudWatch Logs")."""
     return f"/aws/eks/{cluster_name}/cluster"
+
+
+def role_key(role_arn: str) -> tuple[str, str] | None:
+    """(account, role name) of an IAM role ARN; a role's name is unique in its account, whatever its path."""
+    match = re.fullmatch(r"arn:[\w-]+:iam::(\d{12}):role/(?:[\w+=,.@/-]*/)?([\w+=,.@-]+)", role_arn)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def creator_role(caller_arn: str) -> tuple[str, str] | None:
+    """(account, role name) of the role behind an assumed-role session ARN (sts:GetCallerIdentity), which is the
+    principal EKS gives the creator's access entry; None for a user or another kind of principal."""
+    match = re.fullmatch(r"arn:[\w-]+:sts::(\d{12}):assumed-role/([\w+=,.@-]+)/.+", caller_arn)
+    if match:
+        return (match.group(1), match.group(2))
+    return role_key(caller_arn)
 
 
 @dataclass
@@ -49,7 +66,7 @@ class Cluster(pulumi.ComponentResource):
     provider: k8s.Provider
     eks_cluster: eks.Cluster
     system_nodes: eks.ManagedNodeGroup
-    node_role: aws.iam.Role
+    node_role: PolicyRole
     early_addons: list[aws.eks.Addon]
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
@@ -81,6 +98,7 @@ class Cluster(pulumi.ComponentResource):
             if cfg.control_plane_logs
             else []
         )
+        admin_role_arns = self._admin_role_arns(cfg.admin_role_arns, pulumi.InvokeOptions(parent=self))
         admin_policy = pulumi.Output.concat(
             "arn:", partition, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
         )
@@ -106,7 +124,7 @@ class Cluster(pulumi.ComponentResource):
                         )
                     },
                 )
-                for index, arn in enumerate(cfg.admin_role_arns)
+                for index, arn in admin_role_arns.items()
             },
             # Pods get AWS credentials through EKS Pod Identity, which needs no OIDC provider.
             create_oidc_provider=False,
@@ -127,7 +145,8 @@ class Cluster(pulumi.ComponentResource):
         if not cfg.endpoint_public_access:
             pulumi.log.warn(
                 f"the API endpoint of {args.cluster_name} is private: pulumi up, pulumi destroy and kubectl must run "
-                "inside the VPC or a network routed to it (cluster.endpointPublicAccess, docs/aws.md)",
+                "inside the VPC or a network routed to it (docs/aws.md, 'API endpoint access'). To reach it from this "
+                f"machine only: {OWN_CIDR_FIX}",
                 resource=self,
             )
         self.kubeconfig = pulumi.Output.secret(self.eks_cluster.kubeconfig_json)
@@ -162,6 +181,24 @@ class Cluster(pulumi.ComponentResource):
         )
         self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
 
+    def _admin_role_arns(self, configured: list[str], invoke: pulumi.InvokeOptions) -> dict[int, str]:
+        """The roles that get an access entry: every configured one but the role deploying the stack. pulumi-eks
+        creates the cluster with bootstrapClusterCreatorAdminPermissions (nodejs/eks/cluster/cluster.ts), so EKS has
+        already made a cluster-admin access entry for that role, and a second entry for it fails the first
+        `pulumi up` with ResourceInUseException. Keyed by the role's place in the list, so the other entries keep
+        their names."""
+        if not configured:
+            return {}
+        creator = creator_role(aws.get_caller_identity(opts=invoke).arn)
+        kept = {index: arn for index, arn in enumerate(configured) if creator is None or role_key(arn) != creator}
+        for arn in sorted(set(configured) - set(kept.values())):
+            pulumi.log.info(
+                f"{arn} deploys this stack: EKS gives it cluster admin through the cluster creator's access entry, so "
+                "cluster.adminRoleArns adds no second entry for it",
+                resource=self,
+            )
+        return kept
+
     def _system_nodes(self, name: str, args: ClusterArgs) -> eks.ManagedNodeGroup:
         cfg = args.config
         template = aws.ec2.LaunchTemplate(
@@ -178,8 +215,13 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-system",
             cluster=self.eks_cluster,
             # A prefix, not a fixed name: a change that replaces the group creates the new one beside the old.
-            node_group_name_prefix=f"{args.cluster_name}-system-",
-            node_role=self.node_role,
+            node_group_name_prefix=node_group_name_prefix(args.cluster_name, SYSTEM_NODE_GROUP_NAME),
+            # pulumi-eks fills in the cluster's version only for a group without a launch template (nodejs/eks/nodes/
+            # nodegroup.ts createManagedNodeGroup), and EKS keeps a group at the version it was created with: without
+            # this, a kubernetesVersion bump would upgrade the control plane and leave the nodes behind. The control
+            # plane's own version, read back, so the nodes follow it once it has been upgraded.
+            version=self.eks_cluster.eks_cluster.version,
+            node_role=self.node_role.role,
             subnet_ids=args.private_subnet_ids,
             instance_types=[cfg.system_node_instance_type],
             ami_type=SYSTEM_AMI_TYPE,
@@ -190,7 +232,8 @@ class Cluster(pulumi.ComponentResource):
             },
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             labels=SYSTEM_NODE_LABELS,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=self.early_addons),
+            # The node role's policies are attached before the nodes start and detached after they are gone.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.early_addons, *self.node_role.attachments]),
         )
 
 

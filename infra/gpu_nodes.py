@@ -16,8 +16,10 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
+from infra.iam import PolicyRole
 from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
 from sizing.catalog import InstanceType
+from stack.cluster_checks import GPU_NODE_GROUP_NAME, node_group_name_prefix
 from stack.config import GpuNodesConfig
 from stack.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, efa_label_value
 from stack.versions import GPU_AMI_TYPE
@@ -102,7 +104,7 @@ class GpuNodeGroupArgs:
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     cluster_security_group_id: pulumi.Input[str]  # the group EKS created for the cluster
-    node_role: aws.iam.Role
+    node_role: PolicyRole
     depends_on: list[pulumi.Resource]
 
 
@@ -159,8 +161,11 @@ class GpuNodeGroup(pulumi.ComponentResource):
             cluster=args.cluster,
             # A prefix, not a fixed name: a change that replaces the group (instance type, AZ, capacity type)
             # creates the new group beside the old one instead of colliding with its name.
-            node_group_name_prefix=f"{args.cluster_name}-gpu-",
-            node_role=args.node_role,
+            node_group_name_prefix=node_group_name_prefix(args.cluster_name, GPU_NODE_GROUP_NAME),
+            # The control plane's version, spelt out: pulumi-eks sets it only without a launch template
+            # (infra/cluster.py).
+            version=args.cluster.eks_cluster.version,
+            node_role=args.node_role.role,
             subnet_ids=[args.subnet_id],  # one subnet, one AZ: EFA does not cross AZs
             # A capacity block names its instance type in the launch template only; EKS refuses it in both places.
             instance_types=None if cfg.capacity_type == "CAPACITY_BLOCK" else [instance.name],
@@ -174,7 +179,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             taints=[GPU_TAINT],
             labels={label_key: label_value, EFA_LABEL: efa_label_value(cfg.efa_enabled)},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.depends_on),
+            # The node role's policies are attached before the nodes start and detached after they are gone.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *args.node_role.attachments]),
         )
         # The name EKS gave the group (the prefix and a unique suffix), read back from the aws.eks.NodeGroup.
         self.node_group_name = self.node_group.node_group.node_group_name

@@ -84,22 +84,40 @@ def managed_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Outp
     return pulumi.Output.concat("arn:", partition, ":iam::aws:policy/", policy)
 
 
+@dataclass(frozen=True)
+class PolicyRole:
+    """A role and the attachments of its managed policies. Whatever runs with the role depends on `attachments`,
+    not only on the role: the role exists before its policies are attached, and `pulumi destroy` would otherwise
+    detach them while that user is still being deleted (the AWS provider's aws_eks_node_group documentation: "Ensure
+    that IAM Role permissions are created before and deleted after EKS Node Group handling. Otherwise, EKS will not
+    be able to properly delete EC2 Instances and Elastic Network Interfaces.")."""
+
+    role: aws.iam.Role
+    attachments: tuple[aws.iam.RolePolicyAttachment, ...]
+
+    @property
+    def granted(self) -> list[pulumi.Resource]:
+        """What a user of the role depends on: the role with every policy attached."""
+        return [self.role, *self.attachments]
+
+
 def role_with_policies(
     name: str,
     trust_policy: pulumi.Input[str],
     policy_names: tuple[str, ...],
     partition: pulumi.Input[str],
     parent: pulumi.Resource,
-) -> aws.iam.Role:
-    """A role with the AWS managed policies `policy_names` attached, the attachments parented like the role so
-    that whatever depends on the component also waits for (and outlives) them."""
+) -> PolicyRole:
+    """A role with the AWS managed policies `policy_names` attached, the attachments parented like the role."""
     opts = pulumi.ResourceOptions(parent=parent)
     role = aws.iam.Role(name, assume_role_policy=trust_policy, opts=opts)
-    for policy in policy_names:
+    attachments = tuple(
         aws.iam.RolePolicyAttachment(
             f"{name}-{policy.rsplit('/', 1)[-1]}",
             role=role.name,
             policy_arn=managed_policy_arn(partition, policy),
             opts=opts,
         )
-    return role
+        for policy in policy_names
+    )
+    return PolicyRole(role, attachments)

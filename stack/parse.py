@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stack.checks import cross_key_problems
+from stack.cluster_checks import cluster_problems
 from stack.config import REGION, SECRET_KEYS, SECTIONS, StackConfig
 from stack.fields import NAMESPACE, ConfigError, decode_object, parse_section
 from stack.fit import fit_problems
@@ -46,6 +47,7 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
     )
     # Cross-key checks run on what parsed: a value rejected above fell back to its default, so they stay sound.
     problems += cross_key_problems(config)
+    problems += cluster_problems(config)  # node group name prefixes, who may reach the API (stack/cluster_checks.py)
     problems += [] if problems else fit_problems(config)  # memory per GPU, once the rest is sound (stack/fit.py)
     if problems:
         raise ConfigError(problems)

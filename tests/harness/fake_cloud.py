@@ -50,7 +50,7 @@ class FakeCloud(mocks.Mocks):
         self.region = region
         self.inputs: dict[tuple[str, str], dict[str, Any]] = {}
         self.outputs: dict[tuple[str, str], dict[str, Any]] = {}
-        self._eks_cluster_names: dict[str, str] = {}  # component URN -> EKS cluster name
+        self._eks_clusters: dict[str, tuple[str, str | None]] = {}  # component URN -> EKS cluster name, version
         self._launch_templates: dict[str, dict[str, Any]] = {}  # launch template id -> inputs
         self.current_urn = ""  # set by the recording monitor before each registration
         self.invokes: list[str] = []  # every data source the program called, for the CI preview role
@@ -76,13 +76,14 @@ class FakeCloud(mocks.Mocks):
             return resource_id, computed
         if typ == "eks:index:Cluster":
             computed = cluster_outputs(name, inputs, self.region)
-            self._eks_cluster_names[self.current_urn] = computed["eksCluster"].id
+            self._eks_clusters[self.current_urn] = (computed["eksCluster"].id, inputs.get("version"))
             return self.current_urn, computed
         if typ == "eks:index:ManagedNodeGroup":
-            cluster_name = inputs.get("clusterName") or self._eks_cluster_names[inputs["cluster"]]
+            known = self._eks_clusters.get(inputs.get("cluster") or "")
+            cluster = (inputs.get("clusterName") or known[0], known[1] if known else None)
             template_id = (inputs.get("launchTemplate") or {}).get("id")
             template = self._launch_templates.get(template_id) if template_id else None
-            return self.current_urn, node_group_outputs(name, inputs, self.region, cluster_name, template)
+            return self.current_urn, node_group_outputs(name, inputs, self.region, cluster, template)
         if typ.startswith("pulumi:providers:"):
             return key_uuid(name, typ), {}
         if typ.startswith("kubernetes:"):

@@ -12,8 +12,17 @@ pulumi-eks computes them (github.com/pulumi/pulumi-eks, nodejs/eks/cluster/clust
 - A ManagedNodeGroup passes its arguments through to an aws.eks.NodeGroup named like the component; it refuses a
   launch template together with any of the options that need its own template.
 
+- A ManagedNodeGroup without `version` gets the cluster's version from pulumi-eks only when it has no launch
+  template (createManagedNodeGroup: `if (!args.version && !args.launchTemplate)`); with one, the aws.eks.NodeGroup
+  has no version, EKS creates it at the control plane's version of that day and keeps it there through upgrades.
+- With `authenticationMode` set, pulumi-eks creates the cluster with `bootstrapClusterCreatorAdminPermissions: true`
+  (cluster.ts createCluster), so EKS makes an access entry for the principal that creates the cluster: the role
+  behind the caller's assumed-role session. A second entry for that principal is refused.
+
 The EKS API's own refusals for a node group with a launch template are modelled too (EKS user guide,
-"Customize managed nodes with launch templates" and "Create a managed node group with Capacity Blocks for ML").
+"Customize managed nodes with launch templates" and "Create a managed node group with Capacity Blocks for ML"), and
+the AWS provider's limit on a node group name prefix (terraform-provider-aws internal/service/eks/node_group.go:
+63 characters less the 26 of the unique suffix it appends).
 """
 
 from __future__ import annotations
@@ -36,6 +45,9 @@ CUSTOM_LAUNCH_TEMPLATE_ARGS = (*CUSTOM_USER_DATA_ARGS, "enableIMDSv2", "userData
 AWS_PACKAGE_VERSION = "7.25.0"
 # EKS's default service CIDR when none is given (EKS API reference, KubernetesNetworkConfigRequest).
 SERVICE_CIDR = "172.20.0.0/16"
+NODE_GROUP_NAME_PREFIX_MAX = 63 - 26
+# The principal the fake's getCallerIdentity answers for (fake_aws.py): the role behind the deploying session.
+CREATOR_ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/deployer"
 
 
 class ProviderRefusalError(Exception):
@@ -55,6 +67,12 @@ class Child:
 def cluster_outputs(name: str, inputs: dict[str, Any], region: str) -> dict[str, Any]:
     if inputs.get("publicAccessCidrs") and inputs.get("endpointPublicAccess") is False:
         raise ProviderRefusalError("`publicAccessCidrs` can only be set when `endpointPublicAccess` is true")
+    if inputs.get("authenticationMode"):
+        for entry in (inputs.get("accessEntries") or {}).values():
+            if entry.get("principalArn") == CREATOR_ROLE_ARN:
+                raise ProviderRefusalError(
+                    "ResourceInUseException: The specified access entry resource is already in use on this cluster."
+                )
     cluster_name = inputs.get("name") or auto_name(f"{name}-eksCluster")
     eks_group = ec2_id("sg", name, "eks-created")
     own_groups = not inputs.get("skipDefaultSecurityGroups")
@@ -154,16 +172,24 @@ def cluster_outputs(name: str, inputs: dict[str, Any], region: str) -> dict[str,
 
 
 def node_group_outputs(
-    name: str, inputs: dict[str, Any], region: str, cluster_name: str, template: dict[str, Any] | None
+    name: str,
+    inputs: dict[str, Any],
+    region: str,
+    cluster: tuple[str, str | None],
+    template: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """`template`: the launch template's inputs when the group names one of the stack's templates."""
+    """`cluster`: the EKS cluster's name and Kubernetes version; `template`: the launch template's inputs when the
+    group names one of the stack's templates."""
     _check_node_group(inputs, template)
+    cluster_name, cluster_version = cluster
     group_name = (
         inputs.get("nodeGroupName")
         or (prefixed_unique_id(inputs["nodeGroupNamePrefix"], name) if inputs.get("nodeGroupNamePrefix") else None)
         or auto_name(name)
     )
     passed = {k: v for k, v in inputs.items() if k not in ("cluster", "nodeRole", *CUSTOM_LAUNCH_TEMPLATE_ARGS)}
+    if not inputs.get("version") and not inputs.get("launchTemplate"):
+        passed["version"] = cluster_version  # pulumi-eks's default; with a launch template the group gets none
     node_group = Child(
         "aws:eks/nodeGroup:NodeGroup",
         name,
@@ -201,6 +227,12 @@ def _check_node_group(inputs: dict[str, Any], template: dict[str, Any] | None) -
     check_managed_node_group_args(inputs)
     if inputs.get("nodeGroupName") and inputs.get("nodeGroupNamePrefix"):
         raise ProviderRefusalError('"node_group_name": conflicts with node_group_name_prefix')
+    prefix = inputs.get("nodeGroupNamePrefix") or ""
+    if len(prefix) > NODE_GROUP_NAME_PREFIX_MAX:
+        raise ProviderRefusalError(
+            f"expected length of node_group_name_prefix to be in the range (0 - {NODE_GROUP_NAME_PREFIX_MAX}), "
+            f"got {prefix}"
+        )
     if template is None:
         if inputs.get("capacityType") == "CAPACITY_BLOCK":
             raise ProviderRefusalError("InvalidRequestException: Capacity Blocks need a launch template")

@@ -50,3 +50,12 @@ def test_the_reservation_update_path_is_the_one_the_preview_gives() -> None:
     for setting in SCALE_TO_ZERO.split(" and "):
         key, value = setting.split(" ")
         assert f"pulumi config set --path fsdp-eks:{key} {value}" in path, setting
+
+
+def test_the_endpoint_and_name_limits_are_the_ones_the_checks_apply() -> None:
+    from stack.cluster_checks import NODE_GROUP_NAME_PREFIX_MAX_LENGTH, OWN_CIDR_FIX, longest_cluster_name
+
+    assert " ".join(OWN_CIDR_FIX.split()) in AWS_DOC
+    names = AWS_DOC[AWS_DOC.index("## Cluster name and administrators") :]
+    assert f"at most {NODE_GROUP_NAME_PREFIX_MAX_LENGTH} characters" in names
+    assert f"at most {longest_cluster_name()} characters" in names

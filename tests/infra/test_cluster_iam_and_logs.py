@@ -89,7 +89,7 @@ def test_the_stack_owns_the_control_plane_log_group_and_creates_it_first(stack_r
 
 
 def test_no_log_group_without_control_plane_logs() -> None:
-    cluster = raw_stack_config("p5-2")["fsdp-eks:cluster"] | {"controlPlaneLogs": []}
+    cluster = raw_stack_config("p5-2").get("fsdp-eks:cluster", {}) | {"controlPlaneLogs": []}
     run = run_program("p5-2", {"fsdp-eks:cluster": cluster})
     assert run.error is None, run.error
     assert run.of_type("aws:cloudwatch/logGroup:LogGroup") == []

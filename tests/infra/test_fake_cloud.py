@@ -8,6 +8,7 @@ import pytest
 
 from tests.harness.fake_cloud import UNMODELED, FakeCloud
 from tests.harness.fake_eks import (
+    CREATOR_ROLE_ARN,
     ProviderRefusalError,
     check_managed_node_group_args,
     cluster_outputs,
@@ -72,7 +73,7 @@ NODE_GROUP = {"nodeRoleArn": "arn:aws:iam::123456789012:role/node", "launchTempl
 )
 def test_node_groups_are_refused_where_eks_refuses_them(group: dict, template: dict, refusal: str) -> None:
     with pytest.raises(ProviderRefusalError, match=refusal):
-        node_group_outputs("gpu", {**NODE_GROUP, **group}, "us-east-1", "demo", template)
+        node_group_outputs("gpu", {**NODE_GROUP, **group}, "us-east-1", ("demo", "1.35"), template)
 
 
 @pytest.mark.parametrize(
@@ -94,15 +95,51 @@ def test_a_capacity_block_group_with_the_type_in_its_template_is_accepted() -> N
         "instanceMarketOptions": {"marketType": "capacity-block"},
         "capacityReservationSpecification": {"capacityReservationTarget": {"capacityReservationId": "cr-1"}},
     }
-    outputs = node_group_outputs("gpu", {**NODE_GROUP, "capacityType": "CAPACITY_BLOCK"}, "us-east-1", "demo", template)
+    outputs = node_group_outputs(
+        "gpu", {**NODE_GROUP, "capacityType": "CAPACITY_BLOCK"}, "us-east-1", ("demo", "1.35"), template
+    )
     assert outputs["nodeGroup"].state["capacityType"] == "CAPACITY_BLOCK"
 
 
 def test_a_name_prefix_gives_a_unique_name_after_the_prefix() -> None:
-    outputs = node_group_outputs("gpu", {**NODE_GROUP, "nodeGroupNamePrefix": "demo-gpu-"}, "us-east-1", "demo", {})
+    outputs = node_group_outputs(
+        "gpu", {**NODE_GROUP, "nodeGroupNamePrefix": "demo-gpu-"}, "us-east-1", ("demo", "1.35"), {}
+    )
     name = outputs["nodeGroup"].state["nodeGroupName"]
     assert name.startswith("demo-gpu-") and len(name) == len("demo-gpu-") + 26
     assert outputs["nodeGroup"].id == f"demo:{name}"
+
+
+def test_pulumi_eks_gives_a_group_the_cluster_version_only_without_a_launch_template() -> None:
+    """nodegroup.ts createManagedNodeGroup: `if (!args.version && !args.launchTemplate)`."""
+    without_template = {"nodeRoleArn": NODE_GROUP["nodeRoleArn"]}
+    assert (
+        node_group_outputs("gpu", without_template, "us-east-1", ("demo", "1.35"), None)["nodeGroup"].state["version"]
+        == "1.35"
+    )
+    assert "version" not in node_group_outputs("gpu", NODE_GROUP, "us-east-1", ("demo", "1.35"), {})["nodeGroup"].state
+    pinned = node_group_outputs("gpu", {**NODE_GROUP, "version": "1.34"}, "us-east-1", ("demo", "1.35"), {})
+    assert pinned["nodeGroup"].state["version"] == "1.34"
+
+
+def test_the_provider_refuses_a_node_group_name_prefix_over_37_characters() -> None:
+    fits = "c" * 29 + "-system-"
+    node_group_outputs("gpu", {**NODE_GROUP, "nodeGroupNamePrefix": fits}, "us-east-1", ("demo", "1.35"), {})
+    with pytest.raises(ProviderRefusalError, match=r"node_group_name_prefix to be in the range \(0 - 37\)"):
+        node_group_outputs("gpu", {**NODE_GROUP, "nodeGroupNamePrefix": "c" + fits}, "us-east-1", ("demo", "1.35"), {})
+
+
+def test_eks_refuses_a_second_access_entry_for_the_role_that_creates_the_cluster() -> None:
+    """pulumi-eks sets bootstrapClusterCreatorAdminPermissions with an authentication mode: the creator has one."""
+    entry = {"principalArn": CREATOR_ROLE_ARN}
+    with pytest.raises(ProviderRefusalError, match="ResourceInUseException"):
+        cluster_outputs(
+            "cluster", {**CLUSTER_INPUTS, "authenticationMode": "API", "accessEntries": {"a": entry}}, "us-east-1"
+        )
+    other = {"principalArn": CREATOR_ROLE_ARN.replace("deployer", "admin")}
+    cluster_outputs(
+        "cluster", {**CLUSTER_INPUTS, "authenticationMode": "API", "accessEntries": {"a": other}}, "us-east-1"
+    )
 
 
 def test_the_fake_refuses_a_resource_type_it_does_not_model() -> None:

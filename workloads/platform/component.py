@@ -162,10 +162,11 @@ class Platform(pulumi.ComponentResource):
             addon_name=CLOUDWATCH_ADDON,
             addon_version=version,
             # Credentials through EKS Pod Identity, not the node role: only the agent gets CloudWatch write access.
-            pod_identity_associations=[{"role_arn": role.arn, "service_account": CLOUDWATCH_SERVICE_ACCOUNT}],
+            pod_identity_associations=[{"role_arn": role.role.arn, "service_account": CLOUDWATCH_SERVICE_ACCOUNT}],
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=after_nodes),
+            # The agent writes with the attached policy until it is gone (infra/iam.py PolicyRole).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*after_nodes, *role.attachments]),
         )
 
     def _k8s_opts(self, depends_on: Sequence[pulumi.Resource] = ()) -> pulumi.ResourceOptions:

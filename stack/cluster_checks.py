@@ -1,0 +1,84 @@
+"""Checks of the cluster the stack creates that the AWS provider or EKS would otherwise answer mid-`pulumi up`: how
+long its name may be, given the node groups named after it, and who may reach its API endpoint.
+
+Kept apart from stack/checks.py (the checks across every section) because infra/ names its node groups with
+`node_group_name_prefix` below: the limit and the names it limits are written once, here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from stack.config import StackConfig
+from stack.fields import NAMESPACE
+
+# The AWS provider refuses a node group name prefix over 37 characters: a managed node group's name has at most 63
+# (EKS API reference, CreateNodegroup), and the provider appends a 26-character unique suffix to a prefix
+# (hashicorp/terraform-provider-aws, internal/service/eks/node_group.go: node_group_name_prefix is validated with
+# StringLenBetween(0, 63-id.UniqueIDSuffixLength); terraform-plugin-sdk helper/id UniqueIDSuffixLength = 26).
+NODE_GROUP_NAME_MAX_LENGTH = 63
+UNIQUE_SUFFIX_LENGTH = 26
+NODE_GROUP_NAME_PREFIX_MAX_LENGTH = NODE_GROUP_NAME_MAX_LENGTH - UNIQUE_SUFFIX_LENGTH
+# The node groups the stack makes, each named "<cluster>-<group>-<unique suffix>" (infra/cluster.py and
+# infra/gpu_nodes.py).
+SYSTEM_NODE_GROUP_NAME = "system"
+GPU_NODE_GROUP_NAME = "gpu"
+NODE_GROUP_NAMES = (SYSTEM_NODE_GROUP_NAME, GPU_NODE_GROUP_NAME)
+# The one line that lets the machine running `pulumi` reach a public endpoint: its own address as a /32
+# (checkip.amazonaws.com answers with the caller's public IPv4 address).
+OWN_CIDR_FIX = (
+    "pulumi config set --path fsdp-eks:cluster.endpointPublicAccess true && "
+    "pulumi config set --path 'fsdp-eks:cluster.publicAccessCidrs[0]' \"$(curl -s https://checkip.amazonaws.com)/32\""
+)
+
+
+def node_group_name_prefix(cluster_name: str, group: str) -> str:
+    """The prefix a node group's name starts with; the provider adds a unique suffix (a replacement group is created
+    beside the old one instead of colliding with its name)."""
+    return f"{cluster_name}-{group}-"
+
+
+def longest_cluster_name() -> int:
+    """The most characters a cluster name the stack creates may have: every node group's prefix must fit."""
+    return min(NODE_GROUP_NAME_PREFIX_MAX_LENGTH - len(node_group_name_prefix("", g)) for g in NODE_GROUP_NAMES)
+
+
+def cluster_name_problems(config: StackConfig) -> list[str]:
+    """A cluster the stack creates names its node groups after itself; EKS's own limit (100) is not the binding one."""
+    if config.cluster.existing:
+        return []
+    name, longest = config.cluster_name, longest_cluster_name()
+    if len(name) <= longest:
+        return []
+    source = (
+        f"{NAMESPACE}:cluster.name" if config.cluster.name else f"the default cluster name (fsdp-eks-{config.stack})"
+    )
+    return [
+        f"{source}: {name!r} ({len(name)} characters) is not allowed; expected at most {longest} characters: the node "
+        f"group name prefix {node_group_name_prefix(name, SYSTEM_NODE_GROUP_NAME)!r} must have at most "
+        f"{NODE_GROUP_NAME_PREFIX_MAX_LENGTH} (the AWS provider's limit for node_group_name_prefix)"
+    ]
+
+
+def public_endpoint_problems(config: StackConfig) -> list[str]:
+    """A public endpoint is open to the networks the stack file names, never to the whole internet: a CIDR of prefix
+    length 0 is refused with the line that names the caller's own address instead."""
+    cluster = config.cluster
+    if cluster.existing or not cluster.endpoint_public_access:
+        return []
+    problems = []
+    for cidr in cluster.public_access_cidrs:
+        try:
+            world = ipaddress.IPv4Network(cidr).prefixlen == 0
+        except ValueError:
+            continue  # stack/checks.py reports a malformed CIDR
+        if world:
+            problems.append(
+                f"{NAMESPACE}:cluster.publicAccessCidrs: {cidr!r} is not allowed; expected your own networks' CIDRs "
+                f"(the API endpoint would be open to the whole internet). To allow only this machine: {OWN_CIDR_FIX}"
+            )
+    return problems
+
+
+def cluster_problems(config: StackConfig) -> list[str]:
+    return cluster_name_problems(config) + public_endpoint_problems(config)

@@ -1,0 +1,129 @@
+"""What the first `pulumi up`, a Kubernetes upgrade and `pulumi destroy` need of the cluster and its node groups: the
+node groups follow the control plane's version, start after and outlive their role's policies, are named within the
+provider's limit, and the access entries leave out the role EKS already made one for."""
+
+from __future__ import annotations
+
+import pytest
+
+from stack.cluster_checks import (
+    NODE_GROUP_NAME_PREFIX_MAX_LENGTH,
+    OWN_CIDR_FIX,
+    longest_cluster_name,
+    node_group_name_prefix,
+)
+from stack.config import KUBERNETES_VERSIONS
+from stack.fields import NAMESPACE
+from stack.files import load_stack_config, raw_stack_config, stack_names
+from tests.harness.destroy_order import dependency_graph, depends_on
+from tests.harness.fake_eks import CREATOR_ROLE_ARN
+from tests.harness.pulumi_program import ProgramRun, run_program
+
+NODE_GROUP = "eks:index:ManagedNodeGroup"
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+ADDON = "aws:eks/addon:Addon"
+CLUSTER = f"{NAMESPACE}:cluster"
+STACK = "p5-2"
+
+
+def _attachments_of(run: ProgramRun, role_id: str) -> list[str]:
+    return [a.urn for a in run.of_type(ATTACHMENT) if a.inputs["role"] == role_id]
+
+
+def _role_id(run: ProgramRun, role_arn: str) -> str:
+    return next(r.id for r in run.of_type("aws:iam/role:Role") if r.outputs["arn"] == role_arn)
+
+
+def test_every_node_group_runs_the_kubernetes_version_of_the_control_plane(stack_run: ProgramRun) -> None:
+    """With a launch template pulumi-eks sets no version (the fake models it), and EKS never upgrades the group."""
+    version = load_stack_config(stack_run.stack).cluster.kubernetes_version
+    groups = stack_run.of_type(NODE_GROUP)
+    assert groups
+    assert {g.name: g.outputs["nodeGroup"].get("version") for g in groups} == {g.name: version for g in groups}
+
+
+def test_a_kubernetes_version_bump_reaches_the_nodes() -> None:
+    older = KUBERNETES_VERSIONS[-2]
+    raw = raw_stack_config(STACK)
+    run = run_program(STACK, {CLUSTER: {**(raw.get(CLUSTER) or {}), "kubernetesVersion": older}})
+    assert run.error is None, run.error
+    assert {g.outputs["nodeGroup"].get("version") for g in run.of_type(NODE_GROUP)} == {older}
+
+
+def test_node_groups_start_after_and_outlive_every_policy_of_their_role(stack_run: ProgramRun) -> None:
+    graph = dependency_graph(stack_run.resources)
+    for group in stack_run.of_type(NODE_GROUP):
+        attachments = _attachments_of(stack_run, group.inputs["nodeRole"])  # the role, passed by its id
+        assert len(attachments) == 3, group.name
+        assert [a for a in attachments if not depends_on(graph, group.urn, a)] == [], group.name
+
+
+def test_add_ons_start_after_and_outlive_the_policies_of_their_pod_identity(stack_run: ProgramRun) -> None:
+    graph = dependency_graph(stack_run.resources)
+    with_identity = [a for a in stack_run.of_type(ADDON) if a.inputs.get("podIdentityAssociations")]
+    assert {a.inputs["addonName"] for a in with_identity} >= {"vpc-cni", "aws-ebs-csi-driver"}
+    for addon in with_identity:
+        (association,) = addon.inputs["podIdentityAssociations"]
+        attachments = _attachments_of(stack_run, _role_id(stack_run, association["roleArn"]))
+        assert attachments and all(depends_on(graph, addon.urn, a) for a in attachments), addon.inputs["addonName"]
+
+
+def test_the_role_deploying_the_stack_gets_no_second_access_entry() -> None:
+    """EKS makes the creator's entry itself (bootstrapClusterCreatorAdminPermissions); a second one is refused."""
+    other = "arn:aws:iam::123456789012:role/platform/admins"
+    with_path = CREATOR_ROLE_ARN.replace("role/", "role/team/")  # the same role: names are unique in an account
+    raw = raw_stack_config(STACK)
+    run = run_program(STACK, {CLUSTER: {**(raw.get(CLUSTER) or {}), "adminRoleArns": [with_path, other]}})
+    assert run.error is None, run.error
+    entries = run.one("eks:index:Cluster").inputs["accessEntries"]
+    assert {key: entry["principalArn"] for key, entry in entries.items()} == {"admin-1": other}
+
+
+def test_node_group_name_prefixes_fit_the_providers_limit_at_the_longest_cluster_name() -> None:
+    longest = "c" * longest_cluster_name()
+    assert longest_cluster_name() == 29  # "<name>-system-" within 63 - 26
+    prefixes = [node_group_name_prefix(longest, group) for group in ("system", "gpu")]
+    assert max(len(p) for p in prefixes) == NODE_GROUP_NAME_PREFIX_MAX_LENGTH
+    run = run_program(STACK, {CLUSTER: {"name": longest}})
+    assert run.error is None, run.error
+
+
+def test_a_cluster_name_too_long_for_its_node_groups_fails_before_any_resource() -> None:
+    run = run_program(STACK, {CLUSTER: {"name": "c" * 30}})
+    assert run.error is not None and run.error["kind"] == "ConfigError"
+    (problem,) = run.error["problems"]
+    assert "cluster.name" in problem and "at most 29 characters" in problem and not run.resources
+
+
+def test_a_default_cluster_name_too_long_names_the_stack() -> None:
+    stack = "a-very-long-stack-name-x"  # fsdp-eks-<stack> is 33 characters
+    run = run_program(stack, raw_stack_config(STACK))
+    assert run.error is not None
+    assert any("default cluster name (fsdp-eks-a-very-long-stack-name-x)" in p for p in run.error["problems"])
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_no_shipped_stack_opens_the_api_endpoint_to_the_internet(stack: str) -> None:
+    cluster = load_stack_config(stack).cluster
+    assert not cluster.endpoint_public_access or all(not c.endswith("/0") for c in cluster.public_access_cidrs)
+
+
+def test_an_endpoint_open_to_the_world_is_refused_with_the_line_that_opens_it_to_this_machine() -> None:
+    run = run_program(STACK, {CLUSTER: {"endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]}})
+    assert run.error is not None
+    (problem,) = run.error["problems"]
+    assert "publicAccessCidrs: '0.0.0.0/0' is not allowed" in problem and OWN_CIDR_FIX in problem
+
+
+def test_an_endpoint_open_to_the_users_own_network_is_public() -> None:
+    run = run_program(STACK, {CLUSTER: {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.7/32"]}})
+    assert run.error is None, run.error
+    inputs = run.one("eks:index:Cluster").inputs
+    assert inputs["endpointPublicAccess"] is True and inputs["publicAccessCidrs"] == ["203.0.113.7/32"]
+
+
+def test_preview_of_a_private_endpoint_says_how_to_reach_it_in_one_line(stack_run: ProgramRun) -> None:
+    if load_stack_config(stack_run.stack).cluster.existing:
+        pytest.skip("an existing cluster's endpoint is not the stack's")
+    (warning,) = [w for w in stack_run.warnings() if "is private" in w]
+    assert OWN_CIDR_FIX in warning
