@@ -15,7 +15,10 @@ from stack.config import StorageConfig
 from stack.file_system import LustreFileSystem
 
 # Lustre's ports (FSx for Lustre user guide, "File system access control with Amazon VPC"): 988 for LNet, and
-# 1018-1023 for the servers' own traffic.
+# 1018-1023, the reserved ports Lustre connections are made from. The guide asks for them in both directions: the
+# file system's group admits them from the clients and from itself, and the clients' groups admit them from the
+# file system's group (its "Lustre client VPC security group rules"), as Lustre servers also open connections to
+# clients.
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 
 
@@ -58,6 +61,20 @@ class CheckpointStorage(pulumi.ComponentResource):
                     opts=child,
                 )
                 rules.append(rule)
+        # The clients' side: every node's primary interface is in the EKS cluster security group, which admits only
+        # its own members (and the control plane) until these rules let the file system's servers in.
+        for low, high in LUSTRE_PORTS:
+            rule = aws.vpc.SecurityGroupIngressRule(
+                f"{name}-lustre-clients-{low}",
+                security_group_id=args.client_security_group_id,
+                referenced_security_group_id=group.id,
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                description="Lustre from the checkpoint file system",
+                opts=child,
+            )
+            rules.append(rule)
         egress = aws.vpc.SecurityGroupEgressRule(
             f"{name}-lustre-out",
             security_group_id=group.id,

@@ -42,3 +42,18 @@ def test_lustre_admits_the_nodes_through_the_eks_cluster_security_group(stack_ru
     assert rules
     for rule in rules:
         assert rule.inputs["referencedSecurityGroupId"] == eks_cluster_security_group(stack_run), rule.name
+
+
+def test_the_nodes_admit_lustre_from_the_file_system_on_its_ports(stack_run: ProgramRun) -> None:
+    """FSx for Lustre user guide, "File system access control with Amazon VPC": the clients' groups admit 988 and
+    1018-1023 from the file system's group, which the EKS cluster security group does not by itself."""
+    file_systems = stack_run.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+    nodes = eks_cluster_security_group(stack_run)
+    admitted = {
+        (int(r.inputs["fromPort"]), int(r.inputs["toPort"]))
+        for r in stack_run.of_type(INGRESS)
+        if r.inputs["securityGroupId"] == nodes and r.inputs.get("ipProtocol") == "tcp"
+        for fs in file_systems
+        if r.inputs.get("referencedSecurityGroupId") in fs.inputs["securityGroupIds"]
+    }
+    assert admitted == ({(988, 988), (1018, 1023)} if file_systems else set())
