@@ -21,6 +21,7 @@ from stack.versions import (
 )
 from workloads.platform.device_plugins import efa_device_plugin_values, nvidia_device_plugin_values
 from workloads.platform.monitoring import MONITORING_RELEASE, dcgm_exporter_values, kube_prometheus_stack_values
+from workloads.platform.placement import platform_node_selector
 
 NVIDIA_REPO = "https://nvidia.github.io/k8s-device-plugin"
 EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
@@ -78,7 +79,7 @@ def monitoring_chart(config: StackConfig) -> ChartRelease:
         "kube-prometheus-stack",
         KUBE_PROMETHEUS_STACK_CHART_VERSION,
         PLATFORM_NAMESPACE,
-        kube_prometheus_stack_values(config.monitoring),
+        kube_prometheus_stack_values(config.monitoring, platform_node_selector(config)),
         timeout_s=900,
     )
 

@@ -23,15 +23,14 @@ from stack.names import (
     ETCD_CLIENT_PORT,
     ETCD_SERVICE_HOST,
     ETCD_SERVICE_NAME,
-    NODE_GROUP_LABEL,
     PART_OF,
     PLATFORM_NAMESPACE,
     STACK_LABEL,
-    SYSTEM_NODE_GROUP,
     TRAINER_COMPONENT,
     TRAINING_NAMESPACE,
 )
 from stack.versions import ETCD_IMAGE
+from workloads.platform.placement import SYSTEM_NODES
 
 # etcd serves /health and Prometheus metrics on a separate, plain-HTTP listener; probes go there so that they keep
 # working if client TLS is ever turned on.
@@ -78,7 +77,9 @@ def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     }
 
 
-def etcd_deployment(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
+def etcd_deployment(namespace: str = PLATFORM_NAMESPACE, node_selector: dict[str, str] | None = None) -> dict[str, Any]:
+    """`node_selector`: workloads/platform/placement.py's; None for the stack's own system nodes."""
+    selector = SYSTEM_NODES if node_selector is None else node_selector
     container = {
         "name": "etcd",
         "image": ETCD_IMAGE,
@@ -118,7 +119,7 @@ def etcd_deployment(namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": dict(LABELS)},
                 "spec": {
-                    "nodeSelector": {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP},
+                    **({"nodeSelector": dict(selector)} if selector else {}),
                     "enableServiceLinks": False,
                     "automountServiceAccountToken": False,
                     "securityContext": {"fsGroup": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
@@ -178,5 +179,7 @@ def etcd_network_policy(stack: str, namespace: str = PLATFORM_NAMESPACE) -> dict
     }
 
 
-def etcd_objects(stack: str, namespace: str = PLATFORM_NAMESPACE) -> list[dict[str, Any]]:
-    return [etcd_deployment(namespace), etcd_service(namespace), etcd_network_policy(stack, namespace)]
+def etcd_objects(
+    stack: str, namespace: str = PLATFORM_NAMESPACE, node_selector: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    return [etcd_deployment(namespace, node_selector), etcd_service(namespace), etcd_network_policy(stack, namespace)]

@@ -18,13 +18,12 @@ from stack.names import (
     NODE_GROUP_LABEL,
     PART_OF,
     PLATFORM_NAMESPACE,
-    SYSTEM_NODE_GROUP,
     TRAINER_METRICS_PORT_NAME,
     TRAINING_NAMESPACE,
 )
 from workloads.platform.dashboards import DASHBOARD_LABEL, DASHBOARD_LABEL_VALUE
+from workloads.platform.placement import SYSTEM_NODES
 
-SYSTEM_NODES = {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}
 GPU_NODES = {NODE_GROUP_LABEL: GPU_NODE_GROUP}
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
 
@@ -100,11 +99,11 @@ def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE, api: str = PYTORCHJ
     }
 
 
-def _prometheus_spec(cfg: MonitoringConfig) -> dict[str, Any]:
+def _prometheus_spec(cfg: MonitoringConfig, system_nodes: dict[str, str]) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "retention": cfg.prometheus_retention,
         "scrapeInterval": SCRAPE_INTERVAL,
-        "nodeSelector": SYSTEM_NODES,
+        "nodeSelector": system_nodes,
         # Select every ServiceMonitor / PodMonitor / rule in the cluster, not only the release's own.
         "serviceMonitorSelectorNilUsesHelmValues": False,
         "podMonitorSelectorNilUsesHelmValues": False,
@@ -134,7 +133,10 @@ def _prometheus_spec(cfg: MonitoringConfig) -> dict[str, Any]:
     return spec
 
 
-def kube_prometheus_stack_values(cfg: MonitoringConfig) -> dict[str, Any]:
+def kube_prometheus_stack_values(cfg: MonitoringConfig, system_nodes: dict[str, str] | None = None) -> dict[str, Any]:
+    """`system_nodes`: where the release's own pods go (workloads/platform/placement.py); None: the stack's system
+    nodes."""
+    system_nodes = dict(SYSTEM_NODES if system_nodes is None else system_nodes)
     return {
         "crds": {"enabled": True},
         # No receivers are configured, so Alertmanager would only cost a pod; alerts still show in Prometheus.
@@ -145,15 +147,15 @@ def kube_prometheus_stack_values(cfg: MonitoringConfig) -> dict[str, Any]:
         "kubeScheduler": {"enabled": False},
         "kubeEtcd": {"enabled": False},
         "kubeProxy": {"enabled": False},
-        "prometheusOperator": {"nodeSelector": SYSTEM_NODES},
-        "kube-state-metrics": {"nodeSelector": SYSTEM_NODES},
+        "prometheusOperator": {"nodeSelector": system_nodes},
+        "kube-state-metrics": {"nodeSelector": system_nodes},
         # Node exporter belongs on every node, the tainted GPU nodes included.
         "prometheus-node-exporter": {"tolerations": [{"operator": "Exists"}]},
-        "prometheus": {"prometheusSpec": _prometheus_spec(cfg)},
+        "prometheus": {"prometheusSpec": _prometheus_spec(cfg, system_nodes)},
         "grafana": {
             "enabled": cfg.grafana,
             "fullnameOverride": GRAFANA_SERVICE,
-            "nodeSelector": SYSTEM_NODES,
+            "nodeSelector": system_nodes,
             "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
             # Port-forward only, unless the stack asks for a public load balancer.
             "service": {"type": "LoadBalancer" if cfg.grafana_load_balancer else "ClusterIP"},
