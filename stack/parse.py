@@ -13,11 +13,16 @@ from stack.cluster_checks import cluster_problems
 from stack.config import REGION, SECRET_KEYS, SECTIONS, StackConfig
 from stack.fields import NAMESPACE, ConfigError, decode_object, parse_section
 from stack.fit import fit_problems
+from stack.gated_models import HF_TOKEN_KEY, hf_token_problems
 
 
-def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
+def parse_stack_config(raw: Mapping[str, Any], stack: str, *, secrets_visible: bool = False) -> StackConfig:
     """Validate a stack's raw config: keys as the engine names them ("fsdp-eks:gpuNodes", "aws:region"),
-    object values as maps or JSON strings. Raises ConfigError listing every problem."""
+    object values as maps or JSON strings. Raises ConfigError listing every problem.
+
+    `secrets_visible`: `raw` holds the stack's secret keys when they are set, as the engine gives them
+    (stack/pulumi_config.py). A stack file read without the engine (stack/files.py) leaves them out, so the checks
+    that need them (a gated model's token) run only under the engine: `pulumi preview`."""
     problems: list[str] = []
     known = {f"{NAMESPACE}:{name}" for name in (*SECTIONS, *SECRET_KEYS)}
     for key in sorted(raw):
@@ -48,6 +53,8 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str) -> StackConfig:
     # Cross-key checks run on what parsed: a value rejected above fell back to its default, so they stay sound.
     problems += cross_key_problems(config)
     problems += cluster_problems(config)  # node group name prefixes, who may reach the API (stack/cluster_checks.py)
+    if secrets_visible and config.job.enabled:
+        problems += hf_token_problems(config.job.model, bool(raw.get(f"{NAMESPACE}:{HF_TOKEN_KEY}")))
     problems += [] if problems else fit_problems(config)  # memory per GPU, once the rest is sound (stack/fit.py)
     if problems:
         raise ConfigError(problems)

@@ -22,7 +22,7 @@ def read_stack_config() -> StackConfig:
     # Keys we do not know are reported too, so a typo such as `gpuNode:` fails instead of being ignored.
     for key in _namespace_keys():
         raw.setdefault(key, ours.get(key.split(":", 1)[1]))
-    return parse_stack_config(raw, pulumi.get_stack())
+    return parse_stack_config(raw, pulumi.get_stack(), secrets_visible=True)  # secret keys included, as set
 
 
 def _namespace_keys() -> list[str]:

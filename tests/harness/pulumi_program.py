@@ -19,8 +19,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from stack.config import JobConfig
+from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
+from stack.gated_models import HF_TOKEN_KEY, gated_repo
 from stack.paths import PROJECT_ROOT
+
+# The token the README sets before the first preview of a stack whose model is gated: `pulumi preview` refuses such a
+# stack without it (stack/gated_models.py), and the runs of its file stand for the stack as deployed.
+PLACEHOLDER_HF_TOKEN = "hf_placeholder_for_mock_runs"
 
 
 @dataclass(frozen=True)
@@ -107,8 +114,10 @@ def run_program(
 ) -> ProgramRun:
     """Overrides replace whole top-level keys; a value of None removes the key. `preview` "update" (the stack
     exists) or "first" (nothing exists yet) runs the program as that kind of preview sees it
-    (tests/harness/preview_runs.py)."""
+    (tests/harness/preview_runs.py). A stack file whose model is gated runs with a placeholder Hugging Face token,
+    as the README deploys it (documented_secrets); `secrets` adds to it or replaces it."""
     raw = raw_stack_config(stack) if (PROJECT_ROOT / f"Pulumi.{stack}.yaml").exists() else {}
+    secrets = {**documented_secrets(raw), **(secrets or {})}
     for key, value in (overrides or {}).items():
         if value is None:
             raw.pop(key, None)
@@ -116,6 +125,16 @@ def run_program(
             raw[key] = value
     raw |= secrets or {}
     return _run(stack, engine_config(raw), json.dumps(sorted(secrets or {})), preview)
+
+
+def documented_secrets(raw: dict[str, Any]) -> dict[str, str]:
+    """The secrets the README sets for a stack file before its first preview: the Hugging Face token when the
+    file's own model is gated (a test that changes the model to a gated one decides about the token itself)."""
+    if not raw:  # no stack file: the test gives the whole config
+        return {}
+    job = raw.get(f"{NAMESPACE}:job") or {}
+    model = job.get("model", JobConfig().model) if isinstance(job, dict) else JobConfig().model
+    return {f"{NAMESPACE}:{HF_TOKEN_KEY}": PLACEHOLDER_HF_TOKEN} if gated_repo(model) else {}
 
 
 @lru_cache(maxsize=32)
