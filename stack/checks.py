@@ -24,6 +24,14 @@ from stack.config import (
 )
 from stack.fields import NAMESPACE
 from stack.job_api import job_api_problems
+from stack.names import (
+    DNS_LABEL_MAX_LENGTH,
+    JOB_NAME_MAX_LENGTH,
+    JOB_NAME_PREFIX,
+    LABEL_VALUE,
+    LABEL_VALUE_MAX_LENGTH,
+    uncut_job_name,
+)
 from trainer.presets import find_shape
 
 
@@ -34,6 +42,7 @@ def cross_key_problems(config: StackConfig) -> list[str]:
         + _cluster_problems(config)
         + _existing_cluster_problems(config)
         + _job_problems(config)
+        + stack_name_problems(config.stack, config.gpu_nodes.count if config.job.enabled else None)
     )
 
 
@@ -306,3 +315,66 @@ def _elastic_batch_problems(config: StackConfig) -> list[str]:
         f"(fails at {', '.join(map(str, bad))} node(s))"
     )
     return [problem]
+
+
+def _derived_names(job: str, nodes: int) -> list[tuple[str, str, int]]:
+    """(what, name, limit) for the job's name and each name the controllers derive from it, on either job API (a
+    stack may switch job.api, and the local run may run it as the other), for a job of `nodes` nodes."""
+    last = nodes - 1
+    return [
+        # workloads/job/spec.py cuts a longer name, which would give two stacks one job (and one Secret, one volume).
+        ("the job's name", job, JOB_NAME_MAX_LENGTH),
+        # kubeflow/trainer v1.9.4 pkg/webhooks/pytorch/pytorchjob_webhook.go validatePyTorchJob: NameIsDNS1035Label.
+        ("the PyTorchJob's name", job, DNS_LABEL_MAX_LENGTH),
+        # v1.9.4 pkg/core/utils.go GenGeneralName names each pod and its headless Service "<job>-worker-<index>"; a
+        # Service name is a DNS-1035 label, and c10d's rendezvous reaches worker 0 by it.
+        ("the PyTorchJob's last worker Service", f"{job}-worker-{last}", DNS_LABEL_MAX_LENGTH),
+        # kubeflow/trainer v2.3.0 pkg/apis/trainer/v1alpha1/trainjob_types.go: metadata.name at most 63, RFC 1035.
+        ("the TrainJob's name", job, DNS_LABEL_MAX_LENGTH),
+        # kubernetes-sigs/jobset v0.12.0 pkg/webhooks/jobset_webhook.go ValidateCreate: the longest Job name
+        # (placement.GenJobName "<jobset>-<replicatedJob>-<index>"; the runtime's one replicated job "node") and the
+        # longest pod name (GenPodName "<jobset>-node-0-<completion index>" and a 5-character suffix) are DNS-1035.
+        ("the JobSet's Job", f"{job}-node-0", DNS_LABEL_MAX_LENGTH),
+        ("the JobSet's last pod", f"{job}-node-0-{last}-abcde", DNS_LABEL_MAX_LENGTH),
+    ]
+
+
+def longest_stack_name(nodes: int) -> int:
+    """The most characters a stack name may have for a job of `nodes` nodes (and as a label value)."""
+    job = JOB_NAME_PREFIX  # each derived name grows by one character per character of the stack's name
+    fits = [limit - len(name) for _, name, limit in _derived_names(job, nodes)]
+    return min(LABEL_VALUE_MAX_LENGTH, *fits)
+
+
+def stack_name_problems(stack: str, nodes: int | None) -> list[str]:
+    """The stack's name is a label value on the job's objects and etcd's NetworkPolicy (stack/names.py STACK_LABEL);
+    with a job (`nodes` not None), the job's name is made from it, and every name derived from that must fit its
+    DNS label. The name comes from the engine (pulumi.get_stack()) or the stack file's name (Pulumi.<stack>.yaml)."""
+    where, problems = f"stack name {stack!r}", []
+    rename = "rename the stack (pulumi stack rename; the file Pulumi.<stack>.yaml is renamed with it)"
+    if not stack or not LABEL_VALUE.match(stack):  # an empty label value is valid; an empty stack name is not
+        problems.append(
+            f"{where} is not allowed; expected letters, digits, '-', '_' and '.', starting and ending with a letter "
+            f"or digit, as a Kubernetes label value must (apimachinery IsValidLabelValue): {rename}"
+        )
+    longest = longest_stack_name(max(nodes or 1, 1))
+    if len(stack) > LABEL_VALUE_MAX_LENGTH:
+        problems.append(
+            f"{where} ({len(stack)} characters) is not allowed; a Kubernetes label value has at most "
+            f"{LABEL_VALUE_MAX_LENGTH} (apimachinery IsValidLabelValue); expected at most {longest} characters: "
+            f"{rename}"
+        )
+    if nodes is None:
+        return problems
+    job = uncut_job_name(stack)
+    broken = [
+        f"{what} {name!r} has {len(name)} characters, over {limit}"
+        for what, name, limit in _derived_names(job, max(nodes, 1))
+        if len(name) > limit  # their syntax holds by construction: job_name keeps [a-z0-9-], "fsdp-" first
+    ]
+    if broken:
+        problems.append(
+            f"{where} ({len(stack)} characters) is not allowed for a {nodes}-node job: {'; '.join(broken)}; "
+            f"expected at most {longest} characters: {rename}"
+        )
+    return problems

@@ -6,6 +6,8 @@ The platform (workloads/platform/component.py) deploys etcd behind a Service wit
 
 from __future__ import annotations
 
+import re
+
 # The namespace of the cluster's own services (etcd, the training operator, monitoring).
 PLATFORM_NAMESPACE = "fsdp-system"
 # The namespace the PyTorchJob, its pods and its Secret live in; the job component (workloads/job/component.py)
@@ -47,3 +49,29 @@ LEADER_ROLE = "master"
 JOB_COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 TRAINER_METRICS_PORT_NAME = "metrics"
 TRAINER_METRICS_PORT = 9300
+
+# Kubernetes label values (apimachinery pkg/util/validation/validation.go IsValidLabelValue): at most 63 characters,
+# empty or a letter or digit at both ends with '-', '_' and '.' between. The stack's name is one (STACK_LABEL).
+LABEL_VALUE_MAX_LENGTH = 63
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# DNS-1035 labels (IsDNS1035Label): Service names, the PyTorchJob's name (its webhook) and every name JobSet derives
+# from a TrainJob's (its webhook); DNS-1123 labels (pod host names) have the same length limit.
+DNS_LABEL_MAX_LENGTH = 63
+DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+# The job's name: "fsdp-" and the stack's name made a DNS-1035 label, cut at JOB_NAME_MAX_LENGTH so that the names the
+# operator and JobSet derive from it fit at any node count (stack/checks.py checks each of them).
+JOB_NAME_PREFIX = "fsdp-"
+JOB_NAME_MAX_LENGTH = 40
+
+
+def uncut_job_name(stack: str) -> str:
+    """The prefix and the stack's name in lowercase letters, digits and '-': a DNS-1035 label but for its length."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", stack.lower()).strip("-")
+    return f"{JOB_NAME_PREFIX}{cleaned}"
+
+
+def job_name(stack: str) -> str:
+    """The PyTorchJob's or TrainJob's name for a stack, as workloads/job/spec.py job_name derives it; the config
+    check (stack/checks.py stack_name_problems) refuses a stack name it would cut."""
+    return uncut_job_name(stack)[:JOB_NAME_MAX_LENGTH].rstrip("-")
