@@ -1,5 +1,6 @@
 """Checks of the cluster the stack creates that the AWS provider or EKS would otherwise answer mid-`pulumi up`: how
-long its name may be, given the node groups named after it, and who may reach its API endpoint.
+long its name may be, given the node groups named after it, who may reach its API endpoint, and whether a system
+node runs in the AZ of Prometheus' volume.
 
 Kept apart from stack/checks.py (the checks across every section) because infra/ names its node groups with
 `node_group_name_prefix` below: the limit and the names it limits are written once, here.
@@ -80,5 +81,26 @@ def public_endpoint_problems(config: StackConfig) -> list[str]:
     return problems
 
 
+def prometheus_volume_problems(config: StackConfig) -> list[str]:
+    """On its own cluster the stack creates Prometheus' EBS volume in the GPU nodes' AZ (workloads/platform/
+    monitoring.py), and an EBS volume attaches only to an instance in its AZ: a system node must run there. The
+    system node group spans one private subnet per AZ, and its Auto Scaling group keeps its instances balanced
+    across them (EC2 Auto Scaling user guide, "Rebalancing activities"), so as many nodes as AZs puts one in each."""
+    cluster, monitoring = config.cluster, config.monitoring
+    if cluster.existing or not monitoring.enabled or not monitoring.prometheus_storage_gib:
+        return []
+    if config.network.uses_existing_vpc:
+        return []  # the subnets' AZs are not in the config; docs/aws.md asks for a private subnet in the GPU AZ
+    zones = len(config.availability_zones)
+    if cluster.system_node_count >= zones:
+        return []
+    return [
+        f"{NAMESPACE}:cluster.systemNodeCount: {cluster.system_node_count} is not allowed with "
+        f"monitoring.prometheusStorageGiB {monitoring.prometheus_storage_gib}; expected at least {zones} (one system "
+        f"node per AZ, so that one runs in {config.gpu_availability_zone}, where Prometheus' volume is), or "
+        "monitoring.prometheusStorageGiB 0 (samples in an emptyDir)"
+    ]
+
+
 def cluster_problems(config: StackConfig) -> list[str]:
-    return cluster_name_problems(config) + public_endpoint_problems(config)
+    return cluster_name_problems(config) + public_endpoint_problems(config) + prometheus_volume_problems(config)

@@ -80,3 +80,58 @@ def deletion_rounds(graph: dict[str, set[str]]) -> list[list[str]]:
         rounds.append(ready)
         condemned -= set(ready)
     return list(reversed(rounds))
+
+
+# --- What Kubernetes still does after the engine has seen an object deleted.
+# The engine waits for an object to be gone (pulumi-kubernetes awaits deletion until the API server answers 404), not
+# for what controllers do next. A dynamically provisioned volume is one such thing: once its claim is gone, the
+# PersistentVolume controller has the volume's provisioner delete it (kubernetes pkg/controller/volume/
+# persistentvolume, reclaimVolume with reclaimPolicy Delete), which needs the CSI driver's controller running, on a
+# node, with its credentials. A statically provisioned PersistentVolume the stack creates is different: the engine
+# waits for it, and the CSI attacher holds it with a finalizer until its volume is detached (kubernetes-csi/
+# external-attacher, csi_handler.go addPVFinalizer); the stack then deletes the volume itself.
+STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
+CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def _claim_templates(value: object) -> list[dict]:
+    """Every volumeClaimTemplate in a chart's values (a StatefulSet's claims, made by its controller)."""
+    found: list[dict] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "volumeClaimTemplate" and isinstance(inner, dict):
+                found.append(inner)
+            else:
+                found += _claim_templates(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            found += _claim_templates(inner)
+    return found
+
+
+def volumes_left_to_drivers(resources: Iterable[Registered]) -> list[tuple[Registered, str]]:
+    """(object, provisioner) for each object whose deletion leaves a volume for its provisioner to delete after the
+    engine has moved on: a claim the stack creates with no PersistentVolume named (dynamic), or a StatefulSet's claim
+    template in a release's values, unless the stack creates a statically bound claim of that class itself (the
+    StatefulSet then takes it by its name). Only classes that delete their volumes count; a Retain class keeps them
+    on purpose."""
+    resources = list(resources)
+    deleting = {
+        r.inputs["metadata"]["name"]: r.inputs["provisioner"]
+        for r in resources
+        if r.type == STORAGE_CLASS and r.inputs.get("reclaimPolicy", "Delete") == "Delete"
+    }
+    claims = [r for r in resources if r.type == CLAIM]
+    static_classes = {c.inputs["spec"].get("storageClassName") for c in claims if c.inputs["spec"].get("volumeName")}
+    left: list[tuple[Registered, str]] = []
+    for claim in claims:
+        spec = claim.inputs["spec"]
+        if not spec.get("volumeName") and spec.get("storageClassName") in deleting:
+            left.append((claim, deleting[spec["storageClassName"]]))
+    for release in (r for r in resources if r.type == RELEASE):
+        for template in _claim_templates(release.inputs.get("values") or {}):
+            storage_class = (template.get("spec") or {}).get("storageClassName")
+            if storage_class in deleting and storage_class not in static_classes:
+                left.append((release, deleting[storage_class]))
+    return left

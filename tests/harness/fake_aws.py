@@ -122,6 +122,18 @@ def _lustre(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[s
     }
 
 
+def _ebs_volume(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    """gp3's baseline when none is asked for: 3000 IOPS and 125 MiB/s (EBS user guide, "General Purpose SSD
+    volumes"); encrypted without a key: the account's default EBS key."""
+    volume_id = ec2_id("vol", name)
+    outputs: dict[str, Any] = {"arn": arn("ec2", region, f"volume/{volume_id}"), "createTime": "2026-01-01T00:00:00Z"}
+    if inputs.get("type") == "gp3":
+        outputs |= {"iops": inputs.get("iops", 3000), "throughput": inputs.get("throughput", 125)}
+    if inputs.get("encrypted") and not inputs.get("kmsKeyId"):
+        outputs["kmsKeyId"] = arn("kms", region, f"key/{key_uuid(name, 'aws/ebs')}")
+    return volume_id, outputs
+
+
 def _addon(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
     cluster, addon = inputs["clusterName"], inputs["addonName"]
     return f"{cluster}:{addon}", {
@@ -165,6 +177,7 @@ AWS_MODELS: dict[str, Model] = {
     "aws:cloudwatch/logGroup:LogGroup": _log_group,
     "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
     "aws:eks/addon:Addon": _addon,
+    "aws:ebs/volume:Volume": _ebs_volume,
     "aws:ecr/repository:Repository": _repository,
     "aws:ecr/lifecyclePolicy:LifecyclePolicy": _lifecycle_policy,
 }

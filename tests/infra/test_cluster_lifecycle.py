@@ -4,6 +4,8 @@ provider's limit, and the access entries leave out the role EKS already made one
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from stack.cluster_checks import (
@@ -11,10 +13,12 @@ from stack.cluster_checks import (
     OWN_CIDR_FIX,
     longest_cluster_name,
     node_group_name_prefix,
+    prometheus_volume_problems,
 )
 from stack.config import KUBERNETES_VERSIONS
-from stack.fields import NAMESPACE
+from stack.fields import NAMESPACE, ConfigError
 from stack.files import load_stack_config, raw_stack_config, stack_names
+from stack.parse import parse_stack_config
 from tests.harness.destroy_order import dependency_graph, depends_on
 from tests.harness.fake_eks import CREATOR_ROLE_ARN
 from tests.harness.pulumi_program import ProgramRun, run_program
@@ -127,3 +131,18 @@ def test_preview_of_a_private_endpoint_says_how_to_reach_it_in_one_line(stack_ru
         pytest.skip("an existing cluster's endpoint is not the stack's")
     (warning,) = [w for w in stack_run.warnings() if "is private" in w]
     assert OWN_CIDR_FIX in warning
+
+
+def test_prometheus_volume_needs_a_system_node_in_its_az() -> None:
+    """The volume is in the GPU nodes' AZ; one system node per AZ puts one there (stack/cluster_checks.py)."""
+    raw = raw_stack_config(STACK)
+    one_node = {**raw, CLUSTER: {**(raw.get(CLUSTER) or {}), "systemNodeCount": 1}}
+    with pytest.raises(ConfigError, match=r"cluster.systemNodeCount: 1 is not allowed .* expected at least 2"):
+        parse_stack_config(one_node, STACK)
+    parse_stack_config({**one_node, f"{NAMESPACE}:monitoring": {"prometheusStorageGiB": 0}}, STACK)
+    config = parse_stack_config({**one_node, f"{NAMESPACE}:monitoring": {"prometheusStorageGiB": 0}}, STACK)
+    monitored = dataclasses.replace(
+        config, monitoring=dataclasses.replace(config.monitoring, prometheus_storage_gib=50)
+    )
+    existing = dataclasses.replace(monitored, cluster=dataclasses.replace(monitored.cluster, existing=True))
+    assert prometheus_volume_problems(monitored) and prometheus_volume_problems(existing) == []

@@ -3,7 +3,8 @@ registers (tests/harness/destroy_order.py)."""
 
 from __future__ import annotations
 
-from tests.harness.destroy_order import deletion_rounds, dependency_graph, depends_on
+from stack.files import load_stack_config
+from tests.harness.destroy_order import deletion_rounds, dependency_graph, depends_on, volumes_left_to_drivers
 from tests.harness.pulumi_program import ProgramRun, Registered
 
 
@@ -78,19 +79,31 @@ def _needed(run: ProgramRun) -> list[Registered]:
     ]
 
 
-def _users(run: ProgramRun) -> list[Registered]:
-    """The job's objects and everything inside the platform component."""
+def _in_platform(run: ProgramRun) -> set[str]:
+    """Everything inside the platform component (its Prometheus volume and claim among it)."""
     (platform,) = run.of_type("fsdp-eks:workloads:Platform")
     by_urn = {r.urn: r for r in run.resources}
 
-    def in_platform(r: Registered) -> bool:
+    def inside(r: Registered) -> bool:
         while r.parent in by_urn:
             if r.parent == platform.urn:
                 return True
             r = by_urn[r.parent]
         return False
 
-    return [r for r in run.resources if r.type in JOB_TYPES or in_platform(r)]
+    return {r.urn for r in run.resources if inside(r)}
+
+
+def _job_objects(run: ProgramRun) -> set[str]:
+    """The job and its checkpoint volume and claim."""
+    platform = _in_platform(run)
+    return {r.urn for r in run.resources if r.type in JOB_TYPES and r.urn not in platform}
+
+
+def _users(run: ProgramRun) -> list[Registered]:
+    """The job's objects and everything inside the platform component."""
+    users = _job_objects(run) | _in_platform(run)
+    return [r for r in run.resources if r.urn in users]
 
 
 def _checkpoint_storage(run: ProgramRun) -> set[str]:
@@ -101,11 +114,75 @@ def _checkpoint_storage(run: ProgramRun) -> set[str]:
 def test_destroy_deletes_the_job_its_volume_and_the_platform_before_what_they_run_on(stack_run: ProgramRun) -> None:
     graph = dependency_graph(stack_run.resources)
     needed, users, storage = _needed(stack_run), _users(stack_run), _checkpoint_storage(stack_run)
+    job = _job_objects(stack_run)
     assert needed and any(u.type == JOB_TYPES[0] for u in users)
     missing = [
         f"{user.name} may outlive {need.name}"
         for user in users
         for need in needed
-        if (user.type in JOB_TYPES or need.urn not in storage) and not depends_on(graph, user.urn, need.urn)
+        if (user.urn in job or need.urn not in storage) and not depends_on(graph, user.urn, need.urn)
     ]
     assert missing == []
+
+
+# The EKS add-on whose controller provisions and deletes the volumes of a CSI driver.
+DRIVER_ADDONS = {"ebs.csi.aws.com": "aws-ebs-csi-driver"}
+
+
+def _k8s(kind: str, name: str, spec: dict, provider: str = "") -> Registered:
+    return Registered(kind, name, name, "", provider, [], False, [], {"metadata": {"name": name}, **spec}, name)
+
+
+def test_a_dynamically_provisioned_claim_leaves_its_volume_to_the_driver() -> None:
+    storage_class = _k8s(
+        "kubernetes:storage.k8s.io/v1:StorageClass",
+        "gp3",
+        {"provisioner": "ebs.csi.aws.com", "reclaimPolicy": "Delete"},
+    )
+    dynamic = _k8s("kubernetes:core/v1:PersistentVolumeClaim", "dynamic", {"spec": {"storageClassName": "gp3"}})
+    chart = _k8s(
+        "kubernetes:helm.sh/v3:Release",
+        "chart",
+        {"values": {"a": {"storageSpec": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3"}}}}}},
+    )
+    assert volumes_left_to_drivers([storage_class, dynamic, chart]) == [
+        (dynamic, "ebs.csi.aws.com"),
+        (chart, "ebs.csi.aws.com"),
+    ]
+    static = _k8s(
+        "kubernetes:core/v1:PersistentVolumeClaim", "static", {"spec": {"storageClassName": "gp3", "volumeName": "v"}}
+    )
+    assert volumes_left_to_drivers([storage_class, static, chart]) == []
+
+
+def test_no_volume_is_left_to_a_driver_that_the_same_destroy_deletes(stack_run: ProgramRun) -> None:
+    """Nothing waits for a dynamically provisioned volume's deletion, so on the stack's own cluster its driver (an
+    add-on, its nodes, its role) could be gone first, and the volume would stay, detached and billed."""
+    addons = {r.inputs["addonName"] for r in stack_run.of_type("aws:eks/addon:Addon")}
+    left = [
+        f"{owner.name} leaves its volume to {provisioner}"
+        for owner, provisioner in volumes_left_to_drivers(stack_run.resources)
+        if DRIVER_ADDONS.get(provisioner) in addons
+    ]
+    assert left == []
+
+
+def test_prometheus_volume_goes_after_its_claim_and_before_the_driver_and_the_nodes(stack_run: ProgramRun) -> None:
+    volumes = stack_run.of_type("aws:ebs/volume:Volume")
+    config = load_stack_config(stack_run.stack)
+    if not (config.monitoring.enabled and config.monitoring.prometheus_storage_gib):
+        assert volumes == []
+        return
+    graph = dependency_graph(stack_run.resources)
+    (volume,) = volumes
+    (pv,) = [r for r in stack_run.of_type("kubernetes:core/v1:PersistentVolume") if "prometheus" in r.name]
+    (claim,) = [r for r in stack_run.of_type("kubernetes:core/v1:PersistentVolumeClaim") if "prometheus" in r.name]
+    (chart,) = [
+        r for r in stack_run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == "kube-prometheus-stack"
+    ]
+    (driver,) = [r for r in stack_run.of_type("aws:eks/addon:Addon") if r.inputs["addonName"] == "aws-ebs-csi-driver"]
+    system_nodes = stack_run.named("eks:index:ManagedNodeGroup", "cluster-system")
+    assert pv.inputs["spec"]["csi"]["volumeHandle"] == volume.id
+    assert depends_on(graph, chart.urn, claim.urn) and depends_on(graph, claim.urn, pv.urn)
+    assert depends_on(graph, pv.urn, volume.urn)
+    assert depends_on(graph, volume.urn, driver.urn) and depends_on(graph, volume.urn, system_nodes.urn)

@@ -79,7 +79,9 @@ def monitoring_chart(config: StackConfig) -> ChartRelease:
         "kube-prometheus-stack",
         KUBE_PROMETHEUS_STACK_CHART_VERSION,
         PLATFORM_NAMESPACE,
-        kube_prometheus_stack_values(config.monitoring, platform_node_selector(config)),
+        kube_prometheus_stack_values(
+            config.monitoring, platform_node_selector(config), claim_from_stack=not config.cluster.existing
+        ),
         timeout_s=900,
     )
 

@@ -6,8 +6,10 @@ tools.
 
 Ordering, for a first `pulumi up` and for `pulumi destroy`:
 - the platform namespace before anything in it;
-- Grafana's admin Secret and Prometheus' StorageClass before kube-prometheus-stack, whose CRDs come before the
-  DCGM exporter's ServiceMonitor and the trainer's PodMonitor;
+- Grafana's admin Secret, Prometheus' StorageClass and, on the stack's own cluster, Prometheus' EBS volume, its
+  PersistentVolume and claim before kube-prometheus-stack, whose CRDs come before the DCGM exporter's ServiceMonitor
+  and the trainer's PodMonitor; `pulumi destroy` deletes the claim, the PersistentVolume (once detached) and the EBS
+  volume after the chart and before the EBS CSI driver and the nodes (workloads/platform/monitoring.py);
 - the node agents (device plugins, DCGM exporter, node tools, CloudWatch) after `depends_on` (the GPU node group);
 - the training job depends on this component (`depends_on=[platform]`), so it is created after the training
   operator's (or Trainer v2's and JobSet's) CRDs and webhooks are ready and deleted before any of the platform goes.
@@ -29,15 +31,17 @@ from stack.config import StackConfig
 from stack.job_api import PYTORCHJOB, TRAINJOB
 from stack.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
 from stack.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
-from workloads.k8s_resources import kubernetes_resource
+from workloads.k8s_resources import kubernetes_resource, resource_name
 from workloads.platform.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
 from workloads.platform.objects import (
     grafana_objects,
     next_commands,
     node_tools_objects,
     platform_namespace,
+    prometheus_claim_objects,
     rendezvous_objects,
     scrape_objects,
+    stack_prometheus_volume,
     storage_objects,
     trainer_v2_objects,
 )
@@ -121,6 +125,8 @@ class Platform(pulumi.ComponentResource):
 
     def _monitoring(self, cfg: StackConfig, in_namespace: list[pulumi.Resource], after_nodes: list[pulumi.Resource]):
         before_chart = [self._object(obj) for obj in storage_objects(cfg)]
+        if stack_prometheus_volume(cfg):
+            before_chart.append(self._prometheus_claim(cfg, in_namespace))
         if cfg.monitoring.grafana:
             # Letters and digits only: the password is typed and pasted through shells and URLs.
             password = random.RandomPassword(
@@ -135,6 +141,34 @@ class Platform(pulumi.ComponentResource):
         self._release(dcgm_exporter_chart(), depends_on=[stack, *after_nodes])
         for obj in scrape_objects(cfg):
             self._object(obj, depends_on=[*in_namespace, stack])
+
+    def _prometheus_claim(self, cfg: StackConfig, in_namespace: list[pulumi.Resource]) -> pulumi.Resource:
+        """Prometheus' EBS volume, its PersistentVolume and the claim the StatefulSet takes (objects.py)."""
+        volume = aws.ebs.Volume(
+            f"{self._name}-prometheus",
+            availability_zone=cfg.gpu_availability_zone,
+            size=cfg.monitoring.prometheus_storage_gib,
+            type="gp3",
+            encrypted=True,
+            tags={"Name": f"{cfg.cluster_name}-prometheus"},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        persistent_volume, claim = prometheus_claim_objects(cfg, volume.id)
+        # The claim goes once Prometheus' pod has stopped (it writes its head block out first) and the
+        # PersistentVolume once the volume is detached: longer than the provider's default wait of 10 minutes.
+        slow = pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(delete="30m"), delete_before_replace=True)
+        pv = k8s.core.v1.PersistentVolume(
+            resource_name(persistent_volume, self._name),
+            metadata=persistent_volume["metadata"],
+            spec=persistent_volume["spec"],
+            opts=pulumi.ResourceOptions.merge(self._k8s_opts(), slow),
+        )
+        return k8s.core.v1.PersistentVolumeClaim(
+            resource_name(claim, self._name),
+            metadata=claim["metadata"],
+            spec=claim["spec"],
+            opts=pulumi.ResourceOptions.merge(self._k8s_opts([*in_namespace, pv]), slow),
+        )
 
     def _cloudwatch_addon(
         self, cfg: StackConfig, cluster_name: pulumi.Input[str], after_nodes: list[pulumi.Resource]

@@ -33,6 +33,18 @@ GRAFANA_SERVICE = "grafana"  # the Grafana subchart's fullnameOverride: Service 
 GRAFANA_ADMIN_SECRET = "grafana-admin"
 GRAFANA_ADMIN_USER = "admin"
 PROMETHEUS_STORAGE_CLASS = "fsdp-eks-gp3"
+# The Prometheus resource kube-prometheus-stack makes: its chart names it "<fullname>-prometheus", the fullname being
+# "<release>-<chart>" cut to 26 characters (templates/_helpers.tpl, kube-prometheus-stack.fullname and
+# kube-prometheus-stack.prometheus.crname), here "monitoring-kube-prometheus".
+PROMETHEUS_RESOURCE = f"{MONITORING_RELEASE}-kube-prometheus-stack"[:26].rstrip("-") + "-prometheus"
+# The prometheus-operator names the StatefulSet "prometheus-<resource>" and its claim template after storageSpec's
+# volumeClaimTemplate.metadata.name (pkg/prometheus/server/statefulset.go); the StatefulSet controller names the one
+# replica's claim "<template>-<statefulset>-0" and uses a claim of that name when one exists instead of creating it.
+PROMETHEUS_CLAIM_TEMPLATE = "data"
+PROMETHEUS_CLAIM = f"{PROMETHEUS_CLAIM_TEMPLATE}-prometheus-{PROMETHEUS_RESOURCE}-0"
+PROMETHEUS_VOLUME = "fsdp-eks-prometheus"
+EBS_CSI_DRIVER = "ebs.csi.aws.com"
+ZONE_LABEL = "topology.kubernetes.io/zone"  # the well-known label every EKS node carries
 TRAINER_POD_MONITOR = "fsdp-eks-trainer"
 SCRAPE_INTERVAL = "15s"
 
@@ -99,7 +111,52 @@ def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE, api: str = PYTORCHJ
     }
 
 
-def _prometheus_spec(cfg: MonitoringConfig, system_nodes: dict[str, str]) -> dict[str, Any]:
+def prometheus_volume_objects(size_gib: int, volume_id: Any, zone: str) -> list[dict[str, Any]]:
+    """The volume the stack creates for Prometheus (an EBS volume in `zone`), as a PersistentVolume and the claim the
+    Prometheus StatefulSet takes by its name. Statically provisioned, so that `pulumi destroy` waits for the whole
+    cleanup: it deletes the claim (gone once Prometheus' pod is), then the PersistentVolume, which the CSI attacher
+    holds with its finalizer until the volume is detached (kubernetes-csi/external-attacher, csi_handler.go
+    addPVFinalizer), then the EBS volume itself, all before the EBS CSI driver and the nodes go. A dynamically
+    provisioned volume is deleted by the driver after the claim is gone, when nothing waits for it any more. Retain:
+    Kubernetes never deletes the volume; the stack does."""
+    size = f"{size_gib}Gi"
+    labels = dict(PART_OF)
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": PROMETHEUS_VOLUME, "labels": labels},
+        "spec": {
+            "capacity": {"storage": size},
+            "volumeMode": "Filesystem",
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": PROMETHEUS_STORAGE_CLASS,
+            "csi": {"driver": EBS_CSI_DRIVER, "volumeHandle": volume_id, "fsType": "ext4"},
+            # An EBS volume attaches only to an instance in its AZ: the scheduler puts Prometheus there.
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": [zone]}]}
+                    ]
+                }
+            },
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": PROMETHEUS_CLAIM, "namespace": PLATFORM_NAMESPACE, "labels": labels},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": PROMETHEUS_STORAGE_CLASS,
+            "volumeName": PROMETHEUS_VOLUME,
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+    return [volume, claim]
+
+
+def _prometheus_spec(cfg: MonitoringConfig, system_nodes: dict[str, str], claim_from_stack: bool) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "retention": cfg.prometheus_retention,
         "scrapeInterval": SCRAPE_INTERVAL,
@@ -114,28 +171,36 @@ def _prometheus_spec(cfg: MonitoringConfig, system_nodes: dict[str, str]) -> dic
     if cfg.prometheus_storage_gib:
         spec["storageSpec"] = {
             "volumeClaimTemplate": {
+                "metadata": {"name": PROMETHEUS_CLAIM_TEMPLATE},
                 "spec": {
                     "storageClassName": PROMETHEUS_STORAGE_CLASS,
                     "accessModes": ["ReadWriteOnce"],
                     "resources": {"requests": {"storage": f"{cfg.prometheus_storage_gib}Gi"}},
-                }
+                },
             }
         }
         # Drop the oldest blocks before the volume fills: at 85% there is room for the WAL and compaction.
         spec["retentionSize"] = f"{max(1, int(cfg.prometheus_storage_gib * 0.85))}GB"
-        # The StatefulSet's claims outlive it by default, and with them the EBS volume. Delete them with it, so that
-        # uninstalling the chart (or `pulumi destroy`) leaves no volume behind; keep them when scaled down. The
-        # chart copies this value into the Prometheus resource (kube-prometheus-stack 88.5.0, values.yaml and
-        # templates/prometheus/prometheus.yaml), the operator into the StatefulSet (prometheus-operator v0.93,
-        # pkg/prometheus/server/statefulset.go), and Kubernetes acts on it from 1.27 on (StatefulSetAutoDeletePVC,
-        # on by default); the StorageClass's reclaimPolicy Delete then removes the volume.
-        spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
+        # On the stack's own cluster the claim is the stack's (prometheus_volume_objects) and only `pulumi destroy`
+        # deletes it: the StatefulSet keeps it (Retain). On an existing cluster the StatefulSet's claim is deleted with
+        # it, and the StorageClass's reclaimPolicy Delete then removes the volume through that cluster's EBS CSI
+        # driver, which the stack does not delete. The chart copies this value into the Prometheus resource
+        # (kube-prometheus-stack 88.5.0, values.yaml and templates/prometheus/prometheus.yaml), the operator into the
+        # StatefulSet (prometheus-operator v0.93, pkg/prometheus/server/statefulset.go), and Kubernetes acts on it
+        # from 1.27 on (StatefulSetAutoDeletePVC, on by default).
+        spec["persistentVolumeClaimRetentionPolicy"] = {
+            "whenDeleted": "Retain" if claim_from_stack else "Delete",
+            "whenScaled": "Retain",
+        }
     return spec
 
 
-def kube_prometheus_stack_values(cfg: MonitoringConfig, system_nodes: dict[str, str] | None = None) -> dict[str, Any]:
+def kube_prometheus_stack_values(
+    cfg: MonitoringConfig, system_nodes: dict[str, str] | None = None, claim_from_stack: bool = True
+) -> dict[str, Any]:
     """`system_nodes`: where the release's own pods go (workloads/platform/placement.py); None: the stack's system
-    nodes."""
+    nodes. `claim_from_stack`: Prometheus' claim is the stack's (prometheus_volume_objects), on the stack's own
+    cluster, rather than the StatefulSet's."""
     system_nodes = dict(SYSTEM_NODES if system_nodes is None else system_nodes)
     return {
         "crds": {"enabled": True},
@@ -151,7 +216,7 @@ def kube_prometheus_stack_values(cfg: MonitoringConfig, system_nodes: dict[str, 
         "kube-state-metrics": {"nodeSelector": system_nodes},
         # Node exporter belongs on every node, the tainted GPU nodes included.
         "prometheus-node-exporter": {"tolerations": [{"operator": "Exists"}]},
-        "prometheus": {"prometheusSpec": _prometheus_spec(cfg, system_nodes)},
+        "prometheus": {"prometheusSpec": _prometheus_spec(cfg, system_nodes, claim_from_stack)},
         "grafana": {
             "enabled": cfg.grafana,
             "fullnameOverride": GRAFANA_SERVICE,

@@ -1,8 +1,9 @@
-"""What the monitoring chart is told and what Prometheus scrapes: Prometheus' volume goes with the release, and the
+"""What the monitoring chart is told and what Prometheus scrapes: Prometheus' volume is the stack's own, and the
 trainer is scraped where it serves its metrics, on the leader pod only."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import kubernetes_validate
@@ -11,7 +12,13 @@ import pytest
 from stack.config import KUBERNETES_VERSIONS, MonitoringConfig
 from stack.files import load_stack_config, stack_names
 from workloads.job.manifest import job_spec, pytorchjob_manifest
-from workloads.platform.monitoring import kube_prometheus_stack_values, prometheus_storage_class, trainer_pod_monitor
+from workloads.platform.monitoring import (
+    PROMETHEUS_RESOURCE,
+    kube_prometheus_stack_values,
+    prometheus_storage_class,
+    trainer_pod_monitor,
+)
+from workloads.platform.objects import prometheus_claim_objects
 
 KUBERNETES_VERSION = f"{KUBERNETES_VERSIONS[-1]}.0"
 # What the training operator adds to every pod it creates for a PyTorchJob (kubeflow/trainer v1.9.4,
@@ -25,16 +32,41 @@ def prometheus_spec(config: MonitoringConfig) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("stack", stack_names())
-def test_prometheus_volume_is_deleted_with_the_release(stack: str) -> None:
-    monitoring = load_stack_config(stack).monitoring
-    spec = prometheus_spec(monitoring)
-    if not monitoring.prometheus_storage_gib:
+def test_prometheus_claim_is_the_stacks_on_its_own_cluster(stack: str) -> None:
+    """The StatefulSet keeps the claim; `pulumi destroy` deletes it and then the volume (monitoring.py)."""
+    config = load_stack_config(stack)
+    spec = prometheus_spec(config.monitoring)
+    if not config.monitoring.prometheus_storage_gib:
         assert "storageSpec" not in spec and "persistentVolumeClaimRetentionPolicy" not in spec
+        assert prometheus_claim_objects(config) == []
         return
     # The key the chart's templates/prometheus/prometheus.yaml copies into the Prometheus resource (88.5.0).
-    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Delete", "whenScaled": "Retain"}
-    # A deleted claim takes its EBS volume with it only if the class says Delete.
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    template = spec["storageSpec"]["volumeClaimTemplate"]
+    volume, claim = prometheus_claim_objects(config)
+    # The StatefulSet controller takes an existing claim named "<template>-<statefulset>-<ordinal>".
+    assert claim["metadata"]["name"] == f"{template['metadata']['name']}-prometheus-{PROMETHEUS_RESOURCE}-0"
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
+    assert (
+        claim["spec"]["storageClassName"] == template["spec"]["storageClassName"] == volume["spec"]["storageClassName"]
+    )
+    assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    (term,) = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["values"] == [config.gpu_availability_zone]
+
+
+def test_the_chart_names_prometheus_after_the_release() -> None:
+    """kube-prometheus-stack's fullname: "<release>-<chart>" cut to 26 characters, then "-prometheus"."""
+    assert PROMETHEUS_RESOURCE == "monitoring-kube-prometheus-prometheus"
+
+
+def test_on_an_existing_cluster_the_statefulsets_claim_goes_with_it_through_that_clusters_driver() -> None:
+    config = load_stack_config("p5-2")
+    existing = dataclasses.replace(config, cluster=dataclasses.replace(config.cluster, existing=True))
+    values = kube_prometheus_stack_values(existing.monitoring, claim_from_stack=False)
+    assert values["prometheus"]["prometheusSpec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
     assert prometheus_storage_class()["reclaimPolicy"] == "Delete"
+    assert prometheus_claim_objects(existing) == []
 
 
 def test_the_retention_policy_is_a_valid_statefulset_field() -> None:

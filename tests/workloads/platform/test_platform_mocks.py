@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from stack.files import stack_names
+from stack.files import raw_stack_config, stack_names
 from stack.versions import (
     DCGM_EXPORTER_CHART_VERSION,
     EFA_DEVICE_PLUGIN_CHART_VERSION,
@@ -35,7 +35,10 @@ ALL_OPTIONS = {"fsdp-eks:monitoring": {"nodeTools": True, "cloudwatchObservabili
 
 
 def platform(stack: str, overrides: dict | None = None) -> PlatformRun:
-    return run_platform(stack, json.dumps(overrides or {}, sort_keys=True))
+    """The stack's platform with `overrides` merged into the stack file's sections (the file's other keys kept)."""
+    raw = raw_stack_config(stack)
+    merged = {key: {**(raw.get(key) or {}), **value} for key, value in (overrides or {}).items()}
+    return run_platform(stack, json.dumps(merged, sort_keys=True))
 
 
 def depends_on(run: PlatformRun, resource: Registered) -> set[str]:
