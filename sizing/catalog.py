@@ -9,8 +9,12 @@ Sources, per column (checked against the public pages named here; the catalog is
 - NVLink bandwidth per GPU: NVIDIA's A100 / H100 / H200 SXM datasheets (NVLink 3: 600 GB/s, NVLink 4: 900 GB/s).
 - Peak dense bf16 FLOP/s: per chip, in trainer/hardware.py (NVIDIA datasheets, no sparsity).
 - On-demand price: AWS EC2 on-demand pricing, US East (N. Virginia), Linux, per instance-hour, from the AWS price
-  list; AWS lowered P4 and P5 on-demand prices in June 2025 (up to 45%), and the price a team pays depends on
-  reservations and savings plans, so `gpuNodes.pricePerHour` overrides it. The figure is for estimates only.
+  list; the price a team pays depends on reservations and savings plans, so `gpuNodes.pricePerHour` overrides it.
+  The figure is for estimates only.
+  Not current for P4 and P5: the figures are AWS's list prices from before June 2025, when AWS lowered P4 and P5
+  on-demand prices (up to 45% for P5). A check on 2026-12-03 could not reach AWS's price pages or price list API
+  from the review machine, and no primary source for the lowered figures was at hand, so they are left unchanged
+  and overstate P4 and P5 costs: set `gpuNodes.pricePerHour` to the figure on aws.amazon.com/ec2/pricing/on-demand.
 """
 
 from __future__ import annotations

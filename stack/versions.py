@@ -8,6 +8,10 @@ from __future__ import annotations
 # EKS-optimised Amazon Linux 2023 AMIs, chosen by managed node groups through amiType (no AMI id to track).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"  # NVIDIA driver, container toolkit and EFA driver preinstalled
 SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+# Kubernetes: stack/config.py KUBERNETES_VERSIONS, newest (1.35) the default. Checked 2026-12-03: EKS's version page
+# itself could not be reached from here; AWS's aws-samples/sample-apex-skills EKS calendar (verified there
+# 2026-04-24) lists 1.35 in standard support until 2027-03-27 and 1.33 only until 2026-07-29, so 1.33 is in extended
+# support (billed extra) by now. Whether EKS offers a newer minor by now was not checked.
 
 # EKS add-ons, by add-on name. None means "the default version EKS publishes for the cluster's Kubernetes
 # version", resolved at deploy time by the aws.eks.getAddonVersion data source with mostRecent=false, so a
@@ -26,9 +30,16 @@ EKS_ADDONS: dict[str, str | None] = {
 # PyTorch's official CUDA runtime image fixes torch, CUDA and cuDNN together; its torch is the one the tests run
 # (the Makefile's torch==, checked by tests/workloads/job/test_job_image.py). CUDA 12.6 runs on the R570 driver of the
 # AL2023 NVIDIA AMI and supports A100, H100/H200 and L40S.
+# Checked 2026-12-03, not against Docker Hub (hub.docker.com cannot be reached from here): unrelated public projects
+# pin this very tag by digest, all with sha256:6acf597eeb8e376a96580dde4952f37cc017fef732bb40bfc73f28f25e3f64b4, so a
+# CUDA 12.6 build of 2.13.0 is published; whether that digest is the multi-platform index was not checked, so the pin
+# stays by tag.
 TRAINER_BASE_IMAGE = "pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime"
 # The EFA installer adds libfabric with the EFA provider, rdma-core and the AWS OFI NCCL plugin (libnccl-ofi),
-# the user-space half of EFA; the kernel half comes with the AMI. Released 2026-01-29 (EFA release notes).
+# the user-space half of EFA; the kernel half comes with the AMI. Checked 2026-12-03 against the EC2 user guide's
+# "Elastic Fabric Adapter release notes" (efa-changelog): 1.47.0 released 2026-01-29. Newer releases exist there
+# (1.48.0 2026-04-14, 1.50.0 2026-08-21, 1.51.0 2026-10-22 with libfabric 2.7.0amzn2.0 and the OFI NCCL plugin
+# 1.22.0); this pin is the one built and tested with the trainer, and a bump needs a GPU run on EFA.
 EFA_INSTALLER_VERSION = "1.47.0"
 
 # --- Cluster platform (workloads/platform/component.py). Helm chart versions, by chart; the repositories are in
@@ -46,8 +57,12 @@ TRAINING_OPERATOR_VERSION = "v1.9.4"
 # moved the CRDs into templates, and its changelog requires a stop at 2.3 on the way from 2.0-2.2 to anything newer.
 KUBEFLOW_TRAINER_CHART_VERSION = "2.3.0"
 # etcd for torchrun rendezvous: 3.5 is the last minor with the v2 API (--enable-v2) that torch's etcd backends use.
-# By tag: etcd's releases publish no image digests, and none for this tag could be checked from a public source.
-ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.32"
+# Checked 2026-12-03 against etcd-io/etcd CHANGELOG/CHANGELOG-3.5.md (main as of 2026-08-20): v3.5.33, released
+# 2026-07-23, is the newest 3.5 patch (v3.5.34 not yet released), with fixes over v3.5.32 (a read-header timeout on
+# the client HTTP server, the peer lease handler's unbounded body read). etcd's release script pushes every release
+# to quay.io/coreos/etcd (scripts/release.sh; its release notes name quay.io the secondary registry). By tag: the
+# releases publish no image digests, and none for this tag could be checked from a public source.
+ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.33"
 # htop / nvtop inspection pods: Ubuntu 24.04 LTS from ECR Public's Docker official-images mirror (no Docker Hub
 # rate limit from the nodes); the tools come from Ubuntu's archive when the pod starts. Pinned to the multi-platform
 # index digest that docker-library/repo-info records for ubuntu:24.04 (repos/ubuntu/remote/24.04.md, the build of
