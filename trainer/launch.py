@@ -46,7 +46,7 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousClosedError, RendezvousConnectionError
 
-from trainer.launch_agent import final_worker_exits_end_the_run, final_worker_failure
+from trainer.launch_agent import STOP_SIGNALS, final_worker_exits_end_the_run, final_worker_failure
 from trainer.launch_exits import (
     EXIT_BACKEND_LOST,
     EXIT_BAD_ARGUMENTS,
@@ -60,10 +60,6 @@ from trainer.launch_exits import (
 )
 from trainer.launch_rendezvous import held_rendezvous_shutdowns
 from trainer.launch_stage import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
-
-# The signals a pod is stopped with (the kubelet's SIGTERM) or a person stops a launch with; torchrun handles these
-# two and SIGHUP, SIGQUIT by default (torch/distributed/run.py --signals-to-handle).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _backend_errors() -> tuple[type[BaseException], ...]:

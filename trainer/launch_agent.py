@@ -1,4 +1,5 @@
-"""torchrun's agent, made to stop at once when a worker's exit code says no restart can help.
+"""torchrun's agent, made to stop at once when a worker's exit code says no restart can help, and to spend no restart
+on a peer node that left on request.
 
 A worker (trainer/main.py) exits 3 when the checkpoint file system cannot take the next save and 2 for bad input found
 after parsing (trainer/launch_exits.py FINAL_WORKER_EXITS). torchrun restarts a failed worker group --max-restarts times
@@ -11,20 +12,37 @@ The hook: launch_agent (torch/distributed/launcher/api.py) builds the agent itse
 the rendezvous handler registry). Its _monitor_workers sees each failure first; for a final code it spends the
 remaining restarts, so _invoke_run stops the workers and returns the failure, launch_agent raises ChildFailedError
 and closes the rendezvous (the job is over), and the launcher exits with the worker's code (trainer/launch.py).
+
+A node stopped by the kubelet (a drain for a node-group update, the end of a capacity block, an eviction: the pod's
+SIGTERM) announces it in the round's store before its workers go (trainer/launch_rendezvous.py announce_leaving).
+Where the other nodes' workers fail with it (gloo fails a collective whose peer has gone; NCCL blocks until its timeout
+when the stopped pod is not back sooner), their agents would count that failure against --max-restarts, and a few
+voluntary disruptions would end a healthy run. So a failure of a group whose round has a node leaving on request is
+restarted without being counted.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 from torch.distributed.elastic.agent.server.api import RunResult, WorkerGroup, WorkerState
 from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+from torch.distributed.elastic.multiprocessing.api import _terminate_process_handler
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+from torch.distributed.elastic.rendezvous import RendezvousHandler
 from torch.distributed.launcher import api as launcher_api
 
 from trainer.launch_exits import FINAL_WORKER_EXITS, describe_exit
+from trainer.launch_rendezvous import NODES_LEAVING_KEY, HeldShutdown
+
+# The signals a pod is stopped with (the kubelet's SIGTERM) or a person stops a launch with; torchrun handles these
+# two and SIGHUP, SIGQUIT by default (torch/distributed/run.py --signals-to-handle).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 log = logging.getLogger("trainer.launch")
 
@@ -43,17 +61,54 @@ def final_worker_failure(error: ChildFailedError) -> tuple[int, int] | None:
 
 
 class FinalExitsAgent(LocalElasticAgent):
-    """torchrun's LocalElasticAgent, but a worker's final exit code fails the group without a restart."""
+    """torchrun's LocalElasticAgent, but a worker's final exit code fails the group without a restart, and a failure
+    that came with a node leaving on request costs no restart."""
+
+    def _start_workers(self, worker_group: WorkerGroup) -> dict[int, int]:
+        pids = super()._start_workers(worker_group)
+        # Starting the workers (PContext.start, elastic/multiprocessing/api.py) installs torch's own handler for the
+        # stop signals, in the main thread, each time; this one announces the departure first, then does the same.
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, _announce_then_terminate(worker_group.spec.rdzv_handler))
+        return pids
 
     def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:
         result = super()._monitor_workers(worker_group)
-        final = first_final_failure(result.failures) if result.state == WorkerState.FAILED else None
-        if final is not None and self._remaining_restarts > 0:
-            rank, code = final
-            log.warning("rank %s exited %s: no restart can change that; the worker group is not restarted",
-                        rank, describe_exit(code))  # fmt: skip
-            self._remaining_restarts = 0
+        if result.state != WorkerState.FAILED:
+            return result
+        final = first_final_failure(result.failures)
+        if final is not None:
+            if self._remaining_restarts > 0:
+                rank, code = final
+                log.warning("rank %s exited %s: no restart can change that; the worker group is not restarted",
+                            rank, describe_exit(code))  # fmt: skip
+                self._remaining_restarts = 0
+        elif nodes_leaving(worker_group) > 0:
+            # _invoke_run takes one restart off for this failure right after this returns; give it back first
+            self._remaining_restarts += 1
+            log.warning("a node of this round left on request (SIGTERM): the workers are restarted without counting it")
         return result
+
+
+def _announce_then_terminate(rendezvous: RendezvousHandler) -> Callable[[int, FrameType | None], None]:
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if isinstance(rendezvous, HeldShutdown):  # the launcher's wrapper; a plain torchrun has no announcement
+            rendezvous.announce_leaving()
+        _terminate_process_handler(signum, frame)  # torch's: raises SignalException, the agent stops its workers
+
+    return handle
+
+
+def nodes_leaving(worker_group: WorkerGroup) -> int:
+    """How many nodes of the worker group's round announced that they were stopped; 0 if the store cannot say."""
+    store = worker_group.store
+    if store is None:
+        return 0
+    try:
+        return int(store.add(NODES_LEAVING_KEY, 0))
+    except Exception:  # a backend that failed is the agent's to report; here it only means "no announcement seen"
+        return 0
 
 
 @contextmanager

@@ -15,7 +15,10 @@ out once the launcher knows how the run ended (trainer/launch.py).
 
 The wrapper also sees every round the agent joins, and so is where the nodes of a round agree on the workers' attempt
 id (trainer/attempt.py): each next_rendezvous sets it in the agent's environment, which the workers it starts next
-inherit.
+inherit. And it is where a node that is stopped (the kubelet's SIGTERM: a drain for a node-group update, the end of a
+capacity block, an eviction) says so in the round's store (`announce_leaving`), before its workers go: the other
+nodes' agents then restart their workers without spending one of their --max-restarts on it
+(trainer/launch_agent.py), since a node that leaves on request is no fault of the job.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from torch.distributed import Store
 from torch.distributed.elastic.rendezvous import (
     RendezvousHandler,
     RendezvousHandlerCreator,
@@ -39,7 +44,20 @@ from trainer.attempt import ATTEMPT_ENV, agree_attempt
 
 log = logging.getLogger(__name__)
 
+# torch 2.13's dynamic rendezvous (the etcd-v2 and c10d backends) shares one TCP store per job by default: the agent
+# that is node 0 when it first joins starts it and publishes its address in that round's store, and every handler
+# caches the address it first read (dynamic_rendezvous.py next_rendezvous: `_bootstrap_store_info` is built only
+# when None, or for a node 0 without a server). A node that joins a later round, the pod created again after a drain
+# or an eviction, or a node's replacement, then waits for an address nobody publishes in that round, and node 0
+# waits for it (`_assign_worker_ranks`) until the store's timeout: the job never re-forms (the evict-pod drill
+# showed it). And where node 0 itself is lost, the other nodes keep handing their workers the dead node's address.
+# With sharing off, node 0 publishes a fresh address in every round and every node reads it there; the workers'
+# global rank 0 serves the attempt's store (torch/distributed/rendezvous.py _create_c10d_store).
+SHARED_STORE_SWITCH = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+
 ATTEMPT_LINE_PREFIX = "trainer.launch rendezvous: "
+# In the round's store: how many nodes of the round were stopped by a signal (trainer/launch_agent.py reads it).
+NODES_LEAVING_KEY = "trainer/nodes-leaving"
 
 
 class HeldShutdown(RendezvousHandler):
@@ -48,6 +66,7 @@ class HeldShutdown(RendezvousHandler):
     def __init__(self, handler: RendezvousHandler) -> None:
         self.handler = handler
         self.shutdown_requested = False
+        self.round_store: Store | None = None  # the store of the round joined last
 
     def get_backend(self) -> str:
         return self.handler.get_backend()
@@ -59,12 +78,31 @@ class HeldShutdown(RendezvousHandler):
     def next_rendezvous(self) -> RendezvousInfo:
         """torch's round, and the attempt id its nodes agree on, set for the workers the agent starts next."""
         info = self.handler.next_rendezvous()
+        self.round_store = info.store
         attempt = agree_attempt(info.store, info.rank, self.handler.get_run_id())
         os.environ[ATTEMPT_ENV] = attempt
         # On stderr, where the pod's log has it: the one place that shows which start of the workers a log line is of.
         print(f"{ATTEMPT_LINE_PREFIX}joined as node {info.rank} of {info.world_size}; workers' attempt {attempt}",
               file=sys.stderr, flush=True)  # fmt: skip
         return info
+
+    def announce_leaving(self) -> threading.Thread | None:
+        """Count this node as leaving on request in the round's store, in a thread of its own: called from a signal
+        handler, in the thread that may be inside a call to the same store. The agent then gives its workers
+        --shutdown-timeout to stop, time enough for one write. None when no round was joined yet."""
+        store = self.round_store
+        if store is None:
+            return None
+
+        def write() -> None:
+            try:
+                store.add(NODES_LEAVING_KEY, 1)
+            except Exception:  # the backend may be what failed; the peers then count the restart, as before
+                log.warning("could not tell the other nodes that this one is leaving", exc_info=True)
+
+        thread = threading.Thread(target=write, name="announce-leaving", daemon=True)
+        thread.start()
+        return thread
 
     def is_closed(self) -> bool:
         return self.handler.is_closed()
@@ -111,6 +149,8 @@ def held_rendezvous_shutdowns(
     """Every rendezvous handler `registry` creates meanwhile (launch_agent asks torch's default registry, through
     rendezvous/registry.py get_rendezvous_handler) is a HeldShutdown; the list yielded collects them."""
     held: list[HeldShutdown] = []
+    sharing = os.environ.get(SHARED_STORE_SWITCH)
+    os.environ.setdefault(SHARED_STORE_SWITCH, "1")  # read by each handler's next_rendezvous; see its comment
     # register() refuses a second creator for a backend name and the registry has no other way to replace one, so
     # the creators are swapped in its table, and the originals put back on the way out.
     creators = registry._registry
@@ -121,3 +161,5 @@ def held_rendezvous_shutdowns(
     finally:
         creators.clear()
         creators.update(originals)
+        if sharing is None:
+            os.environ.pop(SHARED_STORE_SWITCH, None)
