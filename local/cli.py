@@ -5,6 +5,7 @@
     python -m local --stack dev --drill kill-agent               # lose a pod after the first checkpoint
     python -m local --stack dev --nodes 2 --drill restart-etcd   # etcd replaced mid-run
     python -m local --stack dev --nodes 2 --drill hung-peer      # a crash whose NCCL peers block instead of failing
+    python -m local --stack dev --max-restarts 1 --drill evict-pod  # drained twice: disruptions spend no restart
     python -m local --stack dev --api trainjob --nodes 2         # the job as a Trainer v2 TrainJob
     python -m local --stack dev --api trainjob --drill kill-agent  # a node lost; the JobSet restarts the gang
 
@@ -45,6 +46,7 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
     parser.add_argument("--api", choices=JOB_APIS, help="job.api: run the job as this API's (default: the stack's)")
     parser.add_argument("--steps", type=int, help="optimizer steps (default: the stack's)")
     parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the stack's)")
+    parser.add_argument("--max-restarts", type=int, help="job.maxRestarts (default: the stack's)")
     parser.add_argument("--model", help="model preset or local directory (default: tiny)")
     parser.add_argument("--dataset", help="a local .jsonl/.json/.txt file or 'synthetic' (default: the stack's if "
                         "it is local, else synthetic)")  # fmt: skip
@@ -73,6 +75,7 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
         model=args.model,
         dataset=args.dataset,
         api=args.api,
+        max_restarts=args.max_restarts,
     )
     return LocalOptions(
         stack=args.stack,

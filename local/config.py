@@ -53,6 +53,7 @@ class LocalJobOptions:
     model: str | None = None
     dataset: str | None = None
     api: str | None = None  # job.api: pytorchjob or trainjob
+    max_restarts: int | None = None  # job.maxRestarts: torchrun's restarts (PyTorchJob), the JobSet's (TrainJob)
 
 
 def _is_local_dataset(dataset: str) -> bool:
@@ -109,6 +110,8 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
         change(job_keys, "rdzvBackend", job.rdzv_backend, None, "a TrainJob rendezvouses statically", "job")
         if options.min_nodes is None:
             change(job_keys, "minNodes", job.min_nodes, None, "a TrainJob has no elastic range", "job")
+    if options.max_restarts is not None:
+        change(job_keys, "maxRestarts", job.max_restarts, options.max_restarts, "--max-restarts", "job")
     if options.steps is not None:
         change(job_keys, "steps", job.steps, options.steps, "--steps", "job")
     if options.checkpoint_every is not None:

@@ -17,6 +17,12 @@
                 after torchrun's 30 s), and the job re-forms with the two nodes' restart counts apart: the workers
                 must agree on their attempt by other means (trainer/attempt.py). On gloo, kill-workers alone makes
                 every peer fail at once and every count go up, which hides this.
+- evict-pod:    a voluntary disruption, as a drain for a node-group update or the end of a capacity block makes it:
+                the pod's agent gets the kubelet's SIGTERM, passes it to its workers (which settle their checkpoint)
+                and exits 143; the pod is created again (a PyTorchJob's ExitCode) or the gang is (a TrainJob's
+                JobSet, the pod marked DisruptionTarget). It fires EVICTIONS times, each once the pod is back and a
+                newer checkpoint is complete: a disruption must not use up the job's restarts, so a job with
+                maxRestarts 1 survives two of them.
 - restart-etcd: the rendezvous store goes away and comes back empty, as when the platform's etcd pod is
                 replaced. Every agent's next call to etcd fails; it stops its workers and the launcher exits 200
                 (trainer/launch_exits.py) with the rendezvous left open. restartPolicy ExitCode creates the pods
@@ -38,8 +44,9 @@ from local.etcd import LocalEtcd
 from local.procs import Proc, process_tree, signal_all
 from trainer.checkpoint_layout import complete_checkpoints
 
-DRILLS = ("kill-agent", "kill-workers", "hung-peer", "restart-etcd")
-POD_DRILLS = ("kill-agent", "kill-workers", "hung-peer")  # drills aimed at one worker pod (--drill-pod)
+DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod", "restart-etcd")
+POD_DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod")  # drills aimed at one worker pod (--drill-pod)
+EVICTIONS = 2  # evict-pod: one more than the restarts a job with maxRestarts 1 could spend on them
 ETCD_DOWN_S = 3.0  # long enough for every agent's next keep-alive or state sync to fail
 
 
@@ -69,6 +76,7 @@ class DrillReport:
     killed: tuple[Proc, ...] = ()  # kill-agent, kill-workers, hung-peer: every process that got SIGKILL
     repeats: int = 1  # kill-workers: how many times it killed a set of workers (0: there were none to kill)
     stopped: tuple[Proc, ...] = ()  # hung-peer: the workers stopped (SIGSTOP) as blocked NCCL peers
+    evicted_at: tuple[int | None, ...] = ()  # evict-pod: the newest complete checkpoint at each eviction
 
 
 def newest_checkpoint_step(checkpoint_dir: Path | None) -> int | None:
@@ -101,6 +109,8 @@ class Drill:
         # hung-peer: the pod whose workers block is the leader's (pod 0) unless that is the one that crashes.
         self.hung_index = 0 if self.pod_index != 0 else 1
         self.report: DrillReport | None = None
+        self.disrupted: set[str] = set()  # evict-pod: pods evicted since the gang's last look (take_disrupted)
+        self.evicted_pid: int | None = None  # evict-pod: the agent evicted last; the next eviction waits for another
 
     def describe(self, job: str) -> str:
         target = f" {job}-worker-{self.pod_index}" if self.name in POD_DRILLS else ""
@@ -112,6 +122,8 @@ class Drill:
         """Inject the fault if it is due; returns what it did ("" when nothing). The report (`self.report`) is
         made when the drill first fires; kill-workers adds each later round of killed workers to it."""
         if self.report is not None:
+            if self.name == "evict-pod":
+                return self._evict_again(pods, checkpoint_dir)
             return self._kill_workers_again(pods) if self.name == "kill-workers" else ""
         if not self.trigger.met(checkpoint_dir, last_step):
             return ""
@@ -123,14 +135,45 @@ class Drill:
             detail = self._kill_workers(pods, killed) or f"{pods.pods[self.pod_index].name} had no workers running"
         elif self.name == "hung-peer":
             detail = self._hang_and_crash(pods, stopped, killed)
+        elif self.name == "evict-pod":
+            detail = self._evict(pods)
         else:
             detail = self._restart_etcd(etcd)
         checkpoint = newest_checkpoint_step(checkpoint_dir)
         repeats = 0 if self.name == "kill-workers" and not killed else 1  # kill-workers counts rounds with victims
+        evicted_at = (checkpoint,) if self.name == "evict-pod" else ()
         self.report = DrillReport(
-            self.name, last_step, checkpoint, detail, tuple(killed), repeats, stopped=tuple(stopped)
+            self.name, last_step, checkpoint, detail, tuple(killed), repeats, tuple(stopped), evicted_at
         )
         return detail
+
+    def _evict(self, pods: WorkerPods) -> str:
+        pod = pods.pods[self.pod_index]
+        self.evicted_pid = pod.process.pid if pod.process else None
+        pod.terminate()
+        self.disrupted.add(pod.name)
+        return f"SIGTERM to {pod.name}'s agent, as the kubelet evicting it for a drain (a voluntary disruption)"
+
+    def _evict_again(self, pods: WorkerPods, checkpoint_dir: Path | None) -> str:
+        """The next eviction, once the pod runs again (a new agent) and the job has saved a checkpoint since the last
+        eviction."""
+        report, pod = self.report, pods.pods[self.pod_index]
+        assert report is not None
+        if report.repeats >= EVICTIONS or pod.phase is not PodPhase.RUNNING or pod.process is None:
+            return ""
+        if pod.process.pid == self.evicted_pid or pod.process.poll() is not None:
+            return ""
+        checkpoint = newest_checkpoint_step(checkpoint_dir)
+        if checkpoint is None or checkpoint <= (report.evicted_at[-1] or 0):
+            return ""
+        detail = self._evict(pods)
+        self.report = replace(report, repeats=report.repeats + 1, evicted_at=(*report.evicted_at, checkpoint))
+        return f"{detail} (eviction {report.repeats + 1} of {EVICTIONS})"
+
+    def take_disrupted(self) -> set[str]:
+        """The pods evicted since the last call: their failure carries the condition DisruptionTarget."""
+        taken, self.disrupted = self.disrupted, set()
+        return taken
 
     def _hang_and_crash(self, pods: WorkerPods, stopped: list[Proc], killed: list[Proc]) -> str:
         """SIGSTOP the blocked pod's workers first, so that none of them sees the crash fail a collective (gloo's

@@ -62,7 +62,7 @@ class Summary:
     first_loss: float
     tokens_per_second: float  # median over logged intervals: the first one includes warm-up
     world_sizes: list[int]  # in the order they occurred
-    worker_restarts: int  # torchrun's restarts of the worker group, as the last record saw them
+    worker_restarts: int  # starts of the workers after the first, agreed by every node, as the last record saw them
 
     def lines(self) -> list[str]:
         sizes = " -> ".join(str(size) for size in self.world_sizes)
@@ -71,7 +71,7 @@ class Summary:
             f"loss:           {self.first_loss:.4f} -> {self.final_loss:.4f}",
             f"tokens/s:       {self.tokens_per_second:,.0f} (median of the logged intervals)",
             f"world size:     {sizes}",
-            f"worker restarts (torchrun): {self.worker_restarts}",
+            f"worker restarts: {self.worker_restarts}",
         ]
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from workloads.job.trainjob import training_runtime, trainjob_manifest
 
 Objects = tuple[dict[str, Any], dict[str, Any]]  # the ClusterTrainingRuntime and the TrainJob
 # Drills that make sense without etcd: a lost node, and a node whose workers keep dying.
-GANG_DRILLS = ("kill-agent", "kill-workers")
+GANG_DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod")
 
 
 class GangPods(WorkerPods):
@@ -64,13 +65,27 @@ class GangPods(WorkerPods):
         return PodEvent(pod.name, f"agent exited {code}: its Job failed (restartPolicy Never, backoffLimit 0){said}")
 
 
-def failed_pods(pods: WorkerPods, runtime: dict[str, Any], namespace: str) -> list[FailedPod]:
+def failed_pods(
+    pods: WorkerPods,
+    runtime: dict[str, Any],
+    namespace: str,
+    disrupted: Collection[str] = (),
+) -> list[FailedPod]:
     """The attempt's failed pods as the Job controller finds them: the runtime's pod, its init containers exited 0
     (they do not run here) and its node container with the agent's exit code; a pod lost with its node first (it
-    was killed first), then the others that failed. No pod here has a condition: no drill evicts one."""
+    was killed first), then the others that failed. A pod in `disrupted` (evicted by the evict-pod drill, as a
+    drain evicts it) carries the condition DisruptionTarget=True, which the kubelet's eviction and the API server's
+    eviction sets on it (Kubernetes pkg/apis/core/types.go DisruptionTarget)."""
     pod_spec = trainer_job(runtime)["template"]["spec"]
     return [
-        pod_exit(pod_spec, pod.name, namespace, NODE, container_exit_code(pod.process.returncode))
+        pod_exit(
+            pod_spec,
+            pod.name,
+            namespace,
+            NODE,
+            container_exit_code(pod.process.returncode),
+            conditions=(("DisruptionTarget", "True"),) if pod.name in disrupted else (),
+        )
         for phase in (PodPhase.LOST, PodPhase.FAILED)
         for pod in pods.pods
         if pod.phase is phase and pod.process is not None and pod.process.returncode is not None
@@ -97,10 +112,15 @@ def describe_policy(runtime: dict[str, Any]) -> list[str]:
     return lines
 
 
-def jobset_outcome(pods: WorkerPods, objects: Objects, restarts: JobSetRestarts) -> GangOutcome:
-    """What the Job and JobSet controllers do about the attempt's failed pods."""
+def jobset_outcome(
+    pods: WorkerPods,
+    objects: Objects,
+    restarts: JobSetRestarts,
+    disrupted: Collection[str] = (),
+) -> GangOutcome:
+    """What the Job and JobSet controllers do about the attempt's failed pods (`disrupted`: those evicted)."""
     runtime, trainjob = objects
-    failed = failed_pods(pods, runtime, trainjob["metadata"]["namespace"])
+    failed = failed_pods(pods, runtime, trainjob["metadata"]["namespace"], disrupted)
     if not failed:
         raise LocalRunError(
             f"{trainjob['metadata']['name']}: the gang stopped with no pod failed and not all succeeded"
@@ -193,7 +213,7 @@ def supervise_gang(
         succeeded = not reason and pods.succeeded
         if reason or succeeded:
             break
-        outcome = jobset_outcome(pods, objects, restarts)
+        outcome = jobset_outcome(pods, objects, restarts, drill.take_disrupted() if drill else set())
         options.echo(f"[jobset] {outcome.why}")
         if outcome.verdict is not Verdict.RESTART:
             reason = outcome.why

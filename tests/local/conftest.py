@@ -3,6 +3,7 @@ and an etcd that several runs share."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from local.etcd import LocalEtcd
 from local.run import LocalResult
-from tests.local.runs import run_dev
+from tests.local.runs import ELASTIC, run_dev
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,13 @@ def exhausted_agent_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult
 def hung_peer_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
     """After the first checkpoint, worker pod 0's workers stopped (blocked, as NCCL peers are) and pod 1's killed."""
     return run_dev(tmp_path_factory.mktemp("hung-peer"), drill="hung-peer")
+
+
+@pytest.fixture(scope="module")
+def evicted_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
+    """Worker pod 1 evicted (SIGTERM, as a drain) twice, in a job whose maxRestarts is 1."""
+    job = dataclasses.replace(ELASTIC, max_restarts=1)
+    return run_dev(tmp_path_factory.mktemp("evict-pod"), drill="evict-pod", job=job)
 
 
 @pytest.fixture(scope="module")

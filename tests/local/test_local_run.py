@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from local.drills import EVICTIONS
 from local.etcd import LocalEtcd
 from local.procs import alive
 from local.run import LocalResult
@@ -136,7 +137,40 @@ def test_hung_peer_job_stops_every_process_it_started(hung_peer_run: LocalResult
     assert processes_mentioning(str(hung_peer_run.work_dir)) == []
 
 
-# (d) etcd restarted mid-run, empty: every agent's launcher exits 200 (retryable) and leaves the rendezvous open; the
+# (d) a pod evicted twice, as drains for a node-group update or the end of a capacity block evict it, in a job whose
+# maxRestarts is 1: the evicted pod is created again (exit 143), the other pod's workers fail with it (gloo) and its
+# agent restarts them without counting it, and the job re-forms with the pod created again (a node that joins a later
+# round finds the store address in that round)
+
+
+def test_evicted_pod_is_created_again_and_the_job_finishes_every_step(evicted_run: LocalResult) -> None:
+    assert evicted_run.succeeded, evicted_run.reason
+    drill = evicted_run.drill
+    assert drill is not None and drill.repeats == EVICTIONS
+    assert evicted_run.pod_restarts == EVICTIONS
+    summary = evicted_run.summary
+    assert summary is not None and summary.steps == STEPS
+
+
+def test_evictions_use_up_none_of_the_other_pods_restarts(evicted_run: LocalResult) -> None:
+    assert max_restarts(evicted_run) < EVICTIONS
+    uncounted = "a node of this round left on request (SIGTERM): the workers are restarted without counting it"
+    assert log_of(evicted_run, 0).count(uncounted) == EVICTIONS
+
+
+def test_evicted_job_follows_the_uninterrupted_loss_curve(evicted_run: LocalResult, clean_run: LocalResult) -> None:
+    def curve(result: LocalResult) -> dict[int, float]:
+        return {record["step"]: record["loss"] for record in result.records}  # a step logged again: the later
+
+    for step, loss in curve(clean_run).items():
+        assert curve(evicted_run)[step] == pytest.approx(loss, rel=LOSS_TOLERANCE), f"step {step}"
+
+
+def test_evicted_job_stops_every_process_it_started(evicted_run: LocalResult) -> None:
+    assert processes_mentioning(str(evicted_run.work_dir)) == []
+
+
+# (e) etcd restarted mid-run, empty: every agent's launcher exits 200 (retryable) and leaves the rendezvous open; the
 # pods are created again, rejoin in the new etcd and resume from the last checkpoint
 
 
@@ -174,7 +208,7 @@ def test_restarted_etcd_job_stops_every_process_it_started(restarted_etcd_run: L
     assert processes_mentioning(str(restarted_etcd_run.work_dir)) == []
 
 
-# (e) two runs in a row against one etcd, nothing cleaned up in between
+# (f) two runs in a row against one etcd, nothing cleaned up in between
 
 
 def test_second_run_against_the_same_etcd_starts_normally(tmp_path: Path, shared_etcd: LocalEtcd) -> None:
@@ -186,7 +220,7 @@ def test_second_run_against_the_same_etcd_starts_normally(tmp_path: Path, shared
     assert first.plan.rendezvous_id != second.plan.rendezvous_id
 
 
-# (f) an agent whose workers keep dying exhausts its restarts: the job fails at once, and no pod restarts
+# (g) an agent whose workers keep dying exhausts its restarts: the job fails at once, and no pod restarts
 
 
 def test_exhausted_agent_restarted_its_workers_max_restarts_times(exhausted_agent_run: LocalResult) -> None:

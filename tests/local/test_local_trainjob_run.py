@@ -4,11 +4,13 @@ started again as the runtime's JobSet failure policy says and the trainer resume
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from local.config import LocalJobOptions
+from local.drills import EVICTIONS
 from local.procs import alive
 from local.report import latest_per_step
 from local.run import LocalOptions, LocalResult, LocalRunError
@@ -47,6 +49,19 @@ def clean_trainjob(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
 def lost_node_trainjob(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
     """Node 1 (its agent and its worker) killed after the first checkpoint."""
     return run_trainjob(tmp_path_factory.mktemp("trainjob-kill-agent"), drill="kill-agent")
+
+
+@pytest.fixture(scope="module")
+def evicted_trainjob(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
+    """Node 1 evicted (SIGTERM, as a drain; the pod marked DisruptionTarget) twice, with maxRestarts 1."""
+    options = LocalOptions(
+        stack="dev",
+        job=dataclasses.replace(TRAINJOB, max_restarts=1),
+        work_dir=tmp_path_factory.mktemp("trainjob-evict-pod"),
+        timeout_s=RUN_TIMEOUT_S,
+        drill="evict-pod",
+    )
+    return run_trainjob_local(options)
 
 
 def test_the_trainjobs_command_trains_every_step_on_two_nodes(clean_trainjob: LocalResult) -> None:
@@ -99,3 +114,21 @@ def test_an_etcd_drill_is_refused_before_anything_starts(tmp_path: Path) -> None
     with pytest.raises(LocalRunError, match="a TrainJob has no etcd"):
         run_trainjob(tmp_path, drill="restart-etcd")
     assert not (tmp_path / "logs").exists()
+
+
+def test_evictions_restart_the_gang_without_using_up_max_restarts(evicted_trainjob: LocalResult) -> None:
+    """Each eviction fails its Job by the DisruptionTarget rule, which JobSet restarts uncounted: two of them in a
+    job with maxRestarts 1 still end in success."""
+    assert evicted_trainjob.succeeded, evicted_trainjob.reason
+    drill = evicted_trainjob.drill
+    assert drill is not None and drill.repeats == EVICTIONS
+    assert evicted_trainjob.pod_restarts == EVICTIONS * evicted_trainjob.plan.replicas
+
+
+def test_the_evicted_trainjob_ends_on_the_uninterrupted_losses(
+    evicted_trainjob: LocalResult, clean_trainjob: LocalResult
+) -> None:
+    resumed, clean = losses(evicted_trainjob), losses(clean_trainjob)
+    assert set(resumed) == set(clean)
+    for step, loss in clean.items():
+        assert resumed[step] == pytest.approx(loss, rel=LOSS_TOLERANCE), f"step {step}"
