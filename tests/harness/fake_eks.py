@@ -69,7 +69,9 @@ def cluster_outputs(name: str, inputs: dict[str, Any], region: str) -> dict[str,
         raise ProviderRefusalError("`publicAccessCidrs` can only be set when `endpointPublicAccess` is true")
     if inputs.get("authenticationMode"):
         for entry in (inputs.get("accessEntries") or {}).values():
-            if entry.get("principalArn") == CREATOR_ROLE_ARN:
+            # The same role whatever its path: a role's name is unique in its account (IAM user guide, IAM identifiers).
+            principal = str(entry.get("principalArn"))
+            if principal.startswith(CREATOR_ROLE_ARN.split("role/")[0]) and principal.endswith("/deployer"):
                 raise ProviderRefusalError(
                     "ResourceInUseException: The specified access entry resource is already in use on this cluster."
                 )

@@ -136,6 +136,11 @@ def test_eks_refuses_a_second_access_entry_for_the_role_that_creates_the_cluster
         cluster_outputs(
             "cluster", {**CLUSTER_INPUTS, "authenticationMode": "API", "accessEntries": {"a": entry}}, "us-east-1"
         )
+    with_path = {"principalArn": CREATOR_ROLE_ARN.replace("role/", "role/team/")}
+    with pytest.raises(ProviderRefusalError, match="ResourceInUseException"):
+        cluster_outputs(
+            "cluster", {**CLUSTER_INPUTS, "authenticationMode": "API", "accessEntries": {"a": with_path}}, "us-east-1"
+        )
     other = {"principalArn": CREATOR_ROLE_ARN.replace("deployer", "admin")}
     cluster_outputs(
         "cluster", {**CLUSTER_INPUTS, "authenticationMode": "API", "accessEntries": {"a": other}}, "us-east-1"
