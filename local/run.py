@@ -19,6 +19,7 @@ from local.config import MAX_LOCAL_NODES, LocalJobOptions, Override, local_stack
 from local.drills import Drill, DrillError, DrillReport, Trigger
 from local.etcd import EtcdError, LocalEtcd, free_port, is_healthy
 from local.launch import LocalPlan, ManifestError, local_plan
+from local.pytorchjob_webhook import AdmissionDeniedError, admit_pytorchjob
 from local.report import MetricsFollower, Record, Summary, progress_line, summarize, write_chart
 from stack.config import StackConfig
 from stack.fields import ConfigError
@@ -85,9 +86,15 @@ def with_drill_defaults(options: LocalOptions) -> LocalOptions:
 
 
 def render_manifest(options: LocalOptions) -> tuple[dict[str, Any], list[Override]]:
-    """The stack's PyTorchJob for this machine; bad stack names and configs become LocalRunError."""
+    """The stack's PyTorchJob for this machine, admitted as the Training Operator's webhook admits it
+    (local/pytorchjob_webhook.py); bad stack names and configs, and a refused job, become LocalRunError."""
     config, overrides = local_config(options)
-    return pytorchjob_manifest(job_spec(config)), overrides
+    manifest = pytorchjob_manifest(job_spec(config))
+    try:
+        admit_pytorchjob(manifest)
+    except AdmissionDeniedError as refused:
+        raise LocalRunError(f"{manifest['metadata']['name']}: {refused}") from None
+    return manifest, overrides
 
 
 def local_config(options: LocalOptions) -> tuple[StackConfig, list[Override]]:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from local import run as local_run
 from local.config import LocalJobOptions, local_stack_config
 from local.pytorchjob_webhook import AdmissionDeniedError, admit_pytorchjob, pytorchjob_problems, validate_pytorchjob
+from local.run import LocalRunError
 from stack.job_api import PYTORCHJOB
 from tests.workloads.job.job_stacks import IMAGE, STACKS, config_of, spec_of
 from workloads.job.manifest import job_objects, pytorchjob_manifest
@@ -149,3 +152,17 @@ def test_a_changed_manager_passes_an_update_as_in_v1_9_4() -> None:
     old, new = dev_job(), dev_job()
     new["spec"]["runPolicy"]["managedBy"] = "kueue.x-k8s.io/multikueue"
     assert validate_pytorchjob(new, old=old).allowed
+
+
+def test_the_local_run_refuses_a_job_the_webhook_refuses_before_starting_anything(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def renamed(spec: Any) -> dict[str, Any]:
+        job = pytorchjob_manifest(spec)
+        job["metadata"]["name"] = "Fsdp_Dev"  # not a DNS-1035 label
+        return job
+
+    monkeypatch.setattr(local_run, "pytorchjob_manifest", renamed)
+    with pytest.raises(LocalRunError, match="denied the request"):
+        local_run.run_local(local_run.LocalOptions(stack="dev", work_dir=tmp_path))
+    assert not (tmp_path / "logs").exists()  # no etcd, no agent
