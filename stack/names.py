@@ -72,6 +72,7 @@ def uncut_job_name(stack: str) -> str:
 
 
 def job_name(stack: str) -> str:
-    """The PyTorchJob's or TrainJob's name for a stack, as workloads/job/spec.py job_name derives it; the config
-    check (stack/checks.py stack_name_problems) refuses a stack name it would cut."""
+    """The PyTorchJob's or TrainJob's name for a stack (workloads/job/spec.py names the job with it): a DNS-1035
+    label short enough for the names derived from it; the config check (stack/checks.py stack_name_problems)
+    refuses a stack name it would cut."""
     return uncut_job_name(stack)[:JOB_NAME_MAX_LENGTH].rstrip("-")

@@ -9,14 +9,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 
 from sizing.catalog import InstanceType
 from stack.config import JobConfig, StackConfig
 from stack.fit import checkpoint_timeout_minutes
 from stack.job_api import STATIC_RDZV_BACKEND, rendezvous_backend
-from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE
+from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE, job_name
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 from stack.trainer_config import stack_trainer_config
 from trainer.config import TrainConfig
@@ -152,12 +151,6 @@ def rendezvous_id(spec: JobSpec) -> str:
     fields = dataclasses.asdict(dataclasses.replace(spec, rendezvous_id=""))
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
     return f"{spec.name}-run{spec.run}-{digest}"
-
-
-def job_name(stack: str) -> str:
-    """A DNS-1035 label short enough for the operator's pod and Service names (<job>-worker-<index>)."""
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", stack.lower()).strip("-")
-    return f"fsdp-{cleaned}"[:40].rstrip("-")
 
 
 def supports_gpudirect_rdma(instance: InstanceType) -> bool:
