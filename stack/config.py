@@ -119,8 +119,8 @@ class ClusterConfig:
     public_access_cidrs: list[str] = setting(
         "publicAccessCidrs",
         [],
-        "With endpointPublicAccess: the CIDRs that may reach the API endpoint (0.0.0.0/0 only if you mean the whole "
-        "internet).",
+        "With endpointPublicAccess: your own networks' CIDRs that may reach the API endpoint; a CIDR open to the "
+        "whole internet is refused.",
         factory=True,
     )
     admin_role_arns: list[str] = setting(
@@ -260,7 +260,8 @@ class MonitoringConfig:
     prometheus_storage_gib: int = setting(
         "prometheusStorageGiB",
         50,
-        "gp3 volume for Prometheus' samples (EBS CSI driver); 0 keeps them in an emptyDir that a pod restart loses.",
+        "gp3 volume for Prometheus' samples (EBS CSI driver; on the stack's own cluster a system node per AZ); 0 "
+        "keeps them in an emptyDir that a pod restart loses.",
         at_least(0),
     )
 
