@@ -123,14 +123,17 @@ def test_hung_peer_job_resumes_from_the_checkpoint_before_the_fault(hung_peer_ru
     assert expected in log_of(hung_peer_run, 0)
 
 
-def test_hung_peer_job_follows_the_uninterrupted_loss_curve(hung_peer_run: LocalResult, clean_run: LocalResult) -> None:
-    def curve(result: LocalResult) -> dict[int, float]:
-        return {record["step"]: record["loss"] for record in result.records}  # a step logged again: the later
-
-    resumed, clean = curve(hung_peer_run), curve(clean_run)
-    assert set(resumed) == set(clean)
-    for step, loss in clean.items():
+def assert_on_the_loss_curve(result: LocalResult, clean: LocalResult) -> None:
+    """Every step the uninterrupted run logged has the same loss in `result` (a step logged again: the later)."""
+    resumed = {record["step"]: record["loss"] for record in result.records}
+    expected = {record["step"]: record["loss"] for record in clean.records}
+    assert set(resumed) == set(expected)
+    for step, loss in expected.items():
         assert resumed[step] == pytest.approx(loss, rel=LOSS_TOLERANCE), f"step {step}"
+
+
+def test_hung_peer_job_follows_the_uninterrupted_loss_curve(hung_peer_run: LocalResult, clean_run: LocalResult) -> None:
+    assert_on_the_loss_curve(hung_peer_run, clean_run)
 
 
 def test_hung_peer_job_stops_every_process_it_started(hung_peer_run: LocalResult) -> None:
@@ -159,11 +162,7 @@ def test_evictions_use_up_none_of_the_other_pods_restarts(evicted_run: LocalResu
 
 
 def test_evicted_job_follows_the_uninterrupted_loss_curve(evicted_run: LocalResult, clean_run: LocalResult) -> None:
-    def curve(result: LocalResult) -> dict[int, float]:
-        return {record["step"]: record["loss"] for record in result.records}  # a step logged again: the later
-
-    for step, loss in curve(clean_run).items():
-        assert curve(evicted_run)[step] == pytest.approx(loss, rel=LOSS_TOLERANCE), f"step {step}"
+    assert_on_the_loss_curve(evicted_run, clean_run)
 
 
 def test_evicted_job_stops_every_process_it_started(evicted_run: LocalResult) -> None:
