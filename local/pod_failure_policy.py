@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from local.pod_status import ContainerStatus, exited_container_statuses
+
 FAIL_JOB, FAIL_INDEX, IGNORE, COUNT = "FailJob", "FailIndex", "Ignore", "Count"
 ACTIONS = (COUNT, FAIL_INDEX, FAIL_JOB, IGNORE)
 OPERATORS = ("In", "NotIn")
@@ -47,21 +49,13 @@ DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 
 
 @dataclass(frozen=True)
-class ContainerState:
-    """A container's status: its exit code once terminated, None while it waits or runs."""
-
-    name: str
-    exit_code: int | None = None
-
-
-@dataclass(frozen=True)
 class FailedPod:
     """A pod in phase Failed, as the Job controller reads it: container statuses and conditions (type, status)."""
 
     name: str
     namespace: str
-    init_containers: tuple[ContainerState, ...]
-    containers: tuple[ContainerState, ...]
+    init_containers: tuple[ContainerStatus, ...]
+    containers: tuple[ContainerStatus, ...]
     conditions: tuple[tuple[str, str], ...] = ()
 
 
@@ -92,21 +86,9 @@ def pod_exit(
     conditions: Sequence[tuple[str, str]] = (),
 ) -> FailedPod:
     """The failed pod of template spec `pod_spec` whose `container` (an init container or a main one) exited with
-    `code`, as the kubelet reports it under restartPolicy Never: init containers run one after another, each only
-    once the one before exited 0, and the main containers start only after the last; what never ran is waiting."""
-    init_names = [c["name"] for c in pod_spec.get("initContainers", [])]
-    main_names = [c["name"] for c in pod_spec["containers"]]
-    if container in init_names:
-        failed_at = init_names.index(container)
-        init = [ContainerState(n, 0 if i < failed_at else None) for i, n in enumerate(init_names)]
-        init[failed_at] = ContainerState(container, code)
-        mains = [ContainerState(n) for n in main_names]
-    elif container in main_names:
-        init = [ContainerState(n, 0) for n in init_names]
-        mains = [ContainerState(n, code if n == container else None) for n in main_names]
-    else:
-        raise ValueError(f"the pod has no container {container!r}: {', '.join(init_names + main_names)}")
-    return FailedPod(pod_name, namespace, tuple(init), tuple(mains), tuple(conditions))
+    `code`, its statuses as the kubelet reports them under restartPolicy Never (local/pod_status.py)."""
+    inits, mains = exited_container_statuses(pod_spec, container, code)
+    return FailedPod(pod_name, namespace, inits, mains, tuple(conditions))
 
 
 def _exit_code_matches(code: int, requirement: Mapping[str, Any]) -> bool:
@@ -118,7 +100,7 @@ def _exit_code_matches(code: int, requirement: Mapping[str, Any]) -> bool:
     return False
 
 
-def _matching_container(pod: FailedPod, requirement: Mapping[str, Any]) -> ContainerState | None:
+def _matching_container(pod: FailedPod, requirement: Mapping[str, Any]) -> ContainerStatus | None:
     """matchOnExitCodes: the first terminated container with a non-zero exit that the requirement matches, the
     main containers before the init containers."""
     name = requirement.get("containerName")

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from local.pod_status import ContainerStatus, exited_container_statuses
 from trainer.launch_exits import FIRST_RETRYABLE_EXIT, describe_exit, exit_for_signal, is_retryable
 
 ALWAYS, ON_FAILURE, NEVER, EXIT_CODE = "Always", "OnFailure", "Never", "ExitCode"
@@ -94,15 +95,6 @@ ANY_FAILURE = 1
 
 
 @dataclass(frozen=True)
-class ContainerStatus:
-    """One entry of a pod's initContainerStatuses or containerStatuses: `exit_code` is state.terminated.exitCode,
-    None while the container waits (it never started) or runs."""
-
-    name: str
-    exit_code: int | None = None
-
-
-@dataclass(frozen=True)
 class PodStatus:
     phase: str
     init_containers: tuple[ContainerStatus, ...] = ()
@@ -151,18 +143,11 @@ def exited_pod_status(pod_spec: dict[str, Any], container: str, code: int) -> Po
     """The status the kubelet reports when `container` of a pod with restartPolicy Never exits with `code` (every
     earlier init container having exited 0): a failed init container fails the pod and leaves the later init
     containers and every main container waiting; the main container's exit ends the pod, Succeeded on 0."""
-    init_names = [c["name"] for c in pod_spec.get("initContainers", [])]
-    names = [c["name"] for c in pod_spec["containers"]]
-    if container in init_names:
-        at = init_names.index(container)
-        inits = tuple(ContainerStatus(n, 0 if i < at else code if i == at else None) for i, n in enumerate(init_names))
-        phase = POD_PENDING if code == 0 else POD_FAILED
-        return PodStatus(phase, inits, tuple(ContainerStatus(n) for n in names))
-    if container not in names:
-        raise ValueError(f"the pod has no container {container!r}")
-    main = tuple(ContainerStatus(n, code if n == container else None) for n in names)
-    phase = POD_SUCCEEDED if code == 0 and len(names) == 1 else POD_FAILED if code else POD_RUNNING
-    return PodStatus(phase, tuple(ContainerStatus(n, 0) for n in init_names), main)
+    inits, mains = exited_container_statuses(pod_spec, container, code)
+    if container in {status.name for status in inits}:
+        return PodStatus(POD_PENDING if code == 0 else POD_FAILED, inits, mains)
+    phase = POD_SUCCEEDED if code == 0 and len(mains) == 1 else POD_FAILED if code else POD_RUNNING
+    return PodStatus(phase, inits, mains)
 
 
 def container_exit(policy: str, pod_spec: dict[str, Any], container: str, code: int, restarts: int,

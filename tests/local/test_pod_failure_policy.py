@@ -14,7 +14,7 @@ from local.pod_failure_policy import (
     BACKOFF_LIMIT_MESSAGE,
     REASON_BACKOFF_LIMIT,
     REASON_POD_FAILURE_POLICY,
-    ContainerState,
+    ContainerStatus,
     FailedPod,
     RuleMatch,
     job_failure,
@@ -61,14 +61,14 @@ def failed(container: str, code: int, conditions: tuple[tuple[str, str], ...] = 
 
 def test_an_init_container_failure_leaves_the_main_container_waiting() -> None:
     pod = failed("stage", 4)
-    assert pod.init_containers == (ContainerState("prepare", 0), ContainerState("stage", 4))
-    assert pod.containers == (ContainerState("node", None),)
+    assert pod.init_containers == (ContainerStatus("prepare", 0), ContainerStatus("stage", 4))
+    assert pod.containers == (ContainerStatus("node", None),)
 
 
 def test_a_main_container_exit_follows_init_containers_that_all_exited_0() -> None:
     pod = failed("node", 3)
     assert [state.exit_code for state in pod.init_containers] == [0, 0]
-    assert pod.containers == (ContainerState("node", 3),)
+    assert pod.containers == (ContainerStatus("node", 3),)
 
 
 # --- matchPodFailurePolicy
@@ -99,7 +99,7 @@ def test_a_rule_naming_no_container_matches_an_init_containers_exit() -> None:
 
 
 def test_exit_0_matches_no_exit_code_rule_even_not_in() -> None:
-    pod = FailedPod("p", "training", (), (ContainerState("node", 0),), DISRUPTED)
+    pod = FailedPod("p", "training", (), (ContainerStatus("node", 0),), DISRUPTED)
     rule = {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [1]}}
     assert match_pod_failure_policy({"rules": [rule]}, pod).action is None
 
