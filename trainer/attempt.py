@@ -12,7 +12,8 @@ What every node of a restart does share is the round of the rendezvous it just j
 (RendezvousInfo.store, a prefix per round in torch's dynamic rendezvous, dynamic_rendezvous.py _get_store). The node
 of rank 0 writes a fresh id there and every node reads it (`agree_attempt`); the launcher (trainer/launch_rendezvous.py)
 does this on each rendezvous and hands the id to the workers in their environment (the agent's own environment,
-which torch's SubprocessHandler copies into every worker it starts). Torch-free: the store is anything with set/get.
+which torch's SubprocessHandler copies into every worker it starts). Torch-free: the store is anything with set,
+get and add.
 
 The id starts with the number of this start of the workers in the run, counted in the store below the round's
 prefix (etcd's, or the c10d or static rendezvous' TCP store), which outlives the rounds: the trainer reports

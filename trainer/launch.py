@@ -46,7 +46,7 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousClosedError, RendezvousConnectionError
 
-from trainer.launch_agent import STOP_SIGNALS, final_worker_exits_end_the_run, final_worker_failure
+from trainer.launch_agent import STOP_SIGNALS, final_worker_exits_end_the_run, first_final_failure
 from trainer.launch_exits import (
     EXIT_BACKEND_LOST,
     EXIT_BAD_ARGUMENTS,
@@ -108,7 +108,7 @@ def ending(error: BaseException | None) -> Ending:
         reason = f"stopped by {name}; the workers got it first, with --shutdown-timeout to finish"
         return Ending(exit_for_signal(error.sigval), reason, closes_rendezvous=False)
     if isinstance(error, ChildFailedError):
-        final = final_worker_failure(error)
+        final = first_final_failure(error.failures)
         if final is not None:
             rank, code = final
             reason = (

@@ -33,7 +33,7 @@ from types import FrameType
 from torch.distributed.elastic.agent.server.api import RunResult, WorkerGroup, WorkerState
 from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
 from torch.distributed.elastic.multiprocessing.api import _terminate_process_handler
-from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 from torch.distributed.elastic.rendezvous import RendezvousHandler
 from torch.distributed.launcher import api as launcher_api
 
@@ -53,11 +53,6 @@ def first_final_failure(failures: dict[int, ProcessFailure]) -> tuple[int, int] 
         if failure.exitcode in FINAL_WORKER_EXITS:
             return rank, failure.exitcode
     return None
-
-
-def final_worker_failure(error: ChildFailedError) -> tuple[int, int] | None:
-    """(global rank, exit code) of a final worker exit among the failures torchrun gave up on."""
-    return first_final_failure(error.failures)
 
 
 class FinalExitsAgent(LocalElasticAgent):

@@ -48,7 +48,7 @@ FINAL_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_STAGING_FAILED)
 # the job (local/restart_policy.py recreation_loops checks every rendered PyTorchJob for it).
 PERMANENT_EXITS = (EXIT_PERMANENT, *FINAL_EXITS)
 # A worker's (trainer/main.py) exit codes that no restart of the worker group can change: bad input found after
-# parsing (EXIT_BAD_INPUT, 2) and a checkpoint file system too full for the next save (3). torchrun spends none of
+# parsing (its EXIT_BAD_INPUT, 2) and a checkpoint file system too full for the next save (3). torchrun spends none of
 # its --max-restarts on them; the launcher ends with the worker's code (trainer/launch_agent.py).
 FINAL_WORKER_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE)
 # Retryable, and above 128 + 64 (Linux's highest signal number, SIGRTMAX; signal(7)), so that neither `kubectl
