@@ -32,7 +32,7 @@ from local.drills import Drill, DrillError
 from local.etcd import free_port
 from local.jobset_policy import GangOutcome, JobSetRestarts, Verdict, gang_outcome, trainer_job
 from local.launch import LocalPlan, ManifestError
-from local.pod_failure_policy import DEFAULT_BACKOFF_LIMIT, FailedPod, pod_exit
+from local.pod_failure_policy import DEFAULT_BACKOFF_LIMIT, DISRUPTION_TARGET, FailedPod, pod_exit
 from local.procs import kill_tree
 from local.report import MetricsFollower, progress_line, summarize, write_chart
 from local.restart_policy import container_exit_code
@@ -75,7 +75,7 @@ def failed_pods(
     (they do not run here) and its node container with the agent's exit code; a pod lost with its node first (it
     was killed first), then the others that failed. A pod in `disrupted` (evicted by the evict-pod drill, as a
     drain evicts it) carries the condition DisruptionTarget=True, which the kubelet's eviction and the API server's
-    eviction sets on it (Kubernetes pkg/apis/core/types.go DisruptionTarget)."""
+    eviction sets on it."""
     pod_spec = trainer_job(runtime)["template"]["spec"]
     return [
         pod_exit(
@@ -84,7 +84,7 @@ def failed_pods(
             namespace,
             NODE,
             container_exit_code(pod.process.returncode),
-            conditions=(("DisruptionTarget", "True"),) if pod.name in disrupted else (),
+            conditions=((DISRUPTION_TARGET, "True"),) if pod.name in disrupted else (),
         )
         for phase in (PodPhase.LOST, PodPhase.FAILED)
         for pod in pods.pods
