@@ -27,6 +27,7 @@ from typing import Any
 
 from local.jobset_webhook import FAIL_JOBSET, RESTART_JOBSET, RESTART_JOBSET_UNCOUNTED
 from local.pod_failure_policy import FailedPod, JobFailure, job_failure
+from workloads.job.trainjob import NODE
 
 # pkg/constants/constants.go: the JobSet's Failed condition reasons, and its Restarting condition's.
 REASON_FAILED_JOBS = "FailedJobs"
@@ -133,7 +134,7 @@ def execute_failure_policy(
     raise ValueError(f"failure policy action {action!r} is not modelled (RestartJob needs an alpha feature gate)")
 
 
-def trainer_job(runtime: Mapping[str, Any], replicated_job: str = "node") -> Mapping[str, Any]:
+def trainer_job(runtime: Mapping[str, Any], replicated_job: str = NODE) -> Mapping[str, Any]:
     """The batch Job spec of one replicated job of the runtime's JobSet template."""
     for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
         if replicated["name"] == replicated_job:
@@ -145,7 +146,7 @@ def gang_outcome(
     runtime: Mapping[str, Any],
     failed_pods: Sequence[FailedPod],
     restarts: JobSetRestarts,
-    replicated_job: str = "node",
+    replicated_job: str = NODE,
 ) -> GangOutcome:
     """What follows when the Job controller finds `failed_pods` (terminal, in the order they failed) in one sync of
     the trainer step's Job, after `restarts` so far: the Job's verdict, then the JobSet's."""

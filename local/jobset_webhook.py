@@ -24,6 +24,8 @@ from local.pod_failure_policy import (
     REASON_BACKOFF_LIMIT,
     REASON_POD_FAILURE_POLICY,
 )
+from stack.names import DNS_1035_LABEL, DNS_LABEL_MAX_LENGTH
+from workloads.job.trainjob import NODE
 
 # pkg/webhooks/jobset_webhook.go: the rule name's length bounds and pattern (ruleNameFmt).
 MIN_RULE_NAME, MAX_RULE_NAME = 1, 128
@@ -44,8 +46,6 @@ RESTART_JOB, RESTART_JOB_UNCOUNTED = "RestartJob", "RestartJobAndIgnoreMaxRestar
 ACTIONS = (FAIL_JOBSET, RESTART_JOBSET, RESTART_JOBSET_UNCOUNTED, RESTART_JOB, RESTART_JOB_UNCOUNTED)
 # pkg/features/features.go: RestartJob and InPlaceRestart are alpha, off unless the JobSet install turns them on.
 FEATURES_OFF_BY_DEFAULT = frozenset({"RestartJob", "InPlaceRestart"})
-DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-MAX_LABEL = 63
 DEFAULT_GROUP = "default"
 DEFAULT_RULE_NAME = "failurePolicyRule{}"  # defaultRuleNameFmt
 POD_NAME_SUFFIX = "-abcde"  # the 5 random characters the Job controller appends to a pod's name
@@ -65,7 +65,7 @@ def trainer_jobset(runtime: Mapping[str, Any], trainjob: Mapping[str, Any]) -> d
     spec = copy.deepcopy(runtime["spec"]["template"]["spec"])
     num_nodes = trainjob["spec"]["trainer"]["numNodes"]
     for replicated in spec.get("replicatedJobs", []):
-        if replicated["name"] == "node":  # kubeflow/trainer v2.3.0 pkg/constants/constants.go Node
+        if replicated["name"] == NODE:
             replicated["template"]["spec"].update(parallelism=num_nodes, completions=num_nodes)
     metadata = {"name": trainjob["metadata"]["name"], "namespace": trainjob["metadata"].get("namespace", "default")}
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": metadata, "spec": spec}
@@ -91,8 +91,8 @@ def defaulted(jobset: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _dns1035_problems(value: str, too_long: str) -> list[str]:
-    problems = [too_long] if len(value) > MAX_LABEL else []
-    if not DNS1035_LABEL.fullmatch(value):
+    problems = [too_long] if len(value) > DNS_LABEL_MAX_LENGTH else []
+    if not DNS_1035_LABEL.fullmatch(value):
         problems.append(
             f"{value!r}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
             "with an alphabetic character, and end with an alphanumeric character"

@@ -15,10 +15,11 @@ Each error reads "<field path>: <what>", the webhook's field.ErrorList in its ow
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from stack.names import DNS_1035_LABEL, DNS_LABEL_MAX_LENGTH
 
 # pkg/apis/kubeflow.org/v1/pytorch_types.go: the replica types and the container the operator configures.
 MASTER = "Master"
@@ -28,9 +29,6 @@ DEFAULT_CONTAINER_NAME = "pytorch"  # PyTorchJobDefaultContainerName
 # pkg/apis/kubeflow.org/v1/common_types.go KubeflowJobsController and MultiKueueController: the managers
 # runPolicy.managedBy may name (pkg/common/util/webhooks.go supportedJobControllers).
 MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
-# apimachinery pkg/util/validation/validation.go IsDNS1035Label, which NameIsDNS1035Label(name, false) applies.
-DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS_1035_LABEL_MAX_LENGTH = 63
 
 REPLICA_SPECS = "spec.pytorchReplicaSpecs"
 
@@ -89,8 +87,9 @@ def name_errors(job: Mapping[str, Any]) -> list[str]:
     """metadata.name must be a DNS-1035 label: the operator derives pod, Service and label values from it."""
     name = (job.get("metadata") or {}).get("name") or ""
     problems = []
-    if len(name) > DNS_1035_LABEL_MAX_LENGTH:
-        problems.append(f"must be no more than {DNS_1035_LABEL_MAX_LENGTH} characters")
+    # apimachinery IsDNS1035Label (stack/names.py), which NameIsDNS1035Label(name, false) applies
+    if len(name) > DNS_LABEL_MAX_LENGTH:
+        problems.append(f"must be no more than {DNS_LABEL_MAX_LENGTH} characters")
     if not DNS_1035_LABEL.match(name):
         problems.append(
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "

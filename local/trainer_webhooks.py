@@ -17,24 +17,23 @@ Pure and torch-free, from kubeflow/trainer v2.3.0:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
+
+from stack.job_api import RUNTIME_KIND, TRAINER_ANCESTOR, TRAINER_API_GROUP
+from stack.names import DNS_1035_LABEL, DNS_LABEL_MAX_LENGTH
+from workloads.job.trainjob import NODE, TRAINER_V2_ENV
 
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 # trainingruntime_webhook.go expectedContainerNames: the container each ancestor step must have.
 STEP_CONTAINERS = {
-    "trainer": "node",
+    TRAINER_ANCESTOR: NODE,
     "model-initializer": "model-initializer",
     "dataset-initializer": "dataset-initializer",
 }
-TORCH_RESERVED_ENV = frozenset(
-    {"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}
-)
+TORCH_RESERVED_ENV = frozenset(TRAINER_V2_ENV)
 ML_POLICIES = ("torch", "mpi", "jax", "xgboost", "flux")
-RFC1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-MAX_NAME, MAX_IMAGE, MAX_ITEMS = 63, 500, 128
-CLUSTER_RUNTIME, TRAINER_GROUP = "ClusterTrainingRuntime", "trainer.kubeflow.org"
+MAX_IMAGE, MAX_ITEMS = 500, 128
 
 
 def replicated_jobs_problems(runtime: Mapping[str, Any]) -> list[str]:
@@ -86,10 +85,10 @@ def trainjob_crd_problems(trainjob: Mapping[str, Any]) -> list[str]:
     name = trainjob["metadata"]["name"]
     trainer = trainjob["spec"].get("trainer") or {}
     problems = []
-    if not RFC1035_LABEL.fullmatch(name):
+    if not DNS_1035_LABEL.fullmatch(name):  # RFC 1035: apimachinery's DNS-1035 label (stack/names.py)
         problems.append("metadata.name must match RFC 1035 DNS label format")
-    if len(name) > MAX_NAME:
-        problems.append(f"metadata.name must be no more than {MAX_NAME} characters")
+    if len(name) > DNS_LABEL_MAX_LENGTH:
+        problems.append(f"metadata.name must be no more than {DNS_LABEL_MAX_LENGTH} characters")
     if len(trainer.get("image") or "") > MAX_IMAGE:
         problems.append(f"spec.trainer.image: may not be longer than {MAX_IMAGE}")
     for key in ("command", "args", "env"):
@@ -154,10 +153,10 @@ def trainjob_problems(trainjob: Mapping[str, Any], runtimes: Mapping[str, Mappin
     problems = trainjob_crd_problems(trainjob)
     reference = trainjob["spec"]["runtimeRef"]
     # trainjob_webhook.go: the runtime registry's key, kind.group, with the CRD's defaults for either.
-    key = f"{reference.get('kind', CLUSTER_RUNTIME)}.{reference.get('apiGroup', TRAINER_GROUP)}"
-    if key not in (f"{CLUSTER_RUNTIME}.{TRAINER_GROUP}", f"TrainingRuntime.{TRAINER_GROUP}"):
+    key = f"{reference.get('kind', RUNTIME_KIND)}.{reference.get('apiGroup', TRAINER_API_GROUP)}"
+    if key not in (f"{RUNTIME_KIND}.{TRAINER_API_GROUP}", f"TrainingRuntime.{TRAINER_API_GROUP}"):
         return [*problems, f"unsupported runtime: {key}"]
-    runtime = runtimes.get(reference["name"]) if key.startswith(f"{CLUSTER_RUNTIME}.") else None
+    runtime = runtimes.get(reference["name"]) if key.startswith(f"{RUNTIME_KIND}.") else None
     if runtime is None:
         return [
             *problems,
