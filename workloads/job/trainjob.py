@@ -49,8 +49,8 @@ from stack.job_api import (
     TRAINJOB_KIND,
 )
 from stack.names import TRAINER_METRICS_PORT, TRAINER_METRICS_PORT_NAME
-from trainer.launch_exits import EXIT_STAGING_FAILED, FINAL_EXITS, LAUNCH_MODULE
-from trainer.launch_stage import STAGE_INPUTS_OPTION, STAGE_MODULE
+from trainer.launch_exits import FINAL_EXITS, LAUNCH_MODULE
+from trainer.launch_stage import STAGE_INPUTS_OPTION
 from workloads.job.manifest import (
     PYTHON,
     hf_token_secret,
@@ -115,18 +115,12 @@ def node_pod_template(spec: JobSpec) -> dict[str, Any]:
     return template
 
 
-def final_exit_rules(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    """podFailurePolicy rules FailJob for the exits nothing may retry: the node container's FINAL_EXITS and, for an
-    init container that runs the staging step, its exit 4. A rule names its container: a code means what the
-    launcher says only in the containers that run it (an init container's `sh` may exit 2 for its own reasons)."""
-    rules = [
-        {"action": "FailJob", "onExitCodes": {"containerName": NODE, "operator": "In", "values": sorted(FINAL_EXITS)}}
-    ]
-    for container in pod.get("initContainers", []):
-        if STAGE_MODULE in container.get("command", []):
-            exits = {"containerName": container["name"], "operator": "In", "values": [EXIT_STAGING_FAILED]}
-            rules.append({"action": "FailJob", "onExitCodes": exits})
-    return rules
+def final_exit_rule() -> dict[str, Any]:
+    """FailJob for the exits nothing may retry: the node container's FINAL_EXITS. The rule names its container: a
+    code means what the launcher says only in the container that runs it (an init container's `sh` may exit 2 for
+    its own reasons)."""
+    exits = {"containerName": NODE, "operator": "In", "values": sorted(FINAL_EXITS)}
+    return {"action": "FailJob", "onExitCodes": exits}
 
 
 def disruption_rule() -> dict[str, Any]:
@@ -136,9 +130,9 @@ def disruption_rule() -> dict[str, Any]:
     return {"action": "FailJob", "onPodConditions": [{"type": DISRUPTION_TARGET, "status": "True"}]}
 
 
-def pod_failure_policy(pod: dict[str, Any]) -> dict[str, Any]:
+def pod_failure_policy() -> dict[str, Any]:
     """The final exits first (a final exit is never turned into a restart), then disruptions."""
-    return {"rules": [*final_exit_rules(pod), disruption_rule()]}
+    return {"rules": [final_exit_rule(), disruption_rule()]}
 
 
 def node_job_template(spec: JobSpec) -> dict[str, Any]:
@@ -147,7 +141,7 @@ def node_job_template(spec: JobSpec) -> dict[str, Any]:
     template = node_pod_template(spec)
     return {
         "metadata": {"labels": {ANCESTOR_LABEL: TRAINER_ANCESTOR}},
-        "spec": {"backoffLimit": 0, "podFailurePolicy": pod_failure_policy(template["spec"]), "template": template},
+        "spec": {"backoffLimit": 0, "podFailurePolicy": pod_failure_policy(), "template": template},
     }
 
 
