@@ -20,7 +20,12 @@ from stack.versions import (
     NVIDIA_DEVICE_PLUGIN_CHART_VERSION,
 )
 from workloads.platform.device_plugins import efa_device_plugin_values, nvidia_device_plugin_values
-from workloads.platform.monitoring import MONITORING_RELEASE, dcgm_exporter_values, kube_prometheus_stack_values
+from workloads.platform.monitoring import (
+    MONITORING_RELEASE,
+    dcgm_exporter_values,
+    kube_prometheus_stack_values,
+    stack_prometheus_volume,
+)
 from workloads.platform.placement import platform_node_selector
 
 NVIDIA_REPO = "https://nvidia.github.io/k8s-device-plugin"
@@ -80,7 +85,7 @@ def monitoring_chart(config: StackConfig) -> ChartRelease:
         KUBE_PROMETHEUS_STACK_CHART_VERSION,
         PLATFORM_NAMESPACE,
         kube_prometheus_stack_values(
-            config.monitoring, platform_node_selector(config), claim_from_stack=not config.cluster.existing
+            config.monitoring, platform_node_selector(config), claim_from_stack=stack_prometheus_volume(config)
         ),
         timeout_s=900,
     )

@@ -33,6 +33,7 @@ from stack.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
 from stack.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
 from workloads.k8s_resources import kubernetes_resource, resource_name
 from workloads.platform.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
+from workloads.platform.monitoring import stack_prometheus_volume
 from workloads.platform.objects import (
     grafana_objects,
     next_commands,
@@ -41,7 +42,6 @@ from workloads.platform.objects import (
     prometheus_claim_objects,
     rendezvous_objects,
     scrape_objects,
-    stack_prometheus_volume,
     storage_objects,
     trainer_v2_objects,
 )

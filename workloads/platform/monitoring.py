@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stack.config import MonitoringConfig
+from stack.config import MonitoringConfig, StackConfig
 from stack.job_api import PYTORCHJOB, leader_labels
 from stack.names import (
     GPU_NODE_GROUP,
@@ -109,6 +109,14 @@ def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE, api: str = PYTORCHJ
             ],
         },
     }
+
+
+def stack_prometheus_volume(config: StackConfig) -> bool:
+    """Whether the stack creates Prometheus' volume itself: on its own cluster, whose EBS CSI driver and nodes the
+    same `pulumi destroy` deletes (prometheus_volume_objects says why). On an existing cluster the
+    StatefulSet's claim is provisioned by that cluster's driver, which outlives the stack."""
+    monitoring = config.monitoring
+    return monitoring.enabled and monitoring.prometheus_storage_gib > 0 and not config.cluster.existing
 
 
 def prometheus_volume_objects(size_gib: int, volume_id: Any, zone: str) -> list[dict[str, Any]]:

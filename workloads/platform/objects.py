@@ -25,6 +25,7 @@ from workloads.platform.monitoring import (
     grafana_admin_secret,
     prometheus_storage_class,
     prometheus_volume_objects,
+    stack_prometheus_volume,
     trainer_pod_monitor,
 )
 from workloads.platform.node_tools import node_tools_daemonset
@@ -47,14 +48,6 @@ def platform_namespace() -> dict[str, Any]:
 def storage_objects(config: StackConfig) -> list[dict[str, Any]]:
     monitoring = config.monitoring
     return [prometheus_storage_class()] if monitoring.enabled and monitoring.prometheus_storage_gib else []
-
-
-def stack_prometheus_volume(config: StackConfig) -> bool:
-    """Whether the stack creates Prometheus' volume itself: on its own cluster, whose EBS CSI driver and nodes the
-    same `pulumi destroy` deletes (monitoring.prometheus_volume_objects says why). On an existing cluster the
-    StatefulSet's claim is provisioned by that cluster's driver, which outlives the stack."""
-    monitoring = config.monitoring
-    return monitoring.enabled and monitoring.prometheus_storage_gib > 0 and not config.cluster.existing
 
 
 def prometheus_claim_objects(config: StackConfig, volume_id: Any = VOLUME_ID_PLACEHOLDER) -> list[dict[str, Any]]:
