@@ -95,11 +95,6 @@ class PolicyRole:
     role: aws.iam.Role
     attachments: tuple[aws.iam.RolePolicyAttachment, ...]
 
-    @property
-    def granted(self) -> list[pulumi.Resource]:
-        """What a user of the role depends on: the role with every policy attached."""
-        return [self.role, *self.attachments]
-
 
 def role_with_policies(
     name: str,
