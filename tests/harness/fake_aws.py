@@ -100,6 +100,30 @@ def _role_policy_attachment(name: str, inputs: dict[str, Any], region: str) -> t
     return prefixed_unique_id(f"{inputs['role']}-", name), {}
 
 
+def _policy(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    # A customer managed policy's provider id is its ARN, which includes its path (IAM user guide, "IAM
+    # identifiers"); IAM policy ids are "ANPA" and 17 upper-case alphanumerics.
+    policy_name = inputs.get("name") or auto_name(name)
+    policy_arn = f"arn:aws:iam::{ACCOUNT}:policy{inputs.get('path') or '/'}{policy_name}"
+    return policy_arn, {
+        "name": policy_name,
+        "arn": policy_arn,
+        "policyId": "ANPA" + digest("policy", name)[:17].upper(),
+        "attachmentCount": 0,
+    }
+
+
+def _pod_identity_association(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    # EKS association ids are "a-" and 17 lowercase alphanumerics; the provider's id is "cluster,association id"
+    # (pulumi-aws eks.PodIdentityAssociation import form).
+    cluster, association = inputs["clusterName"], f"a-{digest('association', name)[:17]}"
+    return f"{cluster},{association}", {
+        "associationId": association,
+        "associationArn": arn("eks", region, f"podidentityassociation/{cluster}/{association}"),
+        "externalId": key_uuid("association", name),
+    }
+
+
 def _kms_key(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
     key_id = key_uuid(name)
     return key_id, {"keyId": key_id, "arn": arn("kms", region, f"key/{key_id}")}
@@ -173,6 +197,8 @@ AWS_MODELS: dict[str, Model] = {
     "aws:ec2/placementGroup:PlacementGroup": _placement_group,
     "aws:iam/role:Role": _role,
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": _role_policy_attachment,
+    "aws:iam/policy:Policy": _policy,
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": _pod_identity_association,
     "aws:kms/key:Key": _kms_key,
     "aws:cloudwatch/logGroup:LogGroup": _log_group,
     "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
