@@ -6,7 +6,7 @@ tools.
 
 Ordering, for a first `pulumi up` and for `pulumi destroy`:
 - the platform namespace before anything in it;
-- Grafana's admin Secret, Prometheus' StorageClass and, on the stack's own cluster, Prometheus' EBS volume, its
+- Grafana's dashboards, Prometheus' StorageClass and, on the stack's own cluster, Prometheus' EBS volume, its
   PersistentVolume and claim before kube-prometheus-stack, whose CRDs come before the DCGM exporter's ServiceMonitor
   and the trainer's PodMonitor; `pulumi destroy` deletes the claim, the PersistentVolume (once detached) and the EBS
   volume after the chart and before the EBS CSI driver and the nodes (workloads/platform/monitoring.py);
@@ -24,7 +24,6 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
-import pulumi_random as random
 
 from infra.iam import PodIdentity, cluster_arn, pod_identity_trust_policy, role_with_policies
 from stack.config import StackConfig
@@ -72,8 +71,7 @@ class Platform(pulumi.ComponentResource):
     platform_namespace: str
     training_namespace: str
     etcd_endpoint: str | None  # None for a TrainJob: no etcd is installed
-    grafana_password: pulumi.Output[str] | None
-    next_commands: dict[str, str]
+    next_commands: dict[str, str]  # Grafana's password among them: read from its chart's Secret in the cluster
 
     def __init__(self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fsdp-eks:workloads:Platform", name, None, opts)
@@ -89,7 +87,6 @@ class Platform(pulumi.ComponentResource):
         # The controller of the job's API, and nothing of the other one.
         self.job_controller = self._job_controller(cfg)
 
-        self.grafana_password = None
         if cfg.monitoring.enabled:
             self._monitoring(cfg, in_namespace, after_nodes)
         for obj in node_tools_objects(cfg):
@@ -106,7 +103,6 @@ class Platform(pulumi.ComponentResource):
                 "platformNamespace": self.platform_namespace,
                 "trainingNamespace": self.training_namespace,
                 "etcdEndpoint": self.etcd_endpoint,
-                "grafanaPassword": self.grafana_password,
                 "nextCommands": self.next_commands,
             }
         )
@@ -127,15 +123,8 @@ class Platform(pulumi.ComponentResource):
         before_chart = [self._object(obj) for obj in storage_objects(cfg)]
         if stack_prometheus_volume(cfg):
             before_chart.append(self._prometheus_claim(cfg, in_namespace))
-        if cfg.monitoring.grafana:
-            # Letters and digits only: the password is typed and pasted through shells and URLs.
-            password = random.RandomPassword(
-                f"{self._name}-grafana-admin", length=24, special=False, opts=pulumi.ResourceOptions(parent=self)
-            )
-            self.grafana_password = pulumi.Output.secret(password.result)
-            before_chart += [
-                self._object(obj, depends_on=in_namespace) for obj in grafana_objects(cfg, self.grafana_password)
-            ]
+        # Grafana's admin password is made by its chart in the cluster (monitoring.py, GRAFANA_ADMIN_SECRET).
+        before_chart += [self._object(obj, depends_on=in_namespace) for obj in grafana_objects(cfg)]
         stack = self._release(monitoring_chart(cfg), depends_on=[*in_namespace, *before_chart])
         # The ServiceMonitor in the DCGM exporter's chart and the PodMonitor need the stack's CRDs.
         self._release(dcgm_exporter_chart(), depends_on=[stack, *after_nodes])

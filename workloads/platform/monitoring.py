@@ -1,5 +1,9 @@
-"""Monitoring: the Kubernetes objects the project builds itself (Grafana's admin Secret, the trainer's PodMonitor,
-Prometheus' StorageClass) and the Helm values of kube-prometheus-stack and the DCGM exporter.
+"""Monitoring: the Kubernetes objects the project builds itself (the trainer's PodMonitor, Prometheus' StorageClass
+and volume) and the Helm values of kube-prometheus-stack and the DCGM exporter.
+
+Grafana's admin password is made in the cluster, never by Pulumi, so no stack state holds it: the values set neither
+`adminPassword` nor `admin.existingSecret`, and the Grafana chart then renders its own Secret with a random password
+that it keeps across upgrades (GRAFANA_ADMIN_SECRET says where and how).
 
 Prometheus is told to select every ServiceMonitor and PodMonitor in the cluster, not only those carrying the
 release's label, so the DCGM exporter's chart and the project's own PodMonitor need no extra labels.
@@ -30,8 +34,21 @@ GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAIN
 # Release and object names the next-step commands and the docs refer to.
 MONITORING_RELEASE = "monitoring"
 GRAFANA_SERVICE = "grafana"  # the Grafana subchart's fullnameOverride: Service and Deployment are named "grafana"
-GRAFANA_ADMIN_SECRET = "grafana-admin"
-GRAFANA_ADMIN_USER = "admin"
+# The Secret Grafana's chart makes for the admin login when the values give neither adminPassword nor
+# admin.existingSecret, named by the chart's fullname, here GRAFANA_SERVICE, in the release's namespace. Its
+# admin-password is the password the Secret already in the cluster holds (Helm's `lookup`), else 40 random letters
+# and digits: generated at the first install, kept by every upgrade. Read in grafana-community/helm-charts
+# charts/grafana 12.11.0, the version kube-prometheus-stack 88.5.0 depends on (its Chart.yaml): templates/secret.yaml,
+# _config.tpl "grafana.secretsData", _helpers.tpl "grafana.password". kube-prometheus-stack itself sets no
+# adminPassword since #5679 (values.yaml, "adminUser: admin", "# adminPassword: strongpassword").
+# The pulumi-kubernetes Release keeps the release's values (ours: no password), the names of the rendered objects and
+# the release's status in the state, not the rendered manifest (provider/pkg/provider/helm_release.go, the Release
+# type and setReleaseAttributes; read at main after v4.32.0, the newest source to hand: the project pins 4.34.2), so the
+# rendered Secret stays in the cluster. The lookup sees the cluster because the provider installs and upgrades for
+# real (helmCreate sets ClientOnly false; helmUpdate runs a plain upgrade).
+GRAFANA_ADMIN_SECRET = GRAFANA_SERVICE
+GRAFANA_ADMIN_PASSWORD_KEY = "admin-password"
+GRAFANA_ADMIN_USER = "admin"  # the chart's adminUser default, which kube-prometheus-stack keeps
 PROMETHEUS_STORAGE_CLASS = "fsdp-eks-gp3"
 # The Prometheus resource kube-prometheus-stack makes: its chart names it "<fullname>-prometheus", the fullname being
 # "<release>-<chart>" cut to 26 characters (templates/_helpers.tpl, kube-prometheus-stack.fullname and
@@ -47,18 +64,6 @@ EBS_CSI_DRIVER = "ebs.csi.aws.com"
 ZONE_LABEL = "topology.kubernetes.io/zone"  # the well-known label every EKS node carries
 TRAINER_POD_MONITOR = "fsdp-eks-trainer"
 SCRAPE_INTERVAL = "15s"
-
-
-def grafana_admin_secret(password: Any, namespace: str = PLATFORM_NAMESPACE) -> dict[str, Any]:
-    """The Secret Grafana reads its admin login from (the chart's admin.existingSecret); `password` is a Pulumi
-    secret output in the stack and a placeholder in the render CLI."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": GRAFANA_ADMIN_SECRET, "namespace": namespace, "labels": dict(PART_OF)},
-        "type": "Opaque",
-        "stringData": {"admin-user": GRAFANA_ADMIN_USER, "admin-password": password},
-    }
 
 
 def prometheus_storage_class() -> dict[str, Any]:
@@ -229,7 +234,6 @@ def kube_prometheus_stack_values(
             "enabled": cfg.grafana,
             "fullnameOverride": GRAFANA_SERVICE,
             "nodeSelector": system_nodes,
-            "admin": {"existingSecret": GRAFANA_ADMIN_SECRET, "userKey": "admin-user", "passwordKey": "admin-password"},
             # Port-forward only, unless the stack asks for a public load balancer.
             "service": {"type": "LoadBalancer" if cfg.grafana_load_balancer else "ClusterIP"},
             "sidecar": {

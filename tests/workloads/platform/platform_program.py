@@ -42,10 +42,6 @@ def program(stack: str, overrides: dict[str, Any]) -> None:
     platform = Platform("platform", PlatformArgs(provider=provider, config=config, depends_on=[gpu_nodes]))
     pulumi.export("nextCommands", platform.next_commands)
     pulumi.export("etcdEndpoint", platform.etcd_endpoint)
-    pulumi.export(
-        "grafanaPasswordIsSecret",
-        platform.grafana_password is not None and _sync_await(platform.grafana_password.is_secret()),
-    )
 
 
 def run(stack: str, overrides: dict[str, Any]) -> dict[str, Any]:

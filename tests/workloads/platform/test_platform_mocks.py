@@ -22,6 +22,7 @@ from tests.workloads.platform.platform_program import (
     Registered,
     run_platform,
 )
+from workloads.platform.dashboards import DASHBOARD_LABEL
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # the Pulumi wire format's marker of a secret value
@@ -91,10 +92,13 @@ def test_servicemonitors_and_podmonitors_come_after_the_monitoring_crds() -> Non
     assert stack_release in depends_on(run, pod_monitor)
 
 
-def test_grafanas_secret_and_prometheus_storage_exist_before_the_monitoring_chart() -> None:
+def test_grafanas_dashboards_and_prometheus_storage_exist_before_the_monitoring_chart() -> None:
     run = platform("p5-16", ALL_OPTIONS)
     needs = depends_on(run, release(run, "kube-prometheus-stack"))
-    assert run.one_named("secret", "grafana-admin").name in needs
+    dashboards = [
+        r for r in run.of_type("kubernetes:core/v1:ConfigMap") if DASHBOARD_LABEL in r.inputs["metadata"]["labels"]
+    ]
+    assert dashboards and {d.name for d in dashboards} <= needs
     assert run.one_named("storageclass", "fsdp-eks-gp3").name in needs
 
 
@@ -145,12 +149,26 @@ def test_grafana_gets_a_load_balancer_when_configured() -> None:
     assert release(run, "kube-prometheus-stack").inputs["values"]["grafana"]["service"]["type"] == "LoadBalancer"
 
 
-def test_the_grafana_password_is_generated_and_kept_secret() -> None:
+def test_pulumi_makes_no_grafana_password_the_chart_makes_it_in_the_cluster() -> None:
+    """Neither a password nor a Secret of ours: with neither adminPassword nor admin.existingSecret in its values, the
+    Grafana chart renders its own Secret with a random password (workloads/platform/monitoring.py)."""
+    run = platform("dev", ALL_OPTIONS)
+    assert not run.of_type("random:index/randomPassword:RandomPassword")
+    assert not run.of_type("kubernetes:core/v1:Secret")
+    grafana = release(run, "kube-prometheus-stack").inputs["values"]["grafana"]
+    assert grafana["enabled"] is True
+    assert "adminPassword" not in grafana and "existingSecret" not in (grafana.get("admin") or {})
+    assert not [r.name for r in run.resources if SECRET_SIG in json.dumps(r.inputs)], "a value marked secret"
+
+
+def test_the_password_command_reads_the_secret_the_grafana_chart_makes() -> None:
+    """The chart names its admin Secret by its fullname, which the values override (grafana.fullname)."""
     run = platform("dev")
-    assert run.of_type("random:index/randomPassword:RandomPassword")
-    secret = run.one_named("secret", "grafana-admin")
-    assert SECRET_SIG in secret.inputs["stringData"], "the admin password would be stored in plain text"
-    assert run.outputs["grafanaPasswordIsSecret"] is True
+    grafana = release(run, "kube-prometheus-stack").inputs["values"]["grafana"]
+    command = run.outputs["nextCommands"]["grafanaPassword"]
+    assert f"-n fsdp-system get secret {grafana['fullnameOverride']} " in command
+    assert release(run, "kube-prometheus-stack").inputs["namespace"] == "fsdp-system"  # the Secret's namespace
+    assert "{.data.admin-password}" in command and command.endswith("| base64 -d")
 
 
 def test_the_efa_device_plugin_is_installed_only_where_the_nodes_have_efa() -> None:
