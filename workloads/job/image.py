@@ -3,6 +3,18 @@
 Without job.image, `pulumi up` builds docker/Dockerfile with BuildKit (pulumi-docker-build; needs a Docker
 engine where `pulumi up` runs) and pushes it under its content tag (workloads/job/image_source.py). The job then
 runs the pushed digest, so what runs is exactly what was built. With job.image, nothing is built.
+
+The push logs in with the Docker credentials of the machine that runs `pulumi up`, not with a registry password the
+program fetches: an ECR login token in the image's inputs would sit in the stack's state, and whoever reads the state
+would hold the deploying role's access to every ECR repository it reaches for twelve hours (ECR API reference,
+GetAuthorizationToken). Log in before `pulumi up` (docs/aws.md, "The trainer image"):
+`aws ecr get-login-password --region REGION | docker login --username AWS --password-stdin
+ACCOUNT.dkr.ecr.REGION.amazonaws.com`, or configure amazon-ecr-credential-helper for the registry in
+~/.docker/config.json's credHelpers. pulumi-docker-build reads those credentials when it starts: without
+`registries` its in-memory auth is whatever the host's Docker config holds, credential helpers included (pulumi/
+pulumi-docker-build v0.0.22, provider/internal/host.go newHost: `docker.ConfigFile().GetAllCredentials()`, and
+cli.go wrap, which layers a resource's `registries` over those; docker/cli cli/config/configfile/file.go
+GetAllCredentials asks the credsStore and every credHelpers entry).
 """
 
 from __future__ import annotations
@@ -55,9 +67,6 @@ class TrainerImage(pulumi.ComponentResource):
         self.register_outputs({"repositoryUrl": self.repository_url, "imageRef": self.image_ref})
 
     def _build(self, name: str, repository: aws.ecr.Repository, opts: pulumi.ResourceOptions) -> pulumi.Output[str]:
-        auth = aws.ecr.get_authorization_token_output(
-            registry_id=repository.registry_id, opts=pulumi.InvokeOutputOptions(parent=self)
-        )
         tag = content_tag()
         # New with every new content tag (its keeper) and with every new stack: ECR refuses a tag pushed before.
         push_id = random.RandomId(f"{name}-push-id", byte_length=4, keepers={"contentTag": tag}, opts=opts)
@@ -74,12 +83,7 @@ class TrainerImage(pulumi.ComponentResource):
                     lambda v: f"{v[0]}:{pushed_tag(tag, v[1])}"
                 )
             ],
-            push=True,
-            registries=[
-                docker_build.RegistryArgs(
-                    address=repository.repository_url, username=auth.user_name, password=auth.password
-                )
-            ],
+            push=True,  # with the host's Docker credentials for the registry (see the module's docstring)
             build_on_preview=False,  # `pulumi preview` needs no Docker engine
             opts=opts,
         )
