@@ -5,7 +5,8 @@ Composition only: every resource lives in a component. `pulumi up` / `pulumi des
 
 import pulumi
 
-from infra.cluster import Cluster, ClusterArgs, ExistingCluster
+from infra.cluster import Cluster, ClusterArgs
+from infra.existing_cluster import ExistingCluster
 from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.network import Network, NetworkArgs
 from infra.role_boundary import require_role_boundary
@@ -28,7 +29,7 @@ runtime: list[pulumi.Resource] = []
 job_runtime: list[pulumi.Resource] = []
 
 if config.cluster.existing:
-    cluster = ExistingCluster("cluster", config.cluster_name, secrets.require_secret("kubeconfig"))
+    cluster = ExistingCluster("cluster", config.cluster_name, config.region)
     runtime.append(cluster)
     pulumi.export("gpuNodeGroupName", None)
 else:

@@ -23,7 +23,10 @@ INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
     # this operation").
     "aws:index/getCallerIdentity:getCallerIdentity": (),
     "aws:eks/getAddonVersion:getAddonVersion": ("eks:DescribeAddonVersions",),
-    "aws:ecr/getAuthorizationToken:getAuthorizationToken": ("ecr:GetAuthorizationToken",),
+    # An existing cluster's endpoint and CA certificate for the Kubernetes provider (infra/existing_cluster.py): public
+    # facts of the cluster, no credential (terraform-provider-aws internal/service/eks/cluster_data_source.go: one
+    # FindClusterByName, a DescribeCluster). The image push logs in on the runner: no ecr:GetAuthorizationToken.
+    "aws:eks/getCluster:getCluster": ("eks:DescribeCluster",),
 }
 # Called by pulumi-eks's own code inside its components during a preview, which mocks cannot see
 # (nodejs/eks/cluster/cluster.ts: aws.getRegion for the cluster's OIDC provider).

@@ -1,5 +1,5 @@
-"""The EKS cluster: control plane with its log group and KMS key, a CPU system node group, EKS add-ons; or an
-existing cluster by kubeconfig."""
+"""The EKS cluster: control plane with its log group and KMS key, a CPU system node group, EKS add-ons. A cluster the
+stack does not manage is infra/existing_cluster.py's."""
 
 from __future__ import annotations
 
@@ -235,21 +235,3 @@ class Cluster(pulumi.ComponentResource):
             # The node role's policies are attached before the nodes start and detached after they are gone.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.early_addons, *self.node_role.attachments]),
         )
-
-
-class ExistingCluster(pulumi.ComponentResource):
-    """A cluster the stack does not manage: only a Kubernetes provider from the kubeconfig secret."""
-
-    def __init__(
-        self, name: str, cluster_name: str, kubeconfig: pulumi.Output[str], opts: pulumi.ResourceOptions | None = None
-    ):
-        super().__init__("fsdp-eks:infra:ExistingCluster", name, None, opts)
-        self.name = cluster_name
-        self.kubeconfig = kubeconfig
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=kubeconfig,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.register_outputs({"name": cluster_name})

@@ -16,7 +16,7 @@ from typing import Any
 from pulumi.runtime import mocks
 
 from tests.harness.fake_aws import AWS_MODELS, aws_invoke
-from tests.harness.fake_eks import AWS_PACKAGE_VERSION, Child, cluster_outputs, node_group_outputs
+from tests.harness.fake_eks import AWS_PACKAGE_VERSION, Child, cluster_outputs, describe_cluster, node_group_outputs
 from tests.harness.fake_ids import auto_name, digest, key_uuid
 from tests.harness.sdk_classes import computed_outputs, resource_class
 
@@ -25,6 +25,7 @@ PULUMI_EKS_COMPONENTS = ("eks:index:Cluster", "eks:index:ManagedNodeGroup")
 RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
 RANDOM_ID = "random:index/randomId:RandomId"
 DOCKER_IMAGE = "docker-build:index:Image"
+GET_CLUSTER = "aws:eks/getCluster:getCluster"
 
 
 def unmodeled(type_token: str, output: str) -> str:
@@ -101,6 +102,8 @@ class FakeCloud(mocks.Mocks):
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict, list | None]:
         self.invokes.append(args.token)
+        if args.token == GET_CLUSTER:
+            return describe_cluster(dict(args.args), self.region), []
         answer = aws_invoke(args.token, dict(args.args), self.region)
         if answer is None:
             raise NotImplementedError(f"the fake cloud does not answer {args.token}")

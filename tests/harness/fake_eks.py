@@ -19,6 +19,10 @@ pulumi-eks computes them (github.com/pulumi/pulumi-eks, nodejs/eks/cluster/clust
   (cluster.ts createCluster), so EKS makes an access entry for the principal that creates the cluster: the role
   behind the caller's assumed-role session. A second entry for that principal is refused.
 
+An existing cluster (cluster.existing) is read with the aws.eks.getCluster data source: `describe_cluster` answers
+it with every field of pulumi-aws 7.51.1's GetClusterResult (pulumi_aws/eks/get_cluster.py and the GetCluster*Result
+types of pulumi_aws/eks/outputs.py), with the values EKS gives a cluster in API authentication mode.
+
 The EKS API's own refusals for a node group with a launch template are modelled too (EKS user guide,
 "Customize managed nodes with launch templates" and "Create a managed node group with Capacity Blocks for ML"), and
 the AWS provider's limit on a node group name prefix (terraform-provider-aws internal/service/eks/node_group.go:
@@ -93,9 +97,9 @@ def cluster_outputs(name: str, inputs: dict[str, Any], region: str) -> dict[str,
         else None
     )
     ingress_rule = ec2_id("sgr", name, "eksClusterIngressRule") if own_groups else ""
-    endpoint = f"https://{digest('endpoint', name)[:32].upper()}.gr7.{region}.eks.amazonaws.com"
+    endpoint = cluster_endpoint(name, region)
     issuer = f"https://oidc.eks.{region}.amazonaws.com/id/{digest('oidc', name)[:32].upper()}"
-    ca_data = base64.b64encode(f"certificate of {cluster_name}".encode()).decode()
+    ca_data = certificate_authority(cluster_name)
     eks_cluster = Child(
         "aws:eks/cluster:Cluster",
         f"{name}-eksCluster",
@@ -171,6 +175,72 @@ def cluster_outputs(name: str, inputs: dict[str, Any], region: str) -> dict[str,
         "oidcProviderUrl": issuer,
         "oidcIssuer": issuer.removeprefix("https://"),
     }
+
+
+def describe_cluster(args: Mapping[str, Any], region: str) -> dict[str, Any]:
+    """aws:eks/getCluster:getCluster for a cluster the stack does not manage, in the wire form (camelCase) the
+    provider returns. As GetClusterResult types them, the nested blocks are lists (of one, when EKS has the setting)
+    and vpcConfig alone is an object; a private-endpoint cluster in API authentication mode with the AWS-managed
+    control-plane egress, the standard scaling tier and standard support."""
+    cluster_name = str(args["name"])
+    region = str(args.get("region") or region)
+    issuer = f"https://oidc.eks.{region}.amazonaws.com/id/{digest('oidc', cluster_name)[:32].upper()}"
+    return {
+        "id": cluster_name,
+        "name": cluster_name,
+        "region": region,
+        "arn": arn("eks", region, f"cluster/{cluster_name}"),
+        "clusterId": "",  # only for a local cluster on Outposts
+        "createdAt": "2026-01-05T09:30:00Z",
+        "deletionProtection": False,
+        "endpoint": cluster_endpoint(cluster_name, region),
+        "certificateAuthorities": [{"data": certificate_authority(cluster_name)}],
+        "identities": [{"oidcs": [{"issuer": issuer}]}],
+        "accessConfigs": [{"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": True}],
+        "computeConfigs": [],
+        "controlPlaneScalingConfigs": [{"tier": "standard"}],
+        "enabledClusterLogTypes": [],
+        "kubeApiServerConfigs": [],
+        "kubeControllerManagerConfigs": [],
+        "kubeSchedulerConfigs": [],
+        "kubernetesNetworkConfigs": [
+            {
+                "elasticLoadBalancings": [{"enabled": False}],
+                "ipFamily": "ipv4",
+                "serviceIpv4Cidr": SERVICE_CIDR,
+                "serviceIpv6Cidr": "",
+            }
+        ],
+        "outpostConfigs": [],
+        "platformVersion": "eks.1",
+        "remoteNetworkConfigs": [],
+        "roleArn": f"arn:aws:iam::{ACCOUNT}:role/{cluster_name}-cluster",
+        "status": "ACTIVE",
+        "storageConfigs": [],
+        "tags": {},
+        "upgradePolicies": [{"supportType": "STANDARD"}],
+        "version": "1.35",
+        "vpcConfig": {
+            "clusterSecurityGroupId": ec2_id("sg", cluster_name, "eks-created"),
+            "controlPlaneEgressMode": "AWS_MANAGED",
+            "endpointPrivateAccess": True,
+            "endpointPublicAccess": False,
+            "publicAccessCidrs": [],
+            "securityGroupIds": [],
+            "subnetIds": [ec2_id("subnet", cluster_name, "a"), ec2_id("subnet", cluster_name, "b")],
+            "vpcId": ec2_id("vpc", cluster_name),
+        },
+        "zonalShiftConfigs": [],
+    }
+
+
+def cluster_endpoint(key: str, region: str) -> str:
+    return f"https://{digest('endpoint', key)[:32].upper()}.gr7.{region}.eks.amazonaws.com"
+
+
+def certificate_authority(cluster_name: str) -> str:
+    """A stand-in for the cluster's base64 PEM CA certificate: a public fact of the cluster, like its endpoint."""
+    return base64.b64encode(f"certificate of {cluster_name}".encode()).decode()
 
 
 def node_group_outputs(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sizing.catalog import CATALOG
-from stack.files import load_stack_config, raw_stack_config
+from stack.files import load_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -207,16 +207,3 @@ def test_every_child_resource_is_parented_to_a_component(stack_run: ProgramRun) 
         if resource.type.startswith("fsdp-eks:"):
             continue
         assert not resource.parent.endswith("pulumi:pulumi:Stack::" + f"fsdp-eks-{stack_run.stack}"), resource.name
-
-
-def test_existing_cluster_mode_registers_no_network_cluster_or_nodes() -> None:
-    job = raw_stack_config("p5-2")["fsdp-eks:job"] | {"checkpointClaim": "shared-checkpoints"}
-    run = run_program(
-        "p5-2",
-        {"fsdp-eks:cluster": {"existing": True}, "fsdp-eks:job": job},
-        secrets={"fsdp-eks:kubeconfig": '{"kind": "Config"}'},
-    )
-    assert run.error is None, run.error
-    created = [r.type for r in run.resources if r.type.startswith(("aws:ec2", "aws:eks", "aws:fsx", "aws:iam", "eks:"))]
-    assert created == []
-    assert run.of_type("kubernetes:kubeflow.org/v1:PyTorchJob")  # the platform and job still go onto the cluster

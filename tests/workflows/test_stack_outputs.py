@@ -1,11 +1,13 @@
 """What CI receives from a stack: pulumi/actions turns every stack output into a step output, secrets decrypted
 (src/main.ts at v6.6.1: `stack.outputs()` then `core.setOutput` for each), so the stack exports no secret. The
-kubeconfig comes from `aws eks update-kubeconfig`, Grafana's password from its Kubernetes Secret."""
+kubeconfig comes from `aws eks update-kubeconfig`, Grafana's password from the Secret its chart makes in the cluster."""
 
 from __future__ import annotations
 
-from stack.files import raw_stack_config
-from tests.harness.pulumi_program import ProgramRun, run_program
+import pytest
+
+from tests.harness.pulumi_program import ProgramRun
+from tests.infra.existing_cluster_stack import run_existing_cluster
 
 SECRET = "[secret]"  # how the mock runner reports an output marked secret
 PLAIN = ".__plain"
@@ -29,15 +31,13 @@ def test_next_commands_say_where_both_come_from(stack_run: ProgramRun) -> None:
     assert "get secret" in commands["grafanaPassword"]
 
 
-def test_an_existing_clusters_kubeconfig_secret_is_not_exported_either() -> None:
-    kubeconfig = '{"kind": "Config", "users": [{"name": "ci", "user": {"token": "not-for-ci-logs"}}]}'
-    # A multi-node job on an existing cluster names its shared checkpoint claim (docs/aws.md, "An existing cluster").
-    job = raw_stack_config("p5-2")["fsdp-eks:job"] | {"checkpointClaim": "shared-checkpoints"}
-    run = run_program(
-        "p5-2",
-        {"fsdp-eks:cluster": {"existing": True}, "fsdp-eks:job": job},
-        secrets={"fsdp-eks:kubeconfig": kubeconfig},
-    )
-    assert run.error is None, run.error
+@pytest.mark.parametrize("preview", ["update", "first"])
+def test_a_stack_on_an_existing_cluster_exports_no_secret_and_no_kubeconfig(preview: str) -> None:
+    """The cluster is reached by its name: the stack reads no kubeconfig and exports none; CI gets one from
+    `aws eks update-kubeconfig` like any other stack's."""
+    run = run_existing_cluster(preview)
     assert [k for k, v in _exported(run).items() if v == SECRET] == []
-    assert not any("not-for-ci-logs" in str(v) for v in run.outputs.values())
+    assert not {"kubeconfig", "grafanaPassword"} & set(_exported(run))
+    assert run.outputs["nextCommands"]["kubeconfig"] == (
+        f"aws eks update-kubeconfig --region {run.outputs['region']} --name {run.outputs['clusterName']}"
+    )
