@@ -8,8 +8,8 @@ import pulumi
 from infra.cluster import Cluster, ClusterArgs
 from infra.existing_cluster import ExistingCluster
 from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
+from infra.iam_scope import IamScope, scope_iam_resources
 from infra.network import Network, NetworkArgs
-from infra.role_boundary import require_role_boundary
 from infra.storage import CheckpointStorage, CheckpointStorageArgs
 from stack.fit import checkpoint_warning, sizing_summary
 from stack.pulumi_config import read_stack_config
@@ -19,7 +19,7 @@ from workloads.job.spec import job_spec
 from workloads.platform.component import Platform, PlatformArgs
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
-require_role_boundary(config.cluster.role_permissions_boundary)  # before any role is registered
+scope_iam_resources(IamScope(config.stack, config.cluster.role_permissions_boundary))  # before any role is registered
 secrets = pulumi.Config("fsdp-eks")
 checkpoint_fs = None
 node_groups: list[pulumi.Resource] = []

@@ -1,17 +1,40 @@
 """The deploy role's permissions, and the permissions boundary every role it creates must carry.
 
-`pulumi up` creates the VPC, the EKS cluster and node groups, ECR, FSx, a KMS key, log groups, and IAM roles for the
-cluster, its nodes and its add-ons. Creating IAM roles is what turns a deploy role into an administrator, so:
-- a role may be created only with the boundary below (condition key iam:PermissionsBoundary, which CreateRole,
-  PutRolePermissionsBoundary, AttachRolePolicy, DetachRolePolicy, PutRolePolicy and DeleteRolePolicy support:
-  AWS Service Authorization Reference, "Actions, resources, and condition keys for AWS Identity and Access
-  Management"); policies may be attached or written only on roles that carry it;
-- only the AWS managed policies the program attaches may be attached (condition key iam:PolicyARN);
-- roles may be passed only to EKS (the cluster and node group roles) and to EKS Pod Identity (condition key
-  iam:PassedToService), not to EC2, so no instance can be launched with some other role of the account;
-- the boundary policy, the removal of a boundary and the CI roles themselves are out of reach (explicit denies).
-The program attaches the boundary to every role, pulumi-eks's included, when the stack sets
-`fsdp-eks:cluster.rolePermissionsBoundary` (infra/role_boundary.py).
+`pulumi up` creates the VPC, the EKS cluster and node groups, ECR, FSx, a KMS key, a log group, and IAM roles and
+customer managed policies for the cluster, its nodes, its add-ons and the job. The deploy role is what a hostile
+branch would try to turn against the account once it reaches the approved `up`, so it is scoped to what the stacks
+own:
+- IAM: roles and customer managed policies only under IAM_PATH (stack/names.py), created only with the stack's tag,
+  roles only with the boundary below (condition key iam:PermissionsBoundary, which CreateRole,
+  PutRolePermissionsBoundary, AttachRolePolicy and DetachRolePolicy support; AWS Service Authorization Reference,
+  "Actions, resources, and condition keys for AWS Identity and Access Management", as parliament's bundled
+  iam_definition.json records it). No inline policies at all (no iam:PutRolePolicy): the program writes none
+  (infra/hub_token_access.py uses a customer managed policy), so the one way to give a role permissions is to attach
+  one of ATTACHABLE_MANAGED_POLICIES or a policy under IAM_PATH, and every role is capped by the boundary. Roles may be
+  passed only to EKS and EKS Pod Identity, not to EC2, so no instance can be launched with some other role.
+- What IAM cannot hold: the trust policy of a role. No condition key exposes the AssumeRolePolicyDocument of
+  iam:CreateRole or iam:UpdateAssumeRolePolicy (the reference lists only iam:PermissionsBoundary, aws:RequestTag and
+  aws:TagKeys for CreateRole, none for UpdateAssumeRolePolicy), so the deploy role could create a role under
+  IAM_PATH that another account may assume. What holds it is the policy pack's mandatory rule over every role's trust
+  (policy/, run on the reviewed plan) and the rule that the approved plan is what runs (docs/ci.md). Such a role would
+  still be capped by the boundary.
+- KMS: keys created only with the stack's tag, managed and granted only when they carry it (aws:ResourceTag), grants
+  only for AWS services (kms:GrantIsForAWSResource), deletion only with the full 30-day window, never bypassing the
+  key policy lockout check; no Decrypt. Tagging on creation needs kms:TagResource in an IAM policy "that isn't
+  restricted to particular KMS keys" (AWS KMS developer guide, "Controlling access to tags"), so TagResource is
+  granted on every key of the account, with the stack's tag as its only key: a deploy session could add the stack's
+  tag to another customer managed key whose key policy delegates to IAM and then manage that key. A key whose policy
+  does not delegate to IAM is out of reach.
+- EKS, ECR and CloudWatch Logs: only the stacks' clusters (named with Account.cluster_name_prefix), repositories
+  (workloads/job/image_source.py) and control-plane log groups; the actions that support no resource (eks:CreateCluster,
+  eks:ListClusters, ecr:GetAuthorizationToken, logs:DescribeLogGroups, ...) on "*" in statements of their own.
+- EC2 and FSx stay service-wide: a stack's VPC, subnets, gateways, security groups and launch templates are dozens of
+  resource types whose ARNs are only known once created, and neither infra/network.py nor infra/storage.py tags them
+  with the stack's tag; the EC2 actions that reach into instances, disks and images the stacks do not own (user data,
+  sharing snapshots and images, exports, Windows passwords) are denied instead.
+- The boundary policy, the removal of a boundary and the CI roles themselves are out of reach (explicit denies).
+The program puts every role and policy under IAM_PATH with the stack's tag, and the boundary on every role,
+pulumi-eks's included, when the stack sets `fsdp-eks:cluster.rolePermissionsBoundary` (infra/iam_scope.py).
 """
 
 from __future__ import annotations
@@ -19,18 +42,87 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# Every AWS managed policy the program attaches to a role (a test keeps this equal to or above what the program
-# registers): node role, EBS CSI and CloudWatch agent Pod Identity roles, and pulumi-eks's cluster service role.
-ATTACHABLE_MANAGED_POLICIES = (
-    "AmazonEKSClusterPolicy",
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
-    "AmazonEC2ContainerRegistryReadOnly",
-    "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonSSMManagedInstanceCore",
-    "service-role/AmazonEBSCSIDriverPolicy",
-    "CloudWatchAgentServerPolicy",
-)
+from infra.cluster import KEY_DELETION_WINDOW_DAYS, control_plane_log_group_name
+from stack.names import IAM_PATH, STACK_TAG_KEY
+from workloads.job.image_source import repository_name
+
+# The actions each policy the program attaches allows, by the service or the exact actions; the boundary allows their
+# union and nothing else. Services where one policy uses many actions and none of them can reach other identities or
+# data are written whole; the others action by action. From the AWS managed policy reference (docs.aws.amazon.com/
+# aws-managed-policy/latest/reference/<name>.html), checked 2026-12-03:
+MANAGED_POLICY_ACTIONS: dict[str, tuple[str, ...]] = {
+    # pulumi-eks's cluster service role (nodejs/eks/cluster/cluster.ts). Autoscaling groups, EC2 (volumes, routes,
+    # security groups, tags), the legacy cloud provider's load balancers and their service-linked role, and
+    # kms:DescribeKey (EKS user guide, "Amazon EKS cluster IAM role": the minimal custom policy lists it).
+    "AmazonEKSClusterPolicy": (
+        "autoscaling:DescribeAutoScalingGroups",
+        "autoscaling:UpdateAutoScalingGroup",
+        "ec2:*",
+        "elasticloadbalancing:*",
+        "iam:CreateServiceLinkedRole",
+        "kms:DescribeKey",
+    ),
+    # The node role (infra/iam.py NODE_POLICIES): EC2 reads, eks:DescribeCluster, eks-auth:AssumeRoleForPodIdentity.
+    "AmazonEKSWorkerNodePolicy": ("ec2:*", "eks:DescribeCluster", "eks-auth:AssumeRoleForPodIdentity"),
+    # Image pulls: GetAuthorizationToken, BatchGetImage, GetDownloadUrlForLayer and the pull-through cache's import.
+    "AmazonEC2ContainerRegistryPullOnly": (
+        "ecr:GetAuthorizationToken",
+        "ecr:BatchGetImage",
+        "ecr:GetDownloadUrlForLayer",
+        "ecr:BatchImportUpstreamImage",
+    ),
+    # The SSM agent: its ssm:* calls (not SendCommand or parameters' writes), and its two message channels.
+    "AmazonSSMManagedInstanceCore": (
+        "ssm:DescribeAssociation",
+        "ssm:GetDeployablePatchSnapshotForInstance",
+        "ssm:GetDocument",
+        "ssm:DescribeDocument",
+        "ssm:GetManifest",
+        "ssm:GetParameter",
+        "ssm:GetParameters",
+        "ssm:ListAssociations",
+        "ssm:ListInstanceAssociations",
+        "ssm:PutInventory",
+        "ssm:PutComplianceItems",
+        "ssm:PutConfigurePackageResult",
+        "ssm:UpdateAssociationStatus",
+        "ssm:UpdateInstanceAssociationStatus",
+        "ssm:UpdateInstanceInformation",
+        "ssmmessages:*",
+        "ec2messages:*",
+    ),
+    # The VPC CNI's Pod Identity role (infra/addons.py): network interfaces and addresses.
+    "AmazonEKS_CNI_Policy": ("ec2:*",),
+    # The EBS CSI driver's Pod Identity role: volumes, snapshots, their tags.
+    "service-role/AmazonEBSCSIDriverPolicy": ("ec2:*",),
+    # The CloudWatch agent's Pod Identity role (workloads/platform, monitoring.cloudwatchObservability).
+    "CloudWatchAgentServerPolicy": (
+        "cloudwatch:PutMetricData",
+        "ec2:DescribeVolumes",
+        "ec2:DescribeTags",
+        "logs:PutLogEvents",
+        "logs:PutRetentionPolicy",
+        "logs:DescribeLogStreams",
+        "logs:DescribeLogGroups",
+        "logs:CreateLogStream",
+        "logs:CreateLogGroup",
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+        "xray:GetSamplingRules",
+        "xray:GetSamplingTargets",
+        "xray:GetSamplingStatisticSummaries",
+        "ssm:GetParameter",
+    ),
+}
+# Every AWS managed policy the program attaches to a role; a test keeps it equal to what the program registers.
+ATTACHABLE_MANAGED_POLICIES = tuple(MANAGED_POLICY_ACTIONS)
+# The customer managed policies the program writes (infra/hub_token_access.py: the job reads its one token secret).
+# kms:Decrypt is allowed by the boundary only through Secrets Manager (DECRYPT_VIA); no S3 yet: a bucket for the job
+# (issue 24) brings its own policy and, with it, s3 on that bucket's ARN alone here, not s3 on every bucket of the
+# account (the Pulumi state's included) to whatever policy a hostile plan writes under IAM_PATH.
+# A test reads every customer managed policy the program registers and checks its actions are inside the boundary.
+CUSTOMER_POLICY_ACTIONS: tuple[str, ...] = ("secretsmanager:GetSecretValue",)
+DECRYPT_VIA = "secretsmanager.*"  # kms:ViaService secretsmanager.<region>.<dns suffix>
 PASS_ROLE_TO = ("eks.amazonaws.com", "pods.eks.amazonaws.com")
 # Service-linked roles a first EKS, node group, autoscaling or FSx deployment in an account creates.
 SERVICE_LINKED_ROLES = (
@@ -65,63 +157,67 @@ IAM_WRITES = tuple(
     )
 )
 BOUNDED_SERVICE_LINKED_ROLES = ("elasticloadbalancing.amazonaws.com", *SERVICE_LINKED_ROLES)
-# Whole services the stack manages; none of them can grant IAM permissions.
-PROVISIONED_SERVICES = ("ec2:*", "eks:*", "ecr:*", "fsx:*", "logs:*")
-# KMS: create and manage the cluster's envelope-encryption key and let EKS use it (CreateGrant); no Decrypt.
-KMS_ACTIONS = (
-    "kms:CreateKey",
+# EKS actions that support no resource-level permission (Service Authorization Reference, Amazon EKS: no resource
+# type in their row): pulumi-aws and pulumi-eks call CreateCluster and DescribeAddonVersions (aws.eks.getAddonVersion).
+EKS_ACCOUNT_ACTIONS = (
+    "eks:CreateCluster",
+    "eks:DescribeAddonVersions",
+    "eks:DescribeAddonConfiguration",
+    "eks:DescribeClusterVersions",
+    "eks:ListClusters",
+    "eks:ListAccessPolicies",
+)
+# The resource types under a cluster's name, each ARN "<type>/<cluster>/..." (the reference's resource types).
+EKS_CLUSTER_RESOURCES = ("nodegroup", "addon", "access-entry", "podidentityassociation", "identityproviderconfig")
+# EC2 actions that act on what the stacks do not own and give its data or its code away: rewriting an instance's
+# user data (code run with its role on the next start), sharing or exporting disks and images to another account,
+# reading a Windows administrator password. The program calls none of them (it creates no instance, disk or image
+# itself; the node groups' instances are launched by EKS's service-linked role).
+EC2_REACH_INS = (
+    "ec2:ModifyInstanceAttribute",
+    "ec2:ModifySnapshotAttribute",
+    "ec2:ModifyImageAttribute",
+    "ec2:ModifyFpgaImageAttribute",
+    "ec2:CreateInstanceExportTask",
+    "ec2:ExportImage",
+    "ec2:GetPasswordData",
+)
+KMS_KEY_ACTIONS = (
     "kms:DescribeKey",
     "kms:GetKeyPolicy",
     "kms:PutKeyPolicy",
     "kms:GetKeyRotationStatus",
     "kms:EnableKeyRotation",
     "kms:ListResourceTags",
-    "kms:TagResource",
     "kms:UntagResource",
+    "kms:UpdateKeyDescription",
     "kms:ScheduleKeyDeletion",
-    "kms:CreateGrant",
-    "kms:ListAliases",
-    "kms:CreateAlias",
-    "kms:DeleteAlias",
 )
-ROLE_READS = (
+IAM_READS = (
     "iam:GetRole",
     "iam:GetRolePolicy",
     "iam:ListRolePolicies",
     "iam:ListAttachedRolePolicies",
     "iam:ListInstanceProfilesForRole",
+    "iam:ListRoleTags",
     "iam:GetPolicy",
     "iam:GetPolicyVersion",
-    "iam:GetOpenIDConnectProvider",
-    "iam:ListOpenIDConnectProviders",
+    "iam:ListPolicyVersions",
+    "iam:ListPolicyTags",
 )
-# Need the boundary on the role they act on.
-BOUNDED_ROLE_WRITES = (
-    "iam:CreateRole",
-    "iam:PutRolePermissionsBoundary",
-    "iam:AttachRolePolicy",
-    "iam:DetachRolePolicy",
-    "iam:PutRolePolicy",
-    "iam:DeleteRolePolicy",
-)
-# Role changes IAM cannot tie to the boundary by condition; limited to what replacing and deleting roles needs.
-# iam:UpdateAssumeRolePolicy is not among them: rewriting the trust of an existing role of the account would let
-# the deploy role make that role trust it.
-UNBOUNDED_ROLE_WRITES = (
+# On roles under IAM_PATH only, and only with the boundary.
+BOUNDED_ROLE_WRITES = ("iam:PutRolePermissionsBoundary", "iam:AttachRolePolicy", "iam:DetachRolePolicy")
+# On roles under IAM_PATH only. UpdateAssumeRolePolicy: a Pod Identity role's trust names its cluster's ARN, which an
+# update may change in place; on the stack's own roles it gives nothing CreateRole does not (see the docstring).
+STACK_ROLE_WRITES = (
     "iam:DeleteRole",
     "iam:UpdateRole",
     "iam:UpdateRoleDescription",
+    "iam:UpdateAssumeRolePolicy",
     "iam:TagRole",
     "iam:UntagRole",
 )
-OIDC_PROVIDER_WRITES = (
-    "iam:CreateOpenIDConnectProvider",
-    "iam:DeleteOpenIDConnectProvider",
-    "iam:TagOpenIDConnectProvider",
-    "iam:UntagOpenIDConnectProvider",
-    "iam:UpdateOpenIDConnectProviderThumbprint",
-)
-BOUNDARY_POLICY_WRITES = (
+STACK_POLICY_WRITES = (
     "iam:CreatePolicyVersion",
     "iam:DeletePolicy",
     "iam:DeletePolicyVersion",
@@ -129,20 +225,28 @@ BOUNDARY_POLICY_WRITES = (
     "iam:TagPolicy",
     "iam:UntagPolicy",
 )
+BOUNDARY_POLICY_WRITES = STACK_POLICY_WRITES
 
 
 @dataclass(frozen=True)
 class Account:
-    """Where the roles live, and the names a maintainer gives them once."""
+    """Where the roles live, the names a maintainer gives them once, and what the stacks' resources are named."""
 
     account_id: str
     partition: str = "aws"
     preview_role: str = "fsdp-eks-ci-preview"
     deploy_role: str = "fsdp-eks-ci-deploy"
-    boundary_policy: str = "fsdp-eks-role-boundary"
+    boundary_policy: str = "fsdp-eks-role-boundary"  # not under IAM_PATH: out of the deploy role's policy grants
+    # Every cluster the deploy role manages is named with this prefix: the default name is fsdp-eks-<stack>
+    # (stack/config.py cluster_name); a stack's own cluster.name must start with it too.
+    cluster_name_prefix: str = "fsdp-eks-"
 
     def arn(self, kind: str, name: str) -> str:
         return f"arn:{self.partition}:iam::{self.account_id}:{kind}/{name}"
+
+    def regional_arn(self, service: str, resource: str) -> str:
+        """An ARN of this account in any region."""
+        return f"arn:{self.partition}:{service}:*:{self.account_id}:{resource}"
 
     @property
     def boundary_arn(self) -> str:
@@ -152,100 +256,224 @@ class Account:
     def ci_role_arns(self) -> list[str]:
         return [self.arn("role", self.preview_role), self.arn("role", self.deploy_role)]
 
+    @property
+    def stack_roles(self) -> str:
+        return self.arn("role", f"{IAM_PATH.strip('/')}/*")
+
+    @property
+    def stack_policies(self) -> str:
+        return self.arn("policy", f"{IAM_PATH.strip('/')}/*")
+
+    @property
+    def stack_clusters(self) -> list[str]:
+        """The stacks' clusters and everything EKS names under a cluster."""
+        clusters = f"{self.cluster_name_prefix}*"
+        return [
+            self.regional_arn("eks", f"cluster/{clusters}"),
+            *(self.regional_arn("eks", f"{kind}/{clusters}/*") for kind in EKS_CLUSTER_RESOURCES),
+        ]
+
+    @property
+    def stack_repositories(self) -> str:
+        return self.regional_arn("ecr", f"repository/{repository_name('*')}")
+
+    @property
+    def stack_log_groups(self) -> list[str]:
+        """The control-plane log groups, as the group and as its streams (logs actions name either form)."""
+        group = self.regional_arn("logs", f"log-group:{control_plane_log_group_name(f'{self.cluster_name_prefix}*')}")
+        return [group, f"{group}:*"]
+
     def managed_policy_arn(self, name: str) -> str:
         return f"arn:{self.partition}:iam::aws:policy/{name}"
 
 
+def _has_stack_tag(key: str) -> dict[str, dict[str, str]]:
+    """A condition that the tag STACK_TAG_KEY is in `key`'s place (aws:RequestTag or aws:ResourceTag)."""
+    return {"Null": {f"{key}/{STACK_TAG_KEY}": "false"}}
+
+
+def _iam_statements(account: Account) -> list[dict[str, Any]]:
+    boundary = {"iam:PermissionsBoundary": account.boundary_arn}
+    return [
+        {"Sid": "ReadRolesAndPolicies", "Effect": "Allow", "Action": list(IAM_READS), "Resource": "*"},
+        {
+            "Sid": "CreateStackRolesWithTheBoundaryAndTag",
+            "Effect": "Allow",
+            "Action": "iam:CreateRole",
+            "Resource": account.stack_roles,
+            "Condition": {"StringEquals": boundary, **_has_stack_tag("aws:RequestTag")},
+        },
+        {
+            "Sid": "ChangeStackRolesKeepingTheBoundary",
+            "Effect": "Allow",
+            "Action": list(BOUNDED_ROLE_WRITES),
+            "Resource": account.stack_roles,
+            "Condition": {"StringEquals": boundary},
+        },
+        {"Sid": "StackRoles", "Effect": "Allow", "Action": list(STACK_ROLE_WRITES), "Resource": account.stack_roles},
+        {
+            "Sid": "PassStackRolesOnlyToEks",
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": account.stack_roles,
+            "Condition": {"StringEquals": {"iam:PassedToService": list(PASS_ROLE_TO)}},
+        },
+        {
+            "Sid": "CreateStackPoliciesWithTheTag",
+            "Effect": "Allow",
+            "Action": "iam:CreatePolicy",
+            "Resource": account.stack_policies,
+            "Condition": _has_stack_tag("aws:RequestTag"),
+        },
+        {
+            "Sid": "StackPolicies",
+            "Effect": "Allow",
+            "Action": list(STACK_POLICY_WRITES),
+            "Resource": account.stack_policies,
+        },
+        {
+            "Sid": "ServiceLinkedRoles",
+            "Effect": "Allow",
+            "Action": "iam:CreateServiceLinkedRole",
+            "Resource": "*",
+            "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}},
+        },
+        {
+            "Sid": "AttachOnlyTheProgramsPolicies",
+            "Effect": "Deny",
+            "Action": ["iam:AttachRolePolicy", "iam:DetachRolePolicy"],
+            "Resource": "*",
+            "Condition": {
+                "ArnNotLike": {
+                    "iam:PolicyARN": [
+                        *(account.managed_policy_arn(p) for p in ATTACHABLE_MANAGED_POLICIES),
+                        account.stack_policies,
+                    ]
+                }
+            },
+        },
+        {"Sid": "KeepTheBoundary", "Effect": "Deny", "Action": "iam:DeleteRolePermissionsBoundary", "Resource": "*"},
+        {
+            "Sid": "LeaveTheBoundaryPolicyAlone",
+            "Effect": "Deny",
+            "Action": list(BOUNDARY_POLICY_WRITES),
+            "Resource": account.boundary_arn,
+        },
+        {
+            "Sid": "LeaveTheCiRolesAlone",
+            "Effect": "Deny",
+            "NotAction": ["iam:Get*", "iam:List*"],
+            "Resource": account.ci_role_arns,
+        },
+    ]
+
+
+def _kms_statements(account: Account) -> list[dict[str, Any]]:
+    keys = account.regional_arn("kms", "key/*")
+    return [
+        {
+            "Sid": "CreateKeysWithTheStackTag",
+            "Effect": "Allow",
+            "Action": "kms:CreateKey",
+            "Resource": "*",
+            "Condition": _has_stack_tag("aws:RequestTag"),
+        },
+        {
+            # Tags on creation need TagResource on every key (the docstring); only the stack's tag may be set.
+            "Sid": "TagKeysWithTheStackTagOnly",
+            "Effect": "Allow",
+            "Action": "kms:TagResource",
+            "Resource": "*",
+            "Condition": {
+                **_has_stack_tag("aws:RequestTag"),
+                "ForAllValues:StringEquals": {"aws:TagKeys": [STACK_TAG_KEY]},
+            },
+        },
+        {
+            "Sid": "ManageTheStacksKeys",
+            "Effect": "Allow",
+            "Action": list(KMS_KEY_ACTIONS),
+            "Resource": keys,
+            "Condition": _has_stack_tag("aws:ResourceTag"),
+        },
+        {
+            # EKS creates a grant on the cluster's key with the creator's permissions (forward access session).
+            "Sid": "GrantTheStacksKeysToAwsServicesOnly",
+            "Effect": "Allow",
+            "Action": "kms:CreateGrant",
+            "Resource": keys,
+            "Condition": {**_has_stack_tag("aws:ResourceTag"), "Bool": {"kms:GrantIsForAWSResource": "true"}},
+        },
+        {
+            # The program's window (infra/cluster.py): a deletion, even of a key that got the tag, stays cancellable.
+            "Sid": "DeleteKeysOnlyWithTheFullWindow",
+            "Effect": "Deny",
+            "Action": "kms:ScheduleKeyDeletion",
+            "Resource": "*",
+            "Condition": {"NumericLessThan": {"kms:ScheduleKeyDeletionPendingWindowInDays": KEY_DELETION_WINDOW_DAYS}},
+        },
+        {
+            "Sid": "NeverBypassTheKeyPolicyLockoutCheck",
+            "Effect": "Deny",
+            "Action": ["kms:CreateKey", "kms:PutKeyPolicy"],
+            "Resource": "*",
+            "Condition": {"Bool": {"kms:BypassPolicyLockoutSafetyCheck": "true"}},
+        },
+    ]
+
+
 def deploy_policy(account: Account) -> dict[str, Any]:
-    roles = account.arn("role", "*")
-    boundary = {"StringEquals": {"iam:PermissionsBoundary": account.boundary_arn}}
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "ProvisionTheStack", "Effect": "Allow", "Action": list(PROVISIONED_SERVICES), "Resource": "*"},
-            {"Sid": "TheClusterKey", "Effect": "Allow", "Action": list(KMS_ACTIONS), "Resource": "*"},
+            {"Sid": "NetworkAndNodes", "Effect": "Allow", "Action": "ec2:*", "Resource": "*"},
+            {"Sid": "NotIntoOtherInstancesOrImages", "Effect": "Deny", "Action": list(EC2_REACH_INS), "Resource": "*"},
+            {"Sid": "CheckpointFileSystems", "Effect": "Allow", "Action": "fsx:*", "Resource": "*"},
+            {"Sid": "TheStacksClusters", "Effect": "Allow", "Action": "eks:*", "Resource": account.stack_clusters},
+            {"Sid": "EksWithoutResources", "Effect": "Allow", "Action": list(EKS_ACCOUNT_ACTIONS), "Resource": "*"},
+            {
+                "Sid": "TheStacksRepositories",
+                "Effect": "Allow",
+                "Action": "ecr:*",
+                "Resource": account.stack_repositories,
+            },
+            # GetAuthorizationToken supports no resource (the reference); the deploy job's `docker login` calls it.
+            {"Sid": "RegistryLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+            {"Sid": "TheStacksLogGroups", "Effect": "Allow", "Action": "logs:*", "Resource": account.stack_log_groups},
+            {"Sid": "ListLogGroups", "Effect": "Allow", "Action": "logs:DescribeLogGroups", "Resource": "*"},
             {
                 "Sid": "EksAmiParameters",
                 "Effect": "Allow",
                 "Action": "ssm:GetParameter",
                 "Resource": f"arn:{account.partition}:ssm:*::parameter/aws/service/eks/*",
             },
-            {"Sid": "ReadRoles", "Effect": "Allow", "Action": list(ROLE_READS), "Resource": "*"},
-            {
-                "Sid": "RolesOnlyUnderTheBoundary",
-                "Effect": "Allow",
-                "Action": list(BOUNDED_ROLE_WRITES),
-                "Resource": roles,
-                "Condition": boundary,
-            },
-            {
-                "Sid": "ReplaceAndDeleteRoles",
-                "Effect": "Allow",
-                "Action": list(UNBOUNDED_ROLE_WRITES),
-                "Resource": roles,
-            },
-            {
-                "Sid": "PassRolesOnlyToEks",
-                "Effect": "Allow",
-                "Action": "iam:PassRole",
-                "Resource": roles,
-                "Condition": {"StringEquals": {"iam:PassedToService": list(PASS_ROLE_TO)}},
-            },
-            {
-                "Sid": "ServiceLinkedRoles",
-                "Effect": "Allow",
-                "Action": "iam:CreateServiceLinkedRole",
-                "Resource": "*",
-                "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}},
-            },
-            {
-                "Sid": "ClusterOidcProvider",
-                "Effect": "Allow",
-                "Action": list(OIDC_PROVIDER_WRITES),
-                "Resource": account.arn("oidc-provider", "oidc.eks.*.amazonaws.com/id/*"),
-            },
-            {
-                "Sid": "AttachOnlyTheProgramsPolicies",
-                "Effect": "Deny",
-                "Action": ["iam:AttachRolePolicy", "iam:DetachRolePolicy"],
-                "Resource": "*",
-                "Condition": {
-                    "ArnNotEquals": {
-                        "iam:PolicyARN": [account.managed_policy_arn(p) for p in ATTACHABLE_MANAGED_POLICIES]
-                    }
-                },
-            },
-            {
-                "Sid": "KeepTheBoundary",
-                "Effect": "Deny",
-                "Action": "iam:DeleteRolePermissionsBoundary",
-                "Resource": "*",
-            },
-            {
-                "Sid": "LeaveTheBoundaryPolicyAlone",
-                "Effect": "Deny",
-                "Action": list(BOUNDARY_POLICY_WRITES),
-                "Resource": account.boundary_arn,
-            },
-            {
-                "Sid": "LeaveTheCiRolesAlone",
-                "Effect": "Deny",
-                "NotAction": ["iam:Get*", "iam:List*"],
-                "Resource": account.ci_role_arns,
-            },
+            *_kms_statements(account),
+            *_iam_statements(account),
         ],
     }
 
 
-def role_boundary(account: Account) -> dict[str, Any]:
-    """The most a role of the stack may ever do: what its attached policies allow, except changing IAM (so it cannot
-    grant itself or another role more), assuming other roles, and account or organization administration. A
-    service-linked role for the services the stack uses may still be created (AmazonEKSClusterPolicy creates the
-    load balancers' one)."""
+def boundary_actions() -> list[str]:
+    """Every action any policy the program attaches allows (kms:Decrypt apart: DECRYPT_VIA)."""
+    return sorted({a for actions in MANAGED_POLICY_ACTIONS.values() for a in actions} | set(CUSTOMER_POLICY_ACTIONS))
+
+
+def role_boundary() -> dict[str, Any]:
+    """The most a role of the stack may ever do, whatever a policy under IAM_PATH says: the actions of the policies
+    the program attaches, kms:Decrypt only through Secrets Manager, and never an IAM change (so a role cannot grant
+    itself or another role more), another role, or account or organization administration. A service-linked role for
+    the services the stack uses may still be created (AmazonEKSClusterPolicy creates the load balancers' one)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "UpToTheAttachedPolicies", "Effect": "Allow", "Action": "*", "Resource": "*"},
+            {"Sid": "WhatTheStacksPoliciesUse", "Effect": "Allow", "Action": boundary_actions(), "Resource": "*"},
+            {
+                "Sid": "DecryptOnlyThroughSecretsManager",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": "*",
+                "Condition": {"StringLike": {"kms:ViaService": DECRYPT_VIA}},
+            },
             {
                 "Sid": "NoIamChanges",
                 "Effect": "Deny",

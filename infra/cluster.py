@@ -16,6 +16,7 @@ from infra.iam import NODE_POLICIES, PolicyRole, cluster_arn, key_policy, node_t
 from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
 from stack.cluster_checks import OWN_CIDR_FIX, SYSTEM_NODE_GROUP_NAME, node_group_name_prefix
 from stack.config import ClusterConfig
+from stack.names import STACK_TAG_KEY
 from stack.node_contract import SYSTEM_NODE_GROUP_LABEL
 from stack.versions import SYSTEM_AMI_TYPE
 
@@ -82,6 +83,9 @@ class Cluster(pulumi.ComponentResource):
             enable_key_rotation=True,
             deletion_window_in_days=KEY_DELETION_WINDOW_DAYS,
             policy=pulumi.Output.all(partition, account).apply(lambda v: key_policy(v[0], v[1])),
+            # The deploy role may manage and grant only keys carrying the stack's tag (ci/deploy_policy.py); the
+            # engine's stack name is the one the config was read for (stack/pulumi_config.py).
+            tags={STACK_TAG_KEY: pulumi.get_stack()},
             opts=child,
         )
         # The stack owns the control-plane log group, with a retention; EKS would otherwise create it on first

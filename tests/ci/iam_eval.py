@@ -3,18 +3,30 @@ action on this resource, with this request context, allowed?
 
 It follows AWS's evaluation logic for one account's identity policies ("Policy evaluation logic", IAM User Guide):
 an explicit Deny wins, otherwise an Allow is needed. Action and NotAction, Resource and NotResource match with the
-`*` and `?` wildcards, case-insensitively for actions. Conditions: the String/Arn operators the documents use, all
-keys of a block must match (AND), any value of a key may match (OR), and a key missing from the request context
-makes a positive operator false and a negated one (StringNotEquals, ArnNotEquals, StringNotLike) true.
+`*` and `?` wildcards, case-insensitively for actions. Conditions (IAM User Guide, "IAM JSON policy elements: Condition
+operators" and "Multivalued context keys"): all operators and keys of a block must match (AND), any value of a key may
+match (OR). Operators: the String, Arn, Bool and Numeric families, Null, and the ForAnyValue:/ForAllValues: set
+prefixes over multivalued keys. A key missing from the request context makes a positive operator false and a negated
+one (StringNotEquals, ArnNotLike, ...) true; ForAllValues: is true over a missing key and ForAnyValue: false; Null is
+true for "true" when the key is missing.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from typing import Any
 
-NEGATED = {"StringNotEquals", "StringNotLike", "ArnNotEquals", "ArnNotLike"}
+NEGATED = {"StringNotEquals", "StringNotLike", "ArnNotEquals", "ArnNotLike", "NumericNotEquals"}
+NUMERIC: dict[str, Callable[[float, float], bool]] = {
+    "NumericEquals": operator.eq,
+    "NumericLessThan": operator.lt,
+    "NumericLessThanEquals": operator.le,
+    "NumericGreaterThan": operator.gt,
+    "NumericGreaterThanEquals": operator.ge,
+}
+SET_PREFIXES = ("ForAnyValue:", "ForAllValues:")
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -27,30 +39,45 @@ def _matches(pattern: str, value: str, *, case_sensitive: bool) -> bool:
     return fnmatch.fnmatchcase(value.lower(), pattern.lower())
 
 
-def _positive(operator: str, expected: list[str], actual: list[str]) -> bool:
-    if operator in ("StringEquals", "ArnEquals"):
-        return any(a in expected for a in actual)
-    if operator in ("StringLike", "ArnLike"):
-        return any(_matches(e, a, case_sensitive=True) for e in expected for a in actual)
-    raise ValueError(f"condition operator {operator} is not supported here")
+def _value_matches(operator_name: str, expected: list[Any], actual: Any) -> bool:
+    """Whether one context value matches any expected value under a positive operator."""
+    if operator_name in ("StringEquals", "ArnEquals"):
+        return str(actual) in [str(e) for e in expected]
+    if operator_name in ("StringLike", "ArnLike"):
+        return any(_matches(str(e), str(actual), case_sensitive=True) for e in expected)
+    if operator_name == "Bool":
+        return str(actual).lower() in [str(e).lower() for e in expected]
+    if operator_name in NUMERIC:
+        return any(NUMERIC[operator_name](float(actual), float(e)) for e in expected)
+    raise ValueError(f"condition operator {operator_name} is not supported here")
 
 
-def _operator_matches(operator: str, expected: list[str], actual: list[str]) -> bool:
-    if operator in NEGATED:
-        return not _positive(operator.replace("Not", ""), expected, actual)
-    return _positive(operator, expected, actual)
+def _positive(operator_name: str) -> str:
+    return "NumericEquals" if operator_name == "NumericNotEquals" else operator_name.replace("Not", "")
+
+
+def _key_holds(operator_name: str, expected: list[Any], context: Mapping[str, Any], key: str) -> bool:
+    if operator_name == "Null":
+        (wanted,) = expected
+        return (key not in context) == (str(wanted).lower() == "true")
+    prefix = next((p for p in SET_PREFIXES if operator_name.startswith(p)), "")
+    base = operator_name.removeprefix(prefix)
+    if key not in context:
+        return prefix == "ForAllValues:" or (not prefix and base in NEGATED)
+    negated = base in NEGATED
+    held = [
+        _value_matches(_positive(base) if negated else base, expected, v) != negated for v in _as_list(context[key])
+    ]
+    # ForAllValues: every value of the request holds; otherwise one value holding is enough.
+    return all(held) if prefix == "ForAllValues:" else any(held)
 
 
 def _conditions_hold(conditions: Mapping[str, Mapping[str, Any]], context: Mapping[str, Any]) -> bool:
-    for operator, keys in conditions.items():
-        for key, expected in keys.items():
-            if key not in context:
-                if operator not in NEGATED:
-                    return False
-                continue
-            if not _operator_matches(operator, _as_list(expected), _as_list(context[key])):
-                return False
-    return True
+    return all(
+        _key_holds(operator_name, _as_list(expected), context, key)
+        for operator_name, keys in conditions.items()
+        for key, expected in keys.items()
+    )
 
 
 def _applies(statement: Mapping[str, Any], action: str, resource: str, context: Mapping[str, Any]) -> bool:

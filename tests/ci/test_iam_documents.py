@@ -1,13 +1,11 @@
 """The CI roles' IAM documents, parsed and asked concrete questions (tests/ci/iam_eval.py): who may assume each role,
-what a preview may read, and what the deploy role may do with IAM."""
+and what a preview may read (the deploy role and the boundary: test_deploy_policy.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from ci.deploy_policy import ATTACHABLE_MANAGED_POLICIES, Account, deploy_policy, role_boundary
+from ci.deploy_policy import Account
 from ci.github_oidc import ISSUER_HOST, Repository, deploy_subjects, preview_subjects, trust_policy
 from ci.preview_policy import INVOKE_ACTIONS, preview_actions, preview_policy
 from tests.ci.iam_eval import allowed
@@ -15,10 +13,7 @@ from tests.harness.pulumi_program import ProgramRun, run_program
 
 ACCOUNT = Account("123456789012")
 REPO = Repository.parse("acme/fsdp-eks")
-ROLE = ACCOUNT.arn("role", "cluster-node-4f2a9c1")
-ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
-BOUNDED = {"iam:PermissionsBoundary": ACCOUNT.boundary_arn}
-DEPLOY, PREVIEW, BOUNDARY = deploy_policy(ACCOUNT), preview_policy(), role_boundary(ACCOUNT)
+PREVIEW = preview_policy()
 
 
 def _assume(policy: dict, subject: str, audience: str = "sts.amazonaws.com") -> bool:
@@ -115,133 +110,3 @@ def test_every_data_source_a_preview_calls_is_allowed_to_the_preview_role(previe
     assert called and called <= set(INVOKE_ACTIONS), called - set(INVOKE_ACTIONS)
     for token in called:
         assert all(allowed(PREVIEW, action) for action in INVOKE_ACTIONS[token]), token
-
-
-# --- deploy ---------------------------------------------------------------------------------------------------
-
-
-def test_the_deploy_role_creates_roles_only_with_the_boundary() -> None:
-    assert allowed(DEPLOY, "iam:CreateRole", ROLE, BOUNDED)
-    assert not allowed(DEPLOY, "iam:CreateRole", ROLE)
-    assert not allowed(DEPLOY, "iam:CreateRole", ROLE, {"iam:PermissionsBoundary": ADMIN})
-    assert not allowed(DEPLOY, "iam:PutRolePermissionsBoundary", ROLE, {"iam:PermissionsBoundary": ADMIN})
-    assert not allowed(DEPLOY, "iam:DeleteRolePermissionsBoundary", ROLE, BOUNDED)
-
-
-def test_the_deploy_role_attaches_only_the_programs_policies_and_only_to_bounded_roles() -> None:
-    node = ACCOUNT.managed_policy_arn("AmazonEKSWorkerNodePolicy")
-    assert allowed(DEPLOY, "iam:AttachRolePolicy", ROLE, {**BOUNDED, "iam:PolicyARN": node})
-    assert not allowed(DEPLOY, "iam:AttachRolePolicy", ROLE, {**BOUNDED, "iam:PolicyARN": ADMIN})
-    assert not allowed(DEPLOY, "iam:AttachRolePolicy", ROLE, {"iam:PolicyARN": node})
-    assert not allowed(DEPLOY, "iam:PutRolePolicy", ROLE)
-    assert allowed(DEPLOY, "iam:PutRolePolicy", ROLE, BOUNDED)
-
-
-def _attached_policies(run: ProgramRun) -> set[str]:
-    return {r.inputs["policyArn"] for r in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
-
-
-def test_every_policy_the_program_attaches_may_be_attached(stack_run: ProgramRun) -> None:
-    with_cloudwatch = run_program("p5-2", {"fsdp-eks:monitoring": {"cloudwatchObservability": True}})
-    attached = _attached_policies(stack_run) | _attached_policies(with_cloudwatch)
-    allowlist = {ACCOUNT.managed_policy_arn(p) for p in ATTACHABLE_MANAGED_POLICIES}
-    assert attached and attached <= allowlist, attached - allowlist
-    # pulumi-eks's cluster service role (nodejs/eks/cluster/cluster.ts: AmazonEKSClusterPolicy)
-    assert ACCOUNT.managed_policy_arn("AmazonEKSClusterPolicy") in allowlist
-
-
-@pytest.mark.parametrize(
-    "service,expected",
-    [
-        ("eks.amazonaws.com", True),
-        ("pods.eks.amazonaws.com", True),
-        ("ec2.amazonaws.com", False),
-        ("lambda.amazonaws.com", False),
-    ],
-)
-def test_the_deploy_role_passes_roles_only_to_eks(service: str, expected: bool) -> None:
-    assert allowed(DEPLOY, "iam:PassRole", ROLE, {"iam:PassedToService": service}) is expected
-
-
-@pytest.mark.parametrize(
-    "action",
-    [
-        "iam:UpdateAssumeRolePolicy",
-        "iam:CreateUser",
-        "iam:CreateAccessKey",
-        "iam:CreatePolicy",
-        "iam:CreateInstanceProfile",
-        "iam:AddRoleToInstanceProfile",
-        "sts:AssumeRole",
-        "organizations:CreateAccount",
-    ],
-)
-def test_the_deploy_role_cannot_reach_other_identities(action: str) -> None:
-    assert not allowed(DEPLOY, action, ROLE, BOUNDED)
-
-
-def test_the_deploy_role_cannot_touch_the_boundary_or_the_ci_roles() -> None:
-    assert not allowed(DEPLOY, "iam:CreatePolicyVersion", ACCOUNT.boundary_arn)
-    assert not allowed(DEPLOY, "iam:DeletePolicy", ACCOUNT.boundary_arn)
-    for role in ACCOUNT.ci_role_arns:
-        for action in ("iam:PutRolePolicy", "iam:AttachRolePolicy", "iam:DeleteRole", "iam:UpdateRole"):
-            assert not allowed(DEPLOY, action, role, {**BOUNDED, "iam:PolicyARN": ADMIN}), (action, role)
-
-
-@pytest.mark.parametrize(
-    "action",
-    [
-        "ec2:CreateVpc",
-        "ec2:CreateLaunchTemplate",
-        "eks:CreateCluster",
-        "eks:CreateNodegroup",
-        "ecr:CreateRepository",
-        "fsx:CreateFileSystem",
-        "kms:CreateKey",
-        "kms:CreateGrant",
-        "logs:CreateLogGroup",
-    ],
-)
-def test_the_deploy_role_provisions_the_stack(action: str) -> None:
-    assert allowed(DEPLOY, action, "*")
-
-
-def test_the_deploy_role_cannot_decrypt_with_the_keys_it_manages() -> None:
-    assert not allowed(DEPLOY, "kms:Decrypt", "*")
-
-
-# --- the boundary ---------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "action",
-    [
-        "iam:CreateRole",
-        "iam:AttachRolePolicy",
-        "iam:PutRolePolicy",
-        "iam:PassRole",
-        "iam:CreateAccessKey",
-        "iam:UpdateAssumeRolePolicy",
-        "sts:AssumeRole",
-    ],
-)
-def test_a_bounded_role_cannot_grant_itself_or_another_identity_more(action: str) -> None:
-    assert not allowed(BOUNDARY, action, ROLE)
-
-
-def test_a_bounded_role_keeps_what_its_managed_policies_need() -> None:
-    assert allowed(BOUNDARY, "ec2:DescribeInstances")
-    assert allowed(BOUNDARY, "ecr:BatchGetImage")
-    assert allowed(
-        BOUNDARY, "iam:CreateServiceLinkedRole", "*", {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}
-    )
-    assert not allowed(BOUNDARY, "iam:CreateServiceLinkedRole", "*", {"iam:AWSServiceName": "lambda.amazonaws.com"})
-
-
-def test_the_documents_fit_iams_size_limits() -> None:
-    """Inline role policies: 10,240 characters per role; managed policies: 6,144 (whitespace not counted)."""
-    compact = {
-        name: len(json.dumps(doc, separators=(",", ":")))
-        for name, doc in {"deploy": DEPLOY, "preview": PREVIEW, "boundary": BOUNDARY}.items()
-    }
-    assert compact["deploy"] + 0 <= 10_240 and compact["preview"] <= 10_240 and compact["boundary"] <= 6_144
