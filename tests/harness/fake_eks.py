@@ -9,6 +9,8 @@ pulumi-eks computes them (github.com/pulumi/pulumi-eks, nodejs/eks/cluster/clust
   otherwise `eksCluster.vpcConfig.clusterSecurityGroupId`: the group EKS itself creates. The two are different
   groups, and only EKS's is given to the nodes of a managed node group without security groups in its template.
 - `oidcProviderArn` is "" unless `createOidcProvider`.
+- `kubeconfig` is generateKubeconfig's (cluster.ts): a user that runs `aws --region R eks get-token --cluster-name N
+  --output json`, with KUBERNETES_EXEC_INFO set for the AWS CLI.
 - A ManagedNodeGroup passes its arguments through to an aws.eks.NodeGroup named like the component; it refuses a
   launch template together with any of the options that need its own template.
 
@@ -148,6 +150,12 @@ def cluster_outputs(name: str, inputs: dict[str, Any], region: str) -> dict[str,
                             cluster_name,
                             "--output",
                             "json",
+                        ],
+                        "env": [
+                            {
+                                "name": "KUBERNETES_EXEC_INFO",
+                                "value": '{"apiVersion": "client.authentication.k8s.io/v1beta1"}',
+                            }
                         ],
                     }
                 },
