@@ -7,6 +7,9 @@ only from the VPC) is allowed: it is how a team behind a VPN would reach Grafana
 
 Where these can be exposed in this project and in most charts: a Service of type LoadBalancer, an Ingress, and the
 `service` / `ingress` values of a Helm chart (kube-prometheus-stack's `grafana.service.type` among them).
+
+The check fails closed: where a value it needs is unknown during the preview (whether the object is about a guarded
+component, its type, its scheme annotation, a chart's values) it says "not checked" rather than pass.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from policy.props import dotted, get, is_unknown, walk
+from policy.props import dotted, get, has_unknown, is_unknown, not_checked, walk
 
 SERVICE = "kubernetes:core/v1:Service"
 INGRESS_TYPES = ("kubernetes:networking.k8s.io/v1:Ingress", "kubernetes:networking.k8s.io/v1beta1:Ingress")
@@ -37,21 +40,46 @@ def is_internal(annotations: Any) -> bool:
     return any(str(annotations.get(key, "")).lower() == value for key, value in INTERNAL_SERVICE_ANNOTATIONS.items())
 
 
-def _guarded_names(obj: Mapping[str, Any]) -> set[str]:
-    """Which guarded components a Kubernetes object is about, from its name, labels and (Services) selector."""
+def _guarded_texts(obj: Mapping[str, Any]) -> list[Any]:
+    """What names a Kubernetes object's component: its name, labels and (Services) selector."""
     texts = [get(obj, "metadata", "name")]
     for section in (get(obj, "metadata", "labels"), get(obj, "spec", "selector")):
-        if isinstance(section, Mapping):
-            texts += list(section.values())
-    return {m.group(0).lower() for t in texts if isinstance(t, str) for m in GUARDED.finditer(t)}
+        texts += list(section.values()) if isinstance(section, Mapping) else [section]
+    return texts
+
+
+def _guarded_names(obj: Mapping[str, Any]) -> set[str]:
+    """Which guarded components a Kubernetes object is about, from its name, labels and (Services) selector."""
+    return {m.group(0).lower() for t in _guarded_texts(obj) if isinstance(t, str) for m in GUARDED.finditer(t)}
 
 
 def service_violations(props: Mapping[str, Any]) -> list[str]:
     guarded = _guarded_names(props)
     kind = get(props, "spec", "type")
-    if not guarded or kind != "LoadBalancer" or is_internal(get(props, "metadata", "annotations")):
-        return []
     name = get(props, "metadata", "name")
+    if not is_unknown(kind) and kind != "LoadBalancer":
+        return []
+    if not guarded and any(is_unknown(t) for t in _guarded_texts(props)):
+        return [
+            not_checked(
+                f"Service {name!r} may be a load balancer and its name, labels or selector are unknown during this "
+                "preview, so whether it exposes Grafana, Prometheus or etcd is unknown",
+                "give it a literal name and selector",
+            )
+        ]
+    if not guarded:
+        return []
+    annotations = get(props, "metadata", "annotations")
+    if is_unknown(kind) or (not is_internal(annotations) and has_unknown(annotations)):
+        return [
+            not_checked(
+                f"Service {name!r} ({', '.join(sorted(guarded))}): its spec.type or its annotations are unknown during "
+                "this preview",
+                "give spec.type (and any load balancer scheme annotation) literal values",
+            )
+        ]
+    if is_internal(annotations):
+        return []
     return [
         f"Service {name!r} ({', '.join(sorted(guarded))}) is an internet-facing LoadBalancer; use ClusterIP and "
         "`kubectl port-forward`, or an internal load balancer "
@@ -63,15 +91,24 @@ def ingress_violations(props: Mapping[str, Any]) -> list[str]:
     """An Ingress routing to a guarded Service is public unless it says it is internal: the AWS Load Balancer
     Controller's default scheme is internal, but other controllers' load balancers are usually internet-facing, so
     only the explicit annotation counts."""
+    spec = get(props, "spec")
     backends = {
         value
-        for path, value in walk(get(props, "spec"))
+        for path, value in walk(spec)
         if path[-2:] == ("service", "name") and isinstance(value, str) and GUARDED.search(value)
     }
     scheme = get(props, "metadata", "annotations", INGRESS_SCHEME_ANNOTATION)
-    if not backends or scheme == "internal" or is_unknown(scheme):
-        return []
     name = get(props, "metadata", "name")
+    if scheme == "internal" or (not backends and not has_unknown(spec)):
+        return []
+    if is_unknown(scheme) or not backends:
+        return [
+            not_checked(
+                f"Ingress {name!r}: its backends or its {INGRESS_SCHEME_ANNOTATION} annotation are unknown during "
+                "this preview, so whether it exposes Grafana, Prometheus or etcd is unknown",
+                "give its backend service names and scheme annotation literal values",
+            )
+        ]
     return [
         f"Ingress {name!r} exposes {', '.join(sorted(backends))}; remove it (port-forward instead) or make it "
         f"internal ({INGRESS_SCHEME_ANNOTATION}: internal)"
@@ -80,33 +117,68 @@ def ingress_violations(props: Mapping[str, Any]) -> list[str]:
 
 def helm_values_violations(props: Mapping[str, Any]) -> list[str]:
     """`service.type: LoadBalancer` or `ingress.enabled: true` in a chart's values, where the chart or the values
-    path names a guarded component (kube-prometheus-stack's grafana / prometheus sections)."""
+    path names a guarded component (kube-prometheus-stack's grafana / prometheus sections). An unknown chart name
+    counts as guarded; an unknown value that is, or holds, a guarded section or a `service` / `ingress` section is
+    "not checked"."""
     chart = get(props, "chart")
-    chart_guarded = isinstance(chart, str) and GUARDED.search(chart) is not None
+    chart_guarded = is_unknown(chart) or (isinstance(chart, str) and GUARDED.search(chart) is not None)
     problems: list[str] = []
     for path, value in walk(get(props, "values")):
-        if not isinstance(value, Mapping) or not path or path[-1] not in ("service", "ingress"):
-            continue
-        if not (chart_guarded or any(isinstance(p, str) and GUARDED.search(p) for p in path)):
-            continue
-        where = f"values.{dotted(path)}"
-        if (
-            path[-1] == "service"
-            and get(value, "type") == "LoadBalancer"
-            and not is_internal(get(value, "annotations"))
-        ):
+        guarded = chart_guarded or any(isinstance(p, str) and GUARDED.search(p) for p in path)
+        where = f"values.{dotted(path)}" if path else "values"
+        if is_unknown(value) and _may_hold_an_endpoint(path, guarded):
             problems.append(
-                f"chart {chart!r}: {where}.type is LoadBalancer (internet-facing); use ClusterIP and "
-                "`kubectl port-forward`, or annotate it internal"
-            )
-        if path[-1] == "ingress" and get(value, "enabled") is True:
-            scheme = get(value, "annotations", INGRESS_SCHEME_ANNOTATION)
-            if scheme != "internal" and not is_unknown(scheme):
-                problems.append(
-                    f"chart {chart!r}: {where}.enabled is true; remove the Ingress or make it "
-                    f"internal ({INGRESS_SCHEME_ANNOTATION}: internal)"
+                not_checked(
+                    f"chart {chart!r}: {where} is unknown during this preview, so whether it opens a load balancer "
+                    "or an Ingress for Grafana, Prometheus or etcd is unknown",
+                    "give the chart's service and ingress values literal values",
                 )
+            )
+        if not isinstance(value, Mapping) or not path or path[-1] not in ("service", "ingress") or not guarded:
+            continue
+        problems += _section_problems(chart, where, path[-1], value)
     return problems
+
+
+def _may_hold_an_endpoint(path: tuple[str | int, ...], guarded: bool) -> bool:
+    """Whether an unknown value at `path` of a chart's values could be, or hold, a guarded service or ingress: all the
+    values, a section named after a guarded component, or a guarded `service` / `ingress` section as a whole (an
+    unknown setting inside a known section is judged by `_section_problems`)."""
+    if not path:
+        return True
+    last = path[-1]
+    if not guarded or not isinstance(last, str):
+        return False
+    return GUARDED.search(last) is not None or last in ("service", "ingress")
+
+
+def _section_problems(chart: Any, where: str, kind: Any, section: Mapping[str, Any]) -> list[str]:
+    """One guarded `service` or `ingress` section of a chart's values."""
+    unknown = not_checked(
+        f"chart {chart!r}: a setting of {where} is unknown during this preview",
+        "give its type, enabled and annotations literal values",
+    )
+    if kind == "service":
+        kind_value, annotations = get(section, "type"), get(section, "annotations")
+        if is_unknown(kind_value):
+            return [unknown]
+        if kind_value != "LoadBalancer" or is_internal(annotations):
+            return []
+        if has_unknown(annotations):
+            return [unknown]
+        return [
+            f"chart {chart!r}: {where}.type is LoadBalancer (internet-facing); use ClusterIP and "
+            "`kubectl port-forward`, or annotate it internal"
+        ]
+    enabled, scheme = get(section, "enabled"), get(section, "annotations", INGRESS_SCHEME_ANNOTATION)
+    if is_unknown(enabled) or (enabled is True and is_unknown(scheme)):
+        return [unknown]
+    if enabled is not True or scheme == "internal":
+        return []
+    return [
+        f"chart {chart!r}: {where}.enabled is true; remove the Ingress or make it "
+        f"internal ({INGRESS_SCHEME_ANNOTATION}: internal)"
+    ]
 
 
 def public_endpoint_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:

@@ -8,6 +8,9 @@ The job is read from the PyTorchJob itself (trainer flags, replicas, node select
 which holds its pod template, not from the stack config:
 the policy checks what would be deployed. An elastic job is checked at its smallest size (minReplicas), where
 each GPU holds the largest shard.
+
+A job the policy cannot size (a value unknown during the preview, no container running the trainer, flags the
+trainer refuses, a model sizing/ does not know by name) is "not checked": a violation that says what is missing.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policy.props import as_int, get, is_unknown
+from policy.props import as_int, get, has_unknown, is_unknown, not_checked
 from policy.pytorchjob import PYTORCHJOB, replicas
 from policy.training_runtime import RUNTIME, runtime_replicas
 from sizing.catalog import CATALOG, InstanceType
@@ -38,10 +41,23 @@ class JobShape:
     gpus_per_node: int
 
 
+class UnsizedError(Exception):
+    """The job cannot be sized; the message says why and how to make it sizable."""
+
+    def __init__(self, what: str, remedy: str):
+        super().__init__(not_checked(what, remedy))
+
+
 def trainer_argv(container: Mapping[str, Any]) -> list[str] | None:
     """The arguments after `-m trainer` in the container's command and args (torchrun or python launching it);
-    None when the container does not run the trainer or a part of its command is unknown."""
-    words = [*(get(container, "command") or []), *(get(container, "args") or [])]
+    None when the container does not run the trainer. Raises UnsizedError where a part of its command is unknown."""
+    command, args = get(container, "command"), get(container, "args")
+    if has_unknown(command) or has_unknown(args):
+        raise UnsizedError(
+            f"the command of container {get(container, 'name')!r} is unknown during this preview",
+            "write the trainer's command and flags as literals",
+        )
+    words = [*(command or []), *(args or [])]
     if any(not isinstance(w, str) for w in words):
         return None
     for index in range(len(words) - 1):
@@ -50,33 +66,59 @@ def trainer_argv(container: Mapping[str, Any]) -> list[str] | None:
     return None
 
 
-def parse_trainer_argv(argv: Sequence[str]) -> TrainConfig | None:
-    """The trainer's own parser (trainer/config.py, torch-free); None where the trainer itself would refuse the
-    flags (argparse exits; its usage text is not the policy's message)."""
-    with contextlib.redirect_stderr(io.StringIO()):
+def parse_trainer_argv(argv: Sequence[str]) -> TrainConfig:
+    """The trainer's own parser (trainer/config.py, torch-free). Where the trainer itself would refuse the flags
+    (argparse exits) the job cannot be sized: UnsizedError with argparse's last line."""
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
         try:
             return parse_args(list(argv))
         except SystemExit:
-            return None
+            reason = (errors.getvalue().strip().splitlines() or ["refused"])[-1]
+    raise UnsizedError(f"the trainer's parser refuses the job's flags ({reason})", "fix the flags")
 
 
-def job_shape(props: Mapping[str, Any], resource_type: str = PYTORCHJOB) -> JobShape | None:
+def job_shape(props: Mapping[str, Any], resource_type: str = PYTORCHJOB) -> JobShape:
     """The shape of a PyTorchJob (or a TrainJob's runtime) whose replicas run the trainer on one catalog instance
-    type; None otherwise. A runtime's nodes are its mlPolicy.numNodes: a TrainJob has no elastic range."""
-    found_in = runtime_replicas(props) if resource_type == RUNTIME else replicas(props)
+    type. A runtime's nodes are its mlPolicy.numNodes: a TrainJob has no elastic range. UnsizedError where any of it
+    cannot be read."""
+    is_runtime = resource_type == RUNTIME
+    found_in = runtime_replicas(props) if is_runtime else replicas(props)
+    unknown = [r.role for r in found_in if is_unknown(r.pod_spec) or is_unknown(get(r.pod_spec, "containers"))]
+    if unknown or (not found_in and has_unknown(get(props, "spec"))):
+        raise UnsizedError(
+            f"the pods of {', '.join(unknown) or 'the job'} are unknown during this preview",
+            "build the pod template from values known before anything is created",
+        )
     found = [r for r in found_in if any(trainer_argv(c) is not None for c in r.containers)]
-    if not found or any(is_unknown(r.instance_type) or r.instance_type not in CATALOG for r in found):
-        return None
-    instance = CATALOG[found[0].instance_type]
+    if not found:
+        raise UnsizedError(
+            f"no container runs `python -m {TRAINER_MODULE}`, so the job's memory cannot be estimated",
+            "run the project's trainer, or lower this policy to advisory in the pack's config for a job of your own",
+        )
+    types = [r.instance_type for r in found]
+    if any(is_unknown(t) or t not in CATALOG for t in types):
+        raise UnsizedError(
+            f"the pods' instance type ({', '.join(map(repr, types))}) is unknown or not in sizing/catalog.py",
+            "pin the pods (node.kubernetes.io/instance-type) to a catalog type with a literal value",
+        )
+    instance = CATALOG[types[0]]
     argv = next(a for c in found[0].containers if (a := trainer_argv(c)) is not None)
     train = parse_trainer_argv(argv)
-    total = sum(r.replicas or 0 for r in found)
-    minimum = as_int(get(props, "spec", "elasticPolicy", "minReplicas"))
+    counts = [r.replicas for r in found]
+    minimum_path = ("spec", "mlPolicy", "numNodes") if is_runtime else ("spec", "elasticPolicy", "minReplicas")
+    minimum_raw, nproc_raw = get(props, *minimum_path), get(props, "spec", "nprocPerNode")
+    if any(is_unknown(v) for v in [*counts, minimum_raw, nproc_raw]):
+        raise UnsizedError(
+            f"the job's replica counts, {minimum_path[-1]} or nprocPerNode are unknown during this preview",
+            "give them literal values",
+        )
+    total = sum(c or 0 for c in counts)
+    minimum = None if is_runtime else as_int(minimum_raw)
     nodes = min(total, minimum) if minimum else total
-    gpus = as_int(get(props, "spec", "nprocPerNode")) or instance.gpus
-    if train is None or nodes < 1:
-        return None
-    return JobShape(train, instance, nodes, gpus)
+    if nodes < 1:
+        raise UnsizedError("the job has no replicas", "give its replicas a count")
+    return JobShape(train, instance, nodes, as_int(nproc_raw) or instance.gpus)
 
 
 @dataclass(frozen=True)
@@ -86,15 +128,19 @@ class MemoryEstimate:
     fits: bool
 
 
-def estimate(shape: JobShape) -> MemoryEstimate | None:
+def estimate(shape: JobShape) -> MemoryEstimate:
     """sizing.estimate's figure for the job, the one `pulumi preview`'s config check and `python -m sizing`
-    give; None where it cannot size the job (a model known only by the config.json in its checkpoint)."""
+    give. UnsizedError where it cannot size the job (a model known only by the config.json in its checkpoint, a
+    value the sizing model refuses)."""
     from sizing import estimate as sizing  # imported here: the rest of the pack needs none of the sizing model
 
     t = shape.train
     model = find_shape(t.model.name)
     if model is None:
-        return None
+        raise UnsizedError(
+            f"sizing/ does not know the shape of model {t.model.name!r}, so its memory per GPU cannot be estimated",
+            "add its shape to trainer/presets.py, or lower this policy to advisory in the pack's config",
+        )
     try:
         job = sizing.make_job(
             model,
@@ -106,8 +152,8 @@ def estimate(shape: JobShape) -> MemoryEstimate | None:
             mixed_precision=t.parallel.mixed_precision,
             activation_checkpointing=t.parallel.activation_checkpointing,
         )
-    except sizing.SizingError:
-        return None  # a value the trainer's own checks refuse with a better message (seq len, global batch)
+    except sizing.SizingError as error:  # a value the trainer's own checks refuse too (seq len, global batch)
+        raise UnsizedError(f"the sizing model refuses the job ({error})", "fix the job's flags") from error
     result = sizing.size_job(job, shape.instance, shape.nodes)
     return MemoryEstimate(result.needed_bytes / sizing.GIB, float(shape.instance.gpu_memory_gib), result.fits)
 
@@ -115,9 +161,12 @@ def estimate(shape: JobShape) -> MemoryEstimate | None:
 def memory_fit_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     if resource_type not in (PYTORCHJOB, RUNTIME):
         return []
-    shape = job_shape(props, resource_type)
-    result = estimate(shape) if shape is not None else None
-    if shape is None or result is None or result.fits:
+    try:
+        shape = job_shape(props, resource_type)
+        result = estimate(shape)
+    except UnsizedError as unsized:
+        return [str(unsized)]
+    if result.fits:
         return []
     t = shape.train
     return [

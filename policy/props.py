@@ -10,7 +10,8 @@ from typing import Any
 
 
 class _Unknown:
-    """A value only `pulumi up` will know. Checks skip what they cannot see rather than guess."""
+    """A value only `pulumi up` will know. A mandatory check never guesses it: where what it needs is unknown it
+    reports `not_checked`, where the rest of the resource is enough it checks the rest."""
 
     _instance: _Unknown | None = None
 
@@ -28,6 +29,22 @@ UNKNOWN: Any = _Unknown()
 
 def is_unknown(value: Any) -> bool:
     return value is UNKNOWN
+
+
+def has_unknown(value: Any) -> bool:
+    """Whether the value, or anything inside it, is unknown."""
+    return any(is_unknown(v) for _, v in walk(value))
+
+
+# How a mandatory policy's message starts when it could not make its check. Mandatory policies fail closed: what they
+# cannot see (a value unknown during the preview, a property missing, a resource not in the stack) or cannot size is a
+# violation that says so, never a pass.
+NOT_CHECKED = "not checked"
+
+
+def not_checked(what: str, remedy: str) -> str:
+    """The violation of a check that could not be made: what was unknown, and how to get it checked."""
+    return f"{NOT_CHECKED}: {what}; {remedy}"
 
 
 def get(value: Any, *path: str | int) -> Any:

@@ -3,6 +3,7 @@
 Why: a pod asking for more GPUs or EFA devices than its node type has stays Pending forever (on nodes billed by the
 hour); one asking for fewer leaves GPUs idle or, without every EFA device, sends NCCL's traffic over fewer links.
 The job spans whole nodes, one torchrun agent per node over all of its GPUs, so requests equal the catalog's counts.
+What the check needs and cannot read (a value unknown during the preview) is "not checked", never a pass.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policy.props import as_int, get, is_unknown
+from policy.props import as_int, get, is_unknown, not_checked
 from sizing.catalog import CATALOG, InstanceType
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
@@ -26,7 +27,7 @@ class Replica:
     """One replica type of the job (Master, Worker): its pod template and how many pods."""
 
     role: str
-    replicas: int | None
+    replicas: Any  # an int, None where not given, UNKNOWN where unknown during the preview
     pod_spec: Mapping[str, Any]
 
     @property
@@ -48,14 +49,20 @@ class Replica:
         return [c for c in containers if isinstance(c, Mapping)]
 
 
+def replica_count(value: Any) -> Any:
+    """A replica count as an int, None where not given, UNKNOWN where unknown."""
+    return value if is_unknown(value) else as_int(value)
+
+
 def replicas(props: Mapping[str, Any]) -> list[Replica]:
+    """The job's replica types; one whose whole spec is unknown is a Replica with an unknown pod template."""
     specs = get(props, "spec", "pytorchReplicaSpecs")
     if not isinstance(specs, Mapping):
         return []
     return [
-        Replica(role, as_int(get(spec, "replicas")), get(spec, "template", "spec") or {})
+        Replica(role, replica_count(get(spec, "replicas")), get(spec, "template", "spec") or {})
         for role, spec in specs.items()
-        if isinstance(spec, Mapping)
+        if isinstance(spec, Mapping) or is_unknown(spec)
     ]
 
 
@@ -64,6 +71,15 @@ def container_count(container: Mapping[str, Any], resource: str) -> tuple[int | 
     request = as_int(get(container, "resources", "requests", resource))
     limit = as_int(get(container, "resources", "limits", resource))
     return (request if request is not None else limit), limit
+
+
+def _counts_unknown(replica: Replica, resource: str) -> bool:
+    """Whether the pod's containers, or a request or limit of `resource` in one of them, is unknown."""
+    containers = get(replica.pod_spec, "containers")
+    if is_unknown(containers):
+        return True
+    listed = containers if isinstance(containers, Sequence) and not isinstance(containers, str) else []
+    return any(is_unknown(get(c, "resources", s, resource)) for c in listed for s in ("requests", "limits"))
 
 
 def pod_count(replica: Replica, resource: str) -> tuple[int, list[str]]:
@@ -85,6 +101,10 @@ def node_type_violations(resource_type: str, props: Mapping[str, Any]) -> list[s
     """Each replica is pinned to a catalog instance type and asks for all of its GPUs and EFA devices."""
     if resource_type != PYTORCHJOB:
         return []
+    specs = get(props, "spec", "pytorchReplicaSpecs")
+    if not isinstance(specs, Mapping):
+        state = "unknown during this preview" if is_unknown(specs) else "missing"
+        return [not_checked(f"spec.pytorchReplicaSpecs is {state}", "give the job its replica specs as literals")]
     problems: list[str] = []
     for replica in replicas(props):
         instance, found = pinned_instance(replica)
@@ -97,11 +117,16 @@ def node_type_violations(resource_type: str, props: Mapping[str, Any]) -> list[s
 
 def pinned_instance(replica: Replica) -> tuple[InstanceType | None, list[str]]:
     """The catalog instance type the replica's pods are pinned to (the TrainJob's runtime too), or None with the
-    problem that stops its checks: no node selector, or a type the catalog does not know. (None, []) while the
-    selector is unknown (a first preview)."""
+    problem that stops its checks: no node selector, a type the catalog does not know, or a selector unknown during
+    the preview ("not checked")."""
     name = replica.instance_type
     if is_unknown(name):
-        return None, []
+        return None, [
+            not_checked(
+                f"the instance type {replica.role} pods are pinned to is unknown during this preview",
+                f"set nodeSelector {INSTANCE_TYPE_LABELS[0]} to a literal catalog type",
+            )
+        ]
     if name is None:
         return None, [
             f"{replica.role} pods have no nodeSelector {INSTANCE_TYPE_LABELS[0]}; pin them to the GPU nodes' "
@@ -115,6 +140,14 @@ def pinned_instance(replica: Replica) -> tuple[InstanceType | None, list[str]]:
 
 def request_problems(replica: Replica, instance: InstanceType) -> list[str]:
     """The replica's pods ask for all of the node type's GPUs and EFA devices (the TrainJob's runtime too)."""
+    unknown = [r for r in (GPU_RESOURCE, EFA_RESOURCE) if _counts_unknown(replica, r)]
+    if unknown:
+        return [
+            not_checked(
+                f"the {' and '.join(unknown)} requests of {replica.role} pods are unknown during this preview",
+                "write the containers and their resources as literals",
+            )
+        ]
     problems: list[str] = []
     gpus, gpu_problems = pod_count(replica, GPU_RESOURCE)
     efas, efa_problems = pod_count(replica, EFA_RESOURCE)
@@ -133,6 +166,8 @@ def request_problems(replica: Replica, instance: InstanceType) -> list[str]:
 def _nproc_problems(props: Mapping[str, Any], replica: Replica, instance: InstanceType) -> list[str]:
     """nprocPerNode (the operator's PET_NPROC_PER_NODE) is one process per GPU; 'auto'/'gpu' let torchrun count."""
     nproc = get(props, "spec", "nprocPerNode")
+    if is_unknown(nproc):
+        return [not_checked("spec.nprocPerNode is unknown during this preview", "give it a literal value")]
     count = as_int(nproc)
     if count is None or count == instance.gpus:
         return []

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policy.props import as_int, get
-from policy.pytorchjob import Replica, pinned_instance, request_problems
+from policy.props import get, has_unknown, is_unknown, not_checked
+from policy.pytorchjob import Replica, pinned_instance, replica_count, request_problems
 from stack.job_api import ANCESTOR_LABEL, RUNTIME_KIND, TRAINER_ANCESTOR, TRAINER_API_VERSION
 
 RUNTIME = f"kubernetes:{TRAINER_API_VERSION}:{RUNTIME_KIND}"
@@ -24,7 +24,7 @@ def runtime_replicas(props: Mapping[str, Any]) -> list[Replica]:
     jobs = get(props, "spec", "template", "spec", "replicatedJobs")
     if not isinstance(jobs, Sequence) or isinstance(jobs, str):
         return []
-    nodes = as_int(get(props, "spec", "mlPolicy", "numNodes"))
+    nodes = replica_count(get(props, "spec", "mlPolicy", "numNodes"))
     return [
         Replica(str(get(job, "name")), nodes, get(job, "template", "spec", "template", "spec") or {})
         for job in jobs
@@ -36,8 +36,25 @@ def runtime_node_type_violations(resource_type: str, props: Mapping[str, Any]) -
     """The trainer step's pods are pinned to a catalog instance type and ask for all of its GPUs and EFA devices."""
     if resource_type != RUNTIME:
         return []
+    jobs = get(props, "spec", "template", "spec", "replicatedJobs")
+    steps = runtime_replicas(props)
+    if not steps:
+        # Without a step it can see, the check has nothing to hold to the node type: an unknown list (or a step whose
+        # labels are unknown) may hold the trainer step.
+        unknown = is_unknown(jobs) or any(has_unknown(get(j, "template", "metadata", "labels")) for j in jobs or [])
+        where = (
+            "are unknown during this preview"
+            if unknown
+            else f"have no step labelled {ANCESTOR_LABEL}={TRAINER_ANCESTOR}"
+        )
+        return [
+            not_checked(
+                f"the runtime's replicatedJobs {where}",
+                "give the trainer step its label and pod template as literals",
+            )
+        ]
     problems: list[str] = []
-    for replica in runtime_replicas(props):
+    for replica in steps:
         instance, found = pinned_instance(replica)
         problems += found
         if instance is not None:

@@ -1,4 +1,5 @@
-"""No internet-facing load balancer or Ingress for Grafana, Prometheus or etcd."""
+"""No internet-facing load balancer or Ingress for Grafana, Prometheus or etcd; what decides it, unknown during a
+preview, is "not checked"."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from policy.exposure import public_endpoint_violations
+from policy.exposure import INGRESS_SCHEME_ANNOTATION, public_endpoint_violations
+from policy.props import NOT_CHECKED, UNKNOWN
 from stack.config import MonitoringConfig
 from workloads.platform.etcd import etcd_service
 from workloads.platform.monitoring import kube_prometheus_stack_values
@@ -103,3 +105,75 @@ def _ingress(annotations: dict | None = None) -> dict:
 def test_an_ingress_to_grafana_fails_unless_internal() -> None:
     assert "grafana" in public_endpoint_violations(INGRESS, _ingress())[0]
     assert public_endpoint_violations(INGRESS, _ingress({"alb.ingress.kubernetes.io/scheme": "internal"})) == []
+
+
+def _not_checked(resource_type: str, props: dict) -> str:
+    (problem,) = public_endpoint_violations(resource_type, props)
+    assert problem.startswith(NOT_CHECKED), problem
+    return problem
+
+
+def test_a_guarded_service_of_unknown_type_is_not_checked() -> None:
+    service = etcd_service()
+    service["spec"]["type"] = UNKNOWN
+    assert "'etcd'" in _not_checked(SERVICE, service)
+
+
+def test_a_guarded_load_balancer_with_unknown_annotations_is_not_checked() -> None:
+    assert _not_checked(
+        SERVICE, _load_balancer(etcd_service(), {"service.beta.kubernetes.io/aws-load-balancer-scheme": UNKNOWN})
+    )
+    service = _load_balancer(etcd_service())
+    service["metadata"]["annotations"] = UNKNOWN
+    assert _not_checked(SERVICE, service)
+
+
+def test_a_load_balancer_whose_component_is_unknown_is_not_checked() -> None:
+    service = {"metadata": {"name": UNKNOWN}, "spec": {"type": "LoadBalancer", "selector": {"app": "api"}}}
+    assert "name, labels or selector" in _not_checked(SERVICE, service)
+    service = {"metadata": {"name": "api"}, "spec": {"type": "LoadBalancer", "selector": UNKNOWN}}
+    assert _not_checked(SERVICE, service)
+
+
+def test_a_cluster_ip_service_needs_nothing_else_known() -> None:
+    service = {"metadata": {"name": UNKNOWN, "annotations": UNKNOWN}, "spec": {"selector": UNKNOWN}}
+    assert public_endpoint_violations(SERVICE, service) == []
+
+
+def test_an_ingress_with_unknown_scheme_or_backends_is_not_checked() -> None:
+    assert _not_checked(INGRESS, _ingress({INGRESS_SCHEME_ANNOTATION: UNKNOWN}))
+    ingress = _ingress()
+    ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = UNKNOWN
+    assert "backends" in _not_checked(INGRESS, ingress)
+
+
+def test_an_ingress_to_other_services_needs_no_scheme() -> None:
+    ingress = _ingress({INGRESS_SCHEME_ANNOTATION: UNKNOWN})
+    ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] = "api"
+    assert public_endpoint_violations(INGRESS, ingress) == []
+
+
+@pytest.mark.parametrize(
+    "values,where",
+    [
+        (UNKNOWN, "values is unknown"),
+        ({"grafana": UNKNOWN}, "values.grafana is unknown"),
+        ({"grafana": {"service": UNKNOWN}}, "values.grafana.service is unknown"),
+        ({"grafana": {"service": {"type": UNKNOWN}}}, "values.grafana.service"),
+        ({"grafana": {"service": {"type": "LoadBalancer", "annotations": UNKNOWN}}}, "values.grafana.service"),
+        ({"prometheus": {"ingress": {"enabled": UNKNOWN}}}, "values.prometheus.ingress"),
+        ({"prometheus": {"ingress": {"enabled": True, "annotations": UNKNOWN}}}, "values.prometheus.ingress"),
+    ],
+)
+def test_chart_values_unknown_where_an_endpoint_could_be_are_not_checked(values: object, where: str) -> None:
+    assert where in _not_checked(RELEASE, _release(values))
+
+
+def test_an_unknown_chart_name_counts_as_guarded() -> None:
+    assert _not_checked(RELEASE, _release({"service": {"type": UNKNOWN}}, chart=UNKNOWN))
+
+
+def test_unknown_chart_values_away_from_any_endpoint_are_no_concern() -> None:
+    values = {"grafana": {"persistence": UNKNOWN, "service": {"type": "ClusterIP", "port": UNKNOWN}}}
+    assert public_endpoint_violations(RELEASE, _release(values)) == []
+    assert public_endpoint_violations(RELEASE, _release({"image": UNKNOWN}, chart="nvidia-device-plugin")) == []

@@ -1,10 +1,12 @@
-"""The job's memory per GPU, from the sizing model, fits the GPU of its node type."""
+"""The job's memory per GPU, from the sizing model, fits the GPU of its node type; a job the policy cannot size is
+"not checked"."""
 
 from __future__ import annotations
 
 import pytest
 
-from policy.memory import estimate, job_shape, memory_fit_violations, trainer_argv
+from policy.memory import UnsizedError, estimate, job_shape, memory_fit_violations, trainer_argv
+from policy.props import NOT_CHECKED, UNKNOWN
 from stack.files import stack_names
 from tests.policy.examples import pytorchjob, set_trainer_flag, worker_container
 
@@ -56,15 +58,56 @@ def test_the_figure_is_the_sizing_models_own() -> None:
     assert estimate(job_shape(pytorchjob("p5-16"))).needed_gib == expected.needed_bytes / GIB
 
 
-def test_a_model_the_project_cannot_size_is_not_judged() -> None:
+def _not_checked(job: dict) -> str:
+    (problem,) = memory_fit_violations(PYTORCHJOB, job)
+    assert problem.startswith(NOT_CHECKED), problem
+    return problem
+
+
+def test_a_model_the_project_cannot_size_is_not_checked() -> None:
     job = set_trainer_flag(pytorchjob("p5-16"), "--model", "/models/my-finetune")
-    assert estimate(job_shape(job)) is None
-    assert memory_fit_violations(PYTORCHJOB, job) == []
+    with pytest.raises(UnsizedError):
+        estimate(job_shape(job))
+    assert "'/models/my-finetune'" in _not_checked(job) and "trainer/presets.py" in _not_checked(job)
 
 
-def test_flags_the_trainer_would_refuse_are_left_to_the_trainer() -> None:
+def test_flags_the_trainer_would_refuse_are_not_checked_with_the_parsers_reason() -> None:
     job = set_trainer_flag(pytorchjob("p5-16"), "--sharding-strategy", "ZERO3")
-    assert job_shape(job) is None
+    assert "ZERO3" in _not_checked(job)
+
+
+def test_a_value_the_sizing_model_refuses_is_not_checked() -> None:
+    job = set_trainer_flag(pytorchjob("p5-16"), "--global-batch-size", "3")
+    assert "sizing model refuses" in _not_checked(job)
+
+
+def _worker_spec(job: dict) -> dict:
+    return job["spec"]["pytorchReplicaSpecs"]["Worker"]
+
+
+@pytest.mark.parametrize(
+    "change,what",
+    [
+        (lambda job: worker_container(job).update(command=UNKNOWN), "command"),
+        (lambda job: worker_container(job)["command"].__setitem__(-1, UNKNOWN), "command"),
+        (lambda job: _worker_spec(job)["template"]["spec"].update(containers=UNKNOWN), "pods"),
+        (lambda job: _worker_spec(job).update(template=UNKNOWN), "pods"),
+        (lambda job: job["spec"].update(pytorchReplicaSpecs=UNKNOWN), "pods"),
+        (lambda job: _worker_spec(job).update(replicas=UNKNOWN), "replica counts"),
+        (lambda job: job["spec"]["elasticPolicy"].update(minReplicas=UNKNOWN), "minReplicas"),
+        (lambda job: job["spec"].update(nprocPerNode=UNKNOWN), "nprocPerNode"),
+        (
+            lambda job: _worker_spec(job)["template"]["spec"]["nodeSelector"].update(
+                {"node.kubernetes.io/instance-type": UNKNOWN}
+            ),
+            "instance type",
+        ),
+    ],
+)
+def test_a_job_with_a_value_unknown_during_preview_is_not_checked(change, what: str) -> None:
+    job = pytorchjob("p5-16")
+    change(job)
+    assert what in _not_checked(job)
 
 
 def test_the_trainer_may_be_launched_by_python_too() -> None:
@@ -72,7 +115,7 @@ def test_the_trainer_may_be_launched_by_python_too() -> None:
     assert trainer_argv(container) == ["--model", "tiny"]
 
 
-def test_containers_not_running_the_trainer_are_ignored() -> None:
+def test_a_job_that_does_not_run_the_trainer_is_not_checked() -> None:
     job = pytorchjob("p5-16")
     worker_container(job)["command"] = ["sleep", "infinity"]
-    assert job_shape(job) is None and memory_fit_violations(PYTORCHJOB, job) == []
+    assert "python -m trainer" in _not_checked(job)

@@ -1,10 +1,11 @@
-"""PyTorchJob pods are pinned to a catalog instance type and request all of its GPUs and EFA devices."""
+"""PyTorchJob pods are pinned to a catalog instance type and request all of its GPUs and EFA devices; what the check
+needs and cannot read during a preview is "not checked"."""
 
 from __future__ import annotations
 
 import pytest
 
-from policy.props import UNKNOWN
+from policy.props import NOT_CHECKED, UNKNOWN
 from policy.pytorchjob import EFA_RESOURCE, GPU_RESOURCE, node_type_violations
 from stack.files import stack_names
 from tests.policy.examples import pytorchjob, worker_container
@@ -79,7 +80,33 @@ def test_nproc_per_node_must_be_one_per_gpu() -> None:
     assert node_type_violations(PYTORCHJOB, job) == ["spec.nprocPerNode is 4 but p5.48xlarge has 8 GPUs per node"]
 
 
-def test_an_unknown_node_selector_is_not_judged() -> None:
+def _pod(job: dict) -> dict:
+    return job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+
+
+@pytest.mark.parametrize(
+    "change,what",
+    [
+        (lambda job: _pod(job).update(nodeSelector=UNKNOWN), "instance type"),
+        (lambda job: _pod(job)["nodeSelector"].update({"node.kubernetes.io/instance-type": UNKNOWN}), "instance type"),
+        (lambda job: job["spec"]["pytorchReplicaSpecs"]["Worker"].update(template=UNKNOWN), "instance type"),
+        (lambda job: job["spec"].update(pytorchReplicaSpecs=UNKNOWN), "pytorchReplicaSpecs is unknown"),
+        (lambda job: _pod(job).update(containers=UNKNOWN), "nvidia.com/gpu and vpc.amazonaws.com/efa requests"),
+        (lambda job: worker_container(job).update(resources=UNKNOWN), "requests"),
+        (lambda job: worker_container(job)["resources"]["limits"].update({GPU_RESOURCE: UNKNOWN}), GPU_RESOURCE),
+        (lambda job: worker_container(job)["resources"]["requests"].update({EFA_RESOURCE: UNKNOWN}), EFA_RESOURCE),
+        (lambda job: job["spec"].update(nprocPerNode=UNKNOWN), "nprocPerNode"),
+    ],
+)
+def test_a_value_unknown_during_preview_is_not_checked(change, what: str) -> None:
     job = pytorchjob("p5-16")
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] = UNKNOWN
-    assert node_type_violations(PYTORCHJOB, job) == []
+    change(job)
+    (problem,) = node_type_violations(PYTORCHJOB, job)
+    assert problem.startswith(NOT_CHECKED) and what in problem
+
+
+def test_a_job_without_replica_specs_is_not_checked() -> None:
+    job = pytorchjob("p5-16")
+    del job["spec"]["pytorchReplicaSpecs"]
+    (problem,) = node_type_violations(PYTORCHJOB, job)
+    assert problem.startswith(NOT_CHECKED) and "missing" in problem
