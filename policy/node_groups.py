@@ -1,9 +1,14 @@
-"""GPU node groups and their launch templates: EFA on every network card, one AZ, IMDSv2.
+"""GPU node groups and their launch templates: EFA on every network card, one AZ, IMDSv2 with a hop limit of 1.
 
 Why these are mandatory: a p5 node without an EFA on each of its 32 network cards still boots and trains, at a
 fraction of the inter-node bandwidth NCCL needs, so a mistake would show only as a slow, expensive job. EFA traffic
 does not cross AZs, so a node group spread over subnets in two AZs splits the job. IMDSv1 lets any process that
-can make an HTTP request (a pod one hop away included) read the node role's credentials.
+can make an HTTP request read the node role's credentials; with IMDSv2 a pod's request crosses one more hop than the
+node's own, so a hop limit of 1 keeps the session token (and the node role) from every pod on its own network. What
+a pod needs in AWS comes through EKS Pod Identity instead.
+
+Each check fails closed: where what it needs is unknown during the preview or not in the stack, it says "not checked"
+and how to make it checkable.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policy.props import StackResource, as_int, get, is_unknown
+from policy.props import StackResource, as_int, get, has_unknown, is_unknown, not_checked
 from sizing.catalog import CATALOG, InstanceType
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -34,6 +39,26 @@ def instance_types(node_group: Mapping[str, Any], template: Mapping[str, Any] | 
     return [t for t in types if isinstance(t, str)]
 
 
+def instance_type_unknown(node_group: Mapping[str, Any], template: Mapping[str, Any] | None = None) -> bool:
+    """Whether the group's instance type cannot be read: its instanceTypes unknown, or, where it names none, its
+    launch template unknown, not in the stack, or with an unknown instanceType. A group with neither instance types
+    nor a launch template is EKS' default t3.medium (EKS API CreateNodegroup, instanceTypes), which is known."""
+    types = get(node_group, "instanceTypes")
+    if types is not None:
+        return has_unknown(types)
+    if template is None:
+        return get(node_group, "launchTemplate") is not None
+    return has_unknown(get(template, "instanceType"))
+
+
+def _instance_type_not_checked(what: str) -> str:
+    return not_checked(
+        f"the node group's instance type is unknown during this preview, so {what} cannot be checked",
+        "name the type with a value known before anything is created (instanceTypes, or the instanceType of a "
+        "launch template this stack creates)",
+    )
+
+
 def node_group_instance(
     node_group: Mapping[str, Any], template: Mapping[str, Any] | None = None
 ) -> InstanceType | None:
@@ -42,16 +67,69 @@ def node_group_instance(
     return known[0] if known else None
 
 
+# The metadata options the two IMDS policies require of every launch template.
+REQUIRED_HTTP_TOKENS = "required"
+REQUIRED_HOP_LIMIT = 1
+
+
+def _imds_not_visible(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """A node group without a launch template runs on a template EKS makes with default values (EKS user guide,
+    "Customize managed nodes with launch templates"), whose metadata options the pack cannot see."""
+    if resource_type == NODE_GROUP and get(props, "launchTemplate") is None:
+        return [
+            not_checked(
+                "the node group has no launch template, so its nodes get the metadata options of a template EKS "
+                "makes, which the pack cannot see",
+                "launch it from a template of this stack that sets metadataOptions",
+            )
+        ]
+    return []
+
+
 def imdsv2_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """Every launch template asks for session tokens (IMDSv2) on the instance metadata service."""
     if resource_type != LAUNCH_TEMPLATE:
-        return []
+        return _imds_not_visible(resource_type, props)
     tokens = get(props, "metadataOptions", "httpTokens")
-    if is_unknown(tokens) or tokens == "required":
+    if tokens == REQUIRED_HTTP_TOKENS:
         return []
+    if is_unknown(tokens):
+        return [
+            not_checked(
+                "metadataOptions.httpTokens is unknown during this preview",
+                f"set it to the literal {REQUIRED_HTTP_TOKENS!r}",
+            )
+        ]
     return [
-        f"metadataOptions.httpTokens is {tokens!r}; set it to 'required' so the metadata service answers only "
-        "IMDSv2 session requests (EC2 defaults to 'optional', which also serves IMDSv1)"
+        f"metadataOptions.httpTokens is {tokens!r}; set it to {REQUIRED_HTTP_TOKENS!r} so the metadata service "
+        "answers only IMDSv2 session requests (EC2 defaults to 'optional', which also serves IMDSv1)"
+    ]
+
+
+def imds_hop_limit_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Every launch template sets the IMDSv2 token's hop limit to 1, so no pod on its own network gets a token.
+
+    Unset is not a pass: the instance then takes the AMI's or the account's regional default (EC2
+    ModifyInstanceMetadataDefaults; EC2 user guide, "Order of precedence for instance metadata options"), which the
+    pack cannot see, and templates EKS or pulumi-eks make set 2 (pulumi-eks nodejs/eks/nodes/nodegroup.ts,
+    createMNGCustomLaunchTemplate)."""
+    if resource_type != LAUNCH_TEMPLATE:
+        return _imds_not_visible(resource_type, props)
+    limit = get(props, "metadataOptions", "httpPutResponseHopLimit")
+    if as_int(limit) == REQUIRED_HOP_LIMIT:
+        return []
+    if is_unknown(limit) or limit is None:
+        state = "unknown during this preview" if is_unknown(limit) else "not set"
+        return [
+            not_checked(
+                f"metadataOptions.httpPutResponseHopLimit is {state}, so the nodes' limit is one the pack cannot see "
+                "(the AMI's or the account's default)",
+                f"set it to the literal {REQUIRED_HOP_LIMIT}",
+            )
+        ]
+    return [
+        f"metadataOptions.httpPutResponseHopLimit is {limit!r}; set it to {REQUIRED_HOP_LIMIT}: at 2 or more a pod "
+        "gets an IMDSv2 token and reads the node role's credentials (pods get AWS access through Pod Identity)"
     ]
 
 
@@ -62,7 +140,10 @@ def single_az_violations(group: StackResource, by_urn: Mapping[str, StackResourc
     the list is built from (the property dependencies of subnetIds) and their configured availability zones.
     Where neither is visible it says so, rather than passing a check it did not make."""
     template = launch_template_of(group, by_urn)
-    instance = node_group_instance(group.props, template.props if template else None)
+    template_props = template.props if template else None
+    instance = node_group_instance(group.props, template_props)
+    if instance is None and instance_type_unknown(group.props, template_props):
+        return [_instance_type_not_checked("whether it must sit in one AZ")]
     if instance is None or not instance.supports_efa:
         return []
     subnets = get(group.props, "subnetIds")
@@ -100,11 +181,29 @@ def efa_layout_violations(instance: InstanceType, template: Mapping[str, Any]) -
     interface (card 0, device 0) an `efa` that also carries IP traffic, and `efa-only` only where the type has it."""
     interfaces = get(template, "networkInterfaces")
     if is_unknown(interfaces):
-        return []
+        return [
+            not_checked(
+                f"the network interfaces of the {instance.name} launch template are unknown during this preview",
+                "declare them as a list whose interfaceType and networkCardIndex are known before anything is created",
+            )
+        ]
     if not isinstance(interfaces, Sequence) or isinstance(interfaces, str) or not interfaces:
         return [
             f"launch template for {instance.name} declares no network interfaces, so each node gets one ENA and no "
             f"EFA; declare one EFA interface on each of its {instance.efa_interfaces} network cards"
+        ]
+    unread = [
+        index
+        for index, interface in enumerate(interfaces)
+        if any(is_unknown(get(interface, key)) for key in ("interfaceType", "networkCardIndex", "deviceIndex"))
+    ]
+    if unread:
+        return [
+            not_checked(
+                f"interfaceType, networkCardIndex or deviceIndex of network interface(s) {_ranges(unread)} of the "
+                f"{instance.name} launch template is unknown during this preview",
+                "give them literal values",
+            )
         ]
     problems: list[str] = []
     per_card: dict[int, int] = {}
@@ -137,6 +236,8 @@ def efa_layout_violations(instance: InstanceType, template: Mapping[str, Any]) -
 def efa_node_group_violations(node_group: Mapping[str, Any], template: Mapping[str, Any] | None) -> list[str]:
     """A node group of an EFA instance type launches from a template with one EFA per network card."""
     instance = node_group_instance(node_group, template)
+    if instance is None and instance_type_unknown(node_group, template):
+        return [_instance_type_not_checked("whether it needs EFA on every network card")]
     if instance is None or not instance.supports_efa:
         return []
     if template is None:
@@ -145,7 +246,13 @@ def efa_node_group_violations(node_group: Mapping[str, Any], template: Mapping[s
                 f"{instance.name} node group has no launch template, so its nodes get EKS' default single ENA and "
                 f"no EFA; launch it from a template with one EFA on each of its {instance.efa_interfaces} cards"
             ]
-        return []  # a template this pack cannot see (not in the stack, or unresolved): nothing to check against
+        return [
+            not_checked(
+                f"the {instance.name} node group's launch template is not one this stack creates, so its network "
+                "interfaces cannot be read",
+                "launch it from a launch template of this stack",
+            )
+        ]
     return efa_layout_violations(instance, template)
 
 

@@ -22,10 +22,11 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from policy import cost, exposure, hf_token, memory, node_groups, pytorchjob, training_runtime
+from policy import cost, exposure, hf_token, memory, node_groups, pytorchjob, role_trust, training_runtime
 from policy.props import UNKNOWN, StackResource
 
 ResourceCheck = Callable[[str, Mapping[str, Any]], list[str]]
+ConfiguredResourceCheck = Callable[[str, Mapping[str, Any], Mapping[str, Any]], list[str]]
 StackCheck = Callable[[Sequence[StackResource], Mapping[str, Any]], list[tuple[str | None, str]]]
 
 
@@ -61,13 +62,32 @@ def stack_resource(resource: PolicyResource) -> StackResource:
     )
 
 
-def resource_policy(name: str, description: str, check: ResourceCheck) -> ResourceValidationPolicy:
+def resource_policy(
+    name: str,
+    description: str,
+    check: ResourceCheck | None = None,
+    configured: ConfiguredResourceCheck | None = None,
+    config_schema: dict[str, Any] | None = None,
+) -> ResourceValidationPolicy:
+    """A mandatory per-resource policy: `check` reads a resource's type and inputs, `configured` the pack's config
+    for the policy too (with `config_schema`'s defaults)."""
+
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        for message in check(args.resource_type, plain(args.props)):
+        props = plain(args.props)
+        if configured is not None:
+            messages = configured(args.resource_type, props, _with_defaults(args.get_config(), config_schema or {}))
+        else:
+            messages = check(args.resource_type, props) if check is not None else []
+        for message in messages:
             report_violation(message, None)
 
+    schema = PolicyConfigSchema(properties=config_schema) if config_schema else None
     return ResourceValidationPolicy(
-        name=name, description=description, validate=validate, enforcement_level=EnforcementLevel.MANDATORY
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=EnforcementLevel.MANDATORY,
+        config_schema=schema,
     )
 
 
@@ -114,6 +134,17 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
         "launch-template-imdsv2",
         "Every launch template requires IMDSv2 (metadataOptions.httpTokens: required).",
         node_groups.imdsv2_violations,
+    ),
+    resource_policy(
+        "launch-template-imds-hop-limit",
+        "Every launch template sets metadataOptions.httpPutResponseHopLimit to 1, so no pod reaches the node role.",
+        node_groups.imds_hop_limit_violations,
+    ),
+    resource_policy(
+        "role-trust-within-account",
+        "Every IAM role is assumable only by the stack's AWS services or an EKS OIDC provider of its own account.",
+        configured=role_trust.trust_violations,
+        config_schema=role_trust.CONFIG_SCHEMA,
     ),
     resource_policy(
         "no-public-monitoring-or-etcd",

@@ -34,7 +34,7 @@ def efa_interfaces(instance_type: str) -> list[dict[str, Any]]:
 def launch_template(instance_type: str = "p5.48xlarge") -> dict[str, Any]:
     return {
         "networkInterfaces": efa_interfaces(instance_type) if CATALOG[instance_type].supports_efa else None,
-        "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2.0},
+        "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1.0},
     }
 
 

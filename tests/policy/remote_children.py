@@ -18,6 +18,7 @@ shows up as a failing test rather than as a child the pack silently never sees.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,8 @@ from tests.harness.pulumi_program import Registered
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+SERVICE_ROLE = "eks:index:ServiceRole"
+ROLE = "aws:iam/role:Role"
 # The inputs aws.eks.NodeGroup takes; pulumi-eks spreads its args into that constructor, which keeps only these.
 NODE_GROUP_INPUTS = frozenset(input_type_py_to_pulumi_names(aws.eks.NodeGroupArgs).values())
 
@@ -131,14 +134,43 @@ def _custom_launch_template(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cluster_children(component: Registered, inputs: Mapping[str, Any]) -> list[Child]:
-    """pulumi-eks Cluster (nodejs/eks/cluster/cluster.ts): without a default node group, its children are the EKS
-    control plane, its security groups, IAM roles and add-ons, none of them a resource the pack has a policy about.
-    The default node group (launch template, autoscaling group) and the aws-auth ConfigMap are not built here."""
+    """pulumi-eks Cluster (nodejs/eks/cluster/cluster.ts): without a default node group, its children the pack has
+    policies about are the IAM roles it makes: the cluster's service role unless the program gives `serviceRole`,
+    and the instance role only with `createInstanceRole`. The control plane, its security groups and add-ons carry no
+    policy. The default node group (launch template, autoscaling group) and the aws-auth ConfigMap are not built
+    here."""
     if not inputs.get("skipDefaultNodeGroup") and not inputs.get("fargate"):
         raise NotModeledError("a default node group: its launch template is one the pack checks")
     if inputs.get("authenticationMode") != "API":
         raise NotModeledError("the aws-auth ConfigMap pulumi-eks writes unless authenticationMode is API")
-    return []
+    if (inputs.get("autoMode") or {}).get("enabled"):
+        raise NotModeledError("EKS Auto Mode: pulumi-eks then makes a node role of its own")
+    children: list[Child] = []
+    if inputs.get("serviceRole") is None:
+        # "All aws partitions use same service for eks"; Auto Mode's TagSession is asked for in every case.
+        children += service_role(
+            f"{component.name}-eksRole", "eks.amazonaws.com", ["sts:AssumeRole", "sts:TagSession"], inputs
+        )
+    if inputs.get("createInstanceRole"):
+        children += service_role(f"{component.name}-instanceRole", "ec2.amazonaws.com", None, inputs)
+    return children
+
+
+def service_role(name: str, service: str, actions: list[str] | None, inputs: Mapping[str, Any]) -> list[Child]:
+    """pulumi-eks ServiceRole (nodejs/eks/servicerole.ts): a component without inputs and its aws.iam.Role named
+    `${name}-role`, whose trust policy is `JSON.stringify` of one statement for the service, known during a preview
+    (a literal service name). The role's URN here names the cluster as its parent's type (no policy reads the chain);
+    the managed policy attachments carry no policy and are not built."""
+    document = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Action": actions or ["sts:AssumeRole"], "Effect": "Allow", "Principal": {"Service": [service]}}
+        ],
+    }
+    role = {"assumeRolePolicy": json.dumps(document, separators=(",", ":"))}
+    if inputs.get("tags") is not None:
+        role["tags"] = inputs["tags"]
+    return [Child(SERVICE_ROLE, name, {}), Child(ROLE, f"{name}-role", role)]
 
 
 def _child_urn(component: Registered, child: Child) -> str:

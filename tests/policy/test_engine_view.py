@@ -4,6 +4,7 @@ children as their providers register them, unknowns where a first preview has th
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
@@ -18,6 +19,7 @@ from tests.policy.remote_children import CHILD_MODELS, NOT_MODELED, NotModeledEr
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+ROLE = "aws:iam/role:Role"
 
 
 def _first(stack: str) -> ProgramRun:
@@ -109,7 +111,8 @@ def test_pulumi_eks_builds_its_own_launch_template_for_enable_imdsv2_and_the_pac
     # Without a launch template of the program's, the group takes the cluster's version (unknown to the view).
     assert next(c for c in built if c.type == NODE_GROUP).inputs["version"] == UNKNOWN_STRING_VALUE
     view = engine_view([dataclasses.replace(component, inputs=inputs)])
-    assert {v.policy for v in analyze_view(view)} == {"launch-template-imdsv2"}
+    # IMDSv1 allowed, and pulumi-eks's hop limit of 2 (nodejs/eks/nodes/nodegroup.ts) lets pods reach the node role.
+    assert {v.policy for v in analyze_view(view)} == {"launch-template-imdsv2", "launch-template-imds-hop-limit"}
 
 
 @pytest.mark.parametrize(
@@ -131,3 +134,19 @@ def test_pulumi_eks_refuses_a_custom_template_option_beside_the_programs_launch_
     assert component.inputs["launchTemplate"]
     with pytest.raises(ProviderRefusalError, match="custom launch template"):
         children(component, {**component.inputs, "enableIMDSv2": True})
+
+
+def test_pulumi_eks_makes_the_clusters_service_role_with_a_trust_policy_known_on_a_first_preview() -> None:
+    """Without a `serviceRole` of the program's, pulumi-eks's Cluster makes `<name>-eksRole` (nodejs/eks/cluster/
+    cluster.ts): a ServiceRole component and its aws.iam.Role, whose trust policy names eks.amazonaws.com from a
+    literal, so a first preview shows it known and the trust policy passes."""
+    cluster = next(r for r in _first("p5-2").resources if r.type == "eks:index:Cluster")
+    view = engine_view([dataclasses.replace(cluster, inputs={**cluster.inputs, "serviceRole": None})])
+    (role,) = [r for r in view if r.type == ROLE]
+    assert role.name == f"{cluster.name}-eksRole-role" and role.parent == cluster.urn
+    assert json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Principal"] == {
+        "Service": ["eks.amazonaws.com"]
+    }
+    assert analyze_view(view) == []
+    given = engine_view([dataclasses.replace(cluster, inputs={**cluster.inputs, "serviceRole": "urn:role"})])
+    assert not any(r.type == ROLE for r in given)

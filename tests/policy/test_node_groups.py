@@ -1,4 +1,5 @@
-"""GPU node groups and launch templates: EFA on every network card, one AZ, IMDSv2."""
+"""GPU node groups and launch templates: EFA on every network card, one AZ, IMDSv2 with a hop limit of 1; what a
+check cannot see is "not checked", never a pass."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from policy.node_groups import (
     efa_layout_violations,
     efa_node_group_violations,
     efa_stack_violations,
+    imds_hop_limit_violations,
     imdsv2_violations,
     single_az_stack_violations,
 )
-from policy.props import UNKNOWN, StackResource
+from policy.props import NOT_CHECKED, UNKNOWN, StackResource
 from sizing.catalog import CATALOG
 from tests.policy.examples import (
     GROUP_URN,
@@ -88,8 +90,49 @@ def test_node_groups_of_types_without_efa_need_no_efa() -> None:
     assert efa_node_group_violations({"instanceTypes": ["m6i.2xlarge"]}, None) == []
 
 
-def test_interfaces_unknown_during_preview_are_not_judged() -> None:
-    assert efa_layout_violations(CATALOG["p5.48xlarge"], {"networkInterfaces": UNKNOWN}) == []
+def test_interfaces_unknown_during_preview_are_not_checked() -> None:
+    (problem,) = efa_layout_violations(CATALOG["p5.48xlarge"], {"networkInterfaces": UNKNOWN})
+    assert problem.startswith(NOT_CHECKED) and "network interfaces" in problem
+
+
+@pytest.mark.parametrize("key", ["interfaceType", "networkCardIndex", "deviceIndex"])
+def test_an_interface_whose_card_or_kind_is_unknown_is_not_checked(key: str) -> None:
+    template = launch_template("p5.48xlarge")
+    template["networkInterfaces"][3][key] = UNKNOWN
+    (problem,) = efa_layout_violations(CATALOG["p5.48xlarge"], template)
+    assert problem.startswith(NOT_CHECKED) and "interface(s) 3" in problem
+
+
+def test_an_efa_group_whose_template_is_not_in_the_stack_is_not_checked() -> None:
+    (problem,) = efa_node_group_violations(node_group("p5.48xlarge"), None)
+    assert problem.startswith(NOT_CHECKED) and "launch template" in problem
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"instanceTypes": UNKNOWN},
+        {"instanceTypes": [UNKNOWN]},
+    ],
+)
+def test_a_group_whose_instance_type_is_unknown_is_not_checked(change: dict) -> None:
+    group = {**node_group("p5.48xlarge"), **change}
+    (problem,) = efa_node_group_violations(group, launch_template("p5.48xlarge"))
+    assert problem.startswith(NOT_CHECKED) and "instance type" in problem
+    [(_, problem)] = single_az_stack_violations([_group(group)])
+    assert problem.startswith(NOT_CHECKED) and "instance type" in problem
+
+
+def test_a_capacity_block_group_whose_template_type_is_unknown_is_not_checked() -> None:
+    group = {k: v for k, v in node_group("p5.48xlarge").items() if k != "instanceTypes"}
+    template = {**launch_template("p5.48xlarge"), "instanceType": UNKNOWN}
+    assert efa_node_group_violations(group, template)[0].startswith(NOT_CHECKED)
+    assert efa_node_group_violations(group, {**template, "instanceType": "p5.48xlarge"}) == []
+
+
+def test_a_group_with_neither_types_nor_template_is_the_default_cpu_type() -> None:
+    """EKS' default t3.medium: known, and not an EFA type."""
+    assert efa_node_group_violations({"subnetIds": ["a", "b"]}, None) == []
 
 
 def test_the_stack_check_finds_the_template_through_the_launch_template_input() -> None:
@@ -111,11 +154,53 @@ def test_imdsv2_required_passes() -> None:
 @pytest.mark.parametrize("metadata", [{"httpTokens": "optional"}, {"httpEndpoint": "enabled"}, None])
 def test_imdsv1_allowed_or_unset_fails(metadata: dict | None) -> None:
     (problem,) = imdsv2_violations(LT, {"metadataOptions": metadata})
-    assert "httpTokens" in problem
+    assert "httpTokens" in problem and not problem.startswith(NOT_CHECKED)
 
 
-def test_imdsv2_only_concerns_launch_templates() -> None:
-    assert imdsv2_violations(MNG, {}) == []
+@pytest.mark.parametrize("metadata", [UNKNOWN, {"httpTokens": UNKNOWN}])
+def test_imds_tokens_unknown_during_preview_are_not_checked(metadata: object) -> None:
+    (problem,) = imdsv2_violations(LT, {"metadataOptions": metadata})
+    assert problem.startswith(NOT_CHECKED) and "httpTokens" in problem
+
+
+def test_imds_policies_concern_launch_templates_and_node_groups_only() -> None:
+    for check in (imdsv2_violations, imds_hop_limit_violations):
+        assert check(MNG, {}) == []
+        assert check(NODE_GROUP, node_group()) == []
+
+
+def test_hop_limit_one_passes() -> None:
+    assert imds_hop_limit_violations(LT, launch_template()) == []
+    assert imds_hop_limit_violations(LT, {"metadataOptions": {"httpPutResponseHopLimit": 1}}) == []
+
+
+@pytest.mark.parametrize("limit", [2.0, 3, 64.0])
+def test_a_hop_limit_a_pod_can_cross_fails(limit: float) -> None:
+    (problem,) = imds_hop_limit_violations(
+        LT, {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": limit}}
+    )
+    assert "httpPutResponseHopLimit" in problem and not problem.startswith(NOT_CHECKED)
+
+
+@pytest.mark.parametrize(
+    "metadata,state",
+    [
+        ({"httpTokens": "required"}, "not set"),
+        (None, "not set"),
+        ({"httpTokens": "required", "httpPutResponseHopLimit": UNKNOWN}, "unknown"),
+        (UNKNOWN, "unknown"),
+    ],
+)
+def test_a_hop_limit_unset_or_unknown_is_not_checked(metadata: object, state: str) -> None:
+    (problem,) = imds_hop_limit_violations(LT, {"metadataOptions": metadata})
+    assert problem.startswith(NOT_CHECKED) and state in problem
+
+
+def test_a_node_group_without_a_launch_template_has_imds_options_the_pack_cannot_see() -> None:
+    group = {k: v for k, v in node_group().items() if k != "launchTemplate"}
+    for check in (imdsv2_violations, imds_hop_limit_violations):
+        (problem,) = check(NODE_GROUP, group)
+        assert problem.startswith(NOT_CHECKED) and "no launch template" in problem
 
 
 def _group(props: dict, subnet_deps: tuple[str, ...] = (), type_token: str = NODE_GROUP) -> StackResource:

@@ -135,3 +135,9 @@ def test_the_served_cost_policy_declares_its_config(served_pack) -> None:
     assert cost.enforcementLevel == analyzer_pb2.ADVISORY
     properties = json_format.MessageToDict(cost.configSchema)["properties"]
     assert properties["maxCostPerHour"] == {**CONFIG_SCHEMA["maxCostPerHour"], "default": DEFAULT_MAX_COST_PER_HOUR}
+
+
+def test_the_served_trust_policy_declares_the_accounts_it_may_be_given(served_pack) -> None:
+    (trust,) = [p for p in served_pack.policies if p.name == "role-trust-within-account"]
+    assert trust.enforcementLevel == analyzer_pb2.MANDATORY
+    assert set(json_format.MessageToDict(trust.configSchema)["properties"]) == {"accountIds"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from policy.cost import DEFAULT_MAX_COST_PER_HOUR
 from policy.pack import POLICIES
+from policy.props import NOT_CHECKED
 from stack.files import load_stack_config, raw_stack_config
 from tests.harness.mock_runner import UNKNOWN_MARKER
 from tests.harness.pulumi_program import ProgramRun, Registered, run_program
@@ -26,6 +28,8 @@ MANAGED_NODE_GROUP = "eks:index:ManagedNodeGroup"
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SUBNET = "aws:ec2/subnet:Subnet"
+ROLE = "aws:iam/role:Role"
+OTHER_ACCOUNT_ROOT = "arn:aws:iam::210987654321:root"
 TOKEN = "hf_" + "Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDc"
 PREVIEWS = ("first", "update")
 MUTATED_STACK = "p5-2"  # under the cost budget, so every case below starts from a stack no policy objects to
@@ -113,6 +117,14 @@ def _second_subnet(run: ProgramRun, group: Registered) -> Registered:
     return group
 
 
+def _trusting(document: str, principal: str) -> str:
+    """The trust policy with one more principal allowed in its first statement."""
+    policy = json.loads(document)
+    statements = policy["Statement"] if isinstance(policy["Statement"], list) else [policy["Statement"]]
+    statements[0]["Principal"]["AWS"] = principal
+    return json.dumps({**policy, "Statement": statements})
+
+
 def _worker(job: dict[str, Any]) -> dict[str, Any]:
     return job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
 
@@ -144,6 +156,16 @@ MUTATIONS: dict[str, tuple[str, str | None, Callable[[ProgramRun, Registered], R
         LAUNCH_TEMPLATE,
         None,
         _inputs(lambda lt: lt["metadataOptions"].update(httpTokens="optional")),
+    ),
+    "launch-template-imds-hop-limit": (
+        LAUNCH_TEMPLATE,
+        "gpu-template",
+        _inputs(lambda lt: lt["metadataOptions"].update(httpPutResponseHopLimit=2.0)),
+    ),
+    "role-trust-within-account": (
+        ROLE,
+        None,
+        _inputs(lambda role: role.update(assumeRolePolicy=_trusting(role["assumeRolePolicy"], OTHER_ACCOUNT_ROOT))),
     ),
     "no-public-monitoring-or-etcd": (
         "kubernetes:core/v1:Service",
@@ -202,3 +224,45 @@ def test_a_capacity_block_group_is_judged_by_the_type_its_launch_template_names(
     type_token, name, change = MUTATIONS[policy]
     assert _fired(run.resources) == set()
     assert _fired(_mutated(run, type_token, change, name)) == {policy}
+
+
+# Values a preview shows unknown where the program builds them from a resource not yet created: each makes exactly
+# its policy report "not checked" (the real stacks' values are known, as the first-preview case above shows).
+UNKNOWN_DURING_PREVIEW: dict[str, tuple[str, str | None, Callable[[dict[str, Any]], Any]]] = {
+    "launch-template-imdsv2": (
+        LAUNCH_TEMPLATE,
+        None,
+        lambda lt: lt["metadataOptions"].update(httpTokens=UNKNOWN_MARKER),
+    ),
+    "launch-template-imds-hop-limit": (
+        LAUNCH_TEMPLATE,
+        None,
+        lambda lt: lt["metadataOptions"].update(httpPutResponseHopLimit=UNKNOWN_MARKER),
+    ),
+    "role-trust-within-account": (ROLE, None, lambda role: role.update(assumeRolePolicy=UNKNOWN_MARKER)),
+    "efa-on-every-network-card": (
+        LAUNCH_TEMPLATE,
+        "gpu-template",
+        lambda lt: lt.update(networkInterfaces=UNKNOWN_MARKER),
+    ),
+    "pytorchjob-matches-node-type": (
+        PYTORCHJOB,
+        None,
+        lambda j: _worker(j)["resources"]["limits"].update({"nvidia.com/gpu": UNKNOWN_MARKER}),
+    ),
+    "job-memory-fits-gpu": (PYTORCHJOB, None, lambda j: _worker(j).update(command=UNKNOWN_MARKER)),
+    "no-public-monitoring-or-etcd": (
+        "kubernetes:core/v1:Service",
+        None,
+        lambda s: s["spec"].update(type=UNKNOWN_MARKER),
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(UNKNOWN_DURING_PREVIEW))
+def test_a_value_unknown_during_a_first_preview_is_not_checked_by_exactly_its_policy(policy: str) -> None:
+    run = preview_run(MUTATED_STACK, "first")
+    type_token, name, change = UNKNOWN_DURING_PREVIEW[policy]
+    found = mandatory(analyze(_mutated(run, type_token, _inputs(change), name)))
+    assert {v.policy for v in found} == {policy}
+    assert all(v.message.startswith(NOT_CHECKED) for v in found), found
