@@ -5,14 +5,16 @@ Why mandatory: a role's trust policy is the one door into what the role may do. 
 account, written by mistake or by a hostile branch, would hand the node role or a pod's role (the Hugging Face
 token's secret among what they read) to whoever holds that account; nothing in the cluster would show it.
 
-What "this account" is, to the pack: the policy SDK gives a policy each resource's properties, its provider's
-inputs (for the default AWS provider the `aws:*` stack config: region, profile; the account only where the stack
-sets `aws:allowedAccountIds`) and the pack's own config. Invoke results never reach it (the analyzer protocol,
-pulumi/pulumi proto/pulumi/analyzer.proto, carries resources only), so the program's getCallerIdentity does not;
-the ARNs of the stack's own resources are unknown on a first preview and are written by the very program under
-review. So the account is the pack's config (`accountIds`, passed with --policy-pack-config by the pipeline from the
-reviewed branch). The program's roles need no account principal at all (services only; Pod Identity needs no OIDC
-provider), so a stack passes without it; a Federated principal with no account configured is "not checked".
+What "this account" is, to the pack: pulumi-policy 1.21's Python analyzer gives a policy each resource's properties,
+its provider's inputs (for the default AWS provider the `aws:*` stack config: the region, and an account only where
+the stack sets `aws:allowedAccountIds`), the stack's tags and the pack's own config: of the engine's ConfigureStack
+call, which carries the stack's config too, it keeps the tags alone (pulumi_policy/policy.py). Invoke results never
+reach an analyzer (pulumi/pulumi proto/pulumi/analyzer.proto: Analyze
+and AnalyzeStack carry resources only), so the program's getCallerIdentity does not either. The ARNs of the stack's
+own resources are unknown on a first preview and are written by the very program under review. So the account is
+the pack's config (`accountIds`, in the file the pipeline passes with --policy-pack-config, reviewed like the pack).
+The program's roles need no account principal at all (services only; Pod Identity needs no OIDC provider), so a
+stack passes without it; a Federated principal while no account is configured is "not checked".
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from policy.props import get, is_unknown, not_checked
 ROLE = "aws:iam/role:Role"
 # The services the stack's roles are made for, and no other: ec2.amazonaws.com for the node role
 # (infra/iam.py), pods.eks.amazonaws.com for the Pod Identity roles of the add-ons and the job (EKS user guide, "Create
-# an IAM role with a trust policy for EKS Pod Identity"), eks.amazonaws.com for pulumi-eks's cluster role
-# (nodejs/eks/cluster/cluster.ts, `${name}-eksRole`).
+# IAM role with trust policy required by EKS Pod Identity"), eks.amazonaws.com for pulumi-eks's cluster role
+# (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts, `${name}-eksRole`).
 SERVICE_PRINCIPALS = frozenset({"ec2.amazonaws.com", "eks.amazonaws.com", "pods.eks.amazonaws.com"})
 # An EKS cluster's IAM OIDC provider: arn:<partition>:iam::<account>:oidc-provider/oidc.eks.<region>.amazonaws.com
 # (.cn in China)/id/<issuer id> (EKS user guide, "Create an IAM OIDC provider for your cluster").
