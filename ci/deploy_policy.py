@@ -293,22 +293,27 @@ def _has_stack_tag(key: str) -> dict[str, dict[str, str]]:
 
 
 def _iam_statements(account: Account) -> list[dict[str, Any]]:
-    boundary = {"iam:PermissionsBoundary": account.boundary_arn}
+    boundary = {"iam:PermissionsBoundary": account.boundary_arn}  # an ARN-typed key (parliament's reference)
     return [
-        {"Sid": "ReadRolesAndPolicies", "Effect": "Allow", "Action": list(IAM_READS), "Resource": "*"},
+        {
+            "Sid": "ReadTheStacksRolesAndPolicies",
+            "Effect": "Allow",
+            "Action": list(IAM_READS),
+            "Resource": [account.stack_roles, account.stack_policies],
+        },
         {
             "Sid": "CreateStackRolesWithTheBoundaryAndTag",
             "Effect": "Allow",
             "Action": "iam:CreateRole",
             "Resource": account.stack_roles,
-            "Condition": {"StringEquals": boundary, **_has_stack_tag("aws:RequestTag")},
+            "Condition": {"ArnEquals": boundary, **_has_stack_tag("aws:RequestTag")},
         },
         {
             "Sid": "ChangeStackRolesKeepingTheBoundary",
             "Effect": "Allow",
             "Action": list(BOUNDED_ROLE_WRITES),
             "Resource": account.stack_roles,
-            "Condition": {"StringEquals": boundary},
+            "Condition": {"ArnEquals": boundary},
         },
         {"Sid": "StackRoles", "Effect": "Allow", "Action": list(STACK_ROLE_WRITES), "Resource": account.stack_roles},
         {
@@ -335,7 +340,8 @@ def _iam_statements(account: Account) -> list[dict[str, Any]]:
             "Sid": "ServiceLinkedRoles",
             "Effect": "Allow",
             "Action": "iam:CreateServiceLinkedRole",
-            "Resource": "*",
+            # Service-linked roles live under the path aws-service-role/ (IAM User Guide, "Service-linked roles").
+            "Resource": account.arn("role", "aws-service-role/*"),
             "Condition": {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED_ROLES)}},
         },
         {
@@ -410,7 +416,9 @@ def _kms_statements(account: Account) -> list[dict[str, Any]]:
             "Effect": "Deny",
             "Action": "kms:ScheduleKeyDeletion",
             "Resource": "*",
-            "Condition": {"NumericLessThan": {"kms:ScheduleKeyDeletionPendingWindowInDays": KEY_DELETION_WINDOW_DAYS}},
+            "Condition": {
+                "NumericLessThan": {"kms:ScheduleKeyDeletionPendingWindowInDays": str(KEY_DELETION_WINDOW_DAYS)}
+            },
         },
         {
             "Sid": "NeverBypassTheKeyPolicyLockoutCheck",
@@ -445,7 +453,10 @@ def deploy_policy(account: Account) -> dict[str, Any]:
                 "Sid": "EksAmiParameters",
                 "Effect": "Allow",
                 "Action": "ssm:GetParameter",
-                "Resource": f"arn:{account.partition}:ssm:*::parameter/aws/service/eks/*",
+                # AWS's public parameters have no account in their ARN (arn:aws:ssm:REGION::parameter/aws/...); `*`
+                # matches that empty field, and no account's own parameter can be under /aws/ (Systems Manager user
+                # guide, "Creating Parameter Store parameters": a name can't be prefixed with "aws" or "ssm").
+                "Resource": f"arn:{account.partition}:ssm:*:*:parameter/aws/service/eks/*",
             },
             *_kms_statements(account),
             *_iam_statements(account),
