@@ -94,8 +94,8 @@ if config.job.enabled:
         TrainingJobArgs(
             spec=job_spec(config),
             provider=cluster.provider,
+            cluster_name=config.cluster_name,
             image=trainer_image.image_ref,
-            hf_token=secrets.get_secret("hfToken"),
             depends_on=[platform],
             checkpoint_file_system=checkpoint_fs,
         ),

@@ -24,6 +24,7 @@ from stack.fields import (
     one_of_ints,
     setting,
 )
+from stack.hub_token_secret import secret_reference_problem
 from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
 from trainer.config import ACTIVATION_CHECKPOINTING, MIXED_PRECISIONS, SHARDING_STRATEGIES
 
@@ -142,7 +143,8 @@ class ClusterConfig:
     existing: bool = setting(
         "existing",
         False,
-        "Use an existing cluster (kubeconfig from the secret fsdp-eks:kubeconfig) instead of creating one.",
+        "Use an existing cluster instead of creating one, reached through its name and the caller's AWS identity (aws "
+        "eks get-token); the stack needs no kubeconfig.",
     )
     role_permissions_boundary: str | None = setting(
         "rolePermissionsBoundary",
@@ -270,6 +272,14 @@ class MonitoringConfig:
 class JobConfig:
     enabled: bool = setting("enabled", True, "Run the training job (see job.api) as part of the stack.")
     model: str = setting("model", "meta-llama/Llama-2-7b-hf", "HF hub id, path in the image, or preset name.")
+    hf_token_secret: str | None = setting(
+        "hfTokenSecret",
+        None,
+        "Name or ARN of the AWS Secrets Manager secret (in the stack's region) whose SecretString is the Hugging Face "
+        "token, needed for gated models such as Llama 2; the job's pods read it at start through their own Pod "
+        "Identity role. The stack never holds the token.",
+        secret_reference_problem,
+    )
     dataset: str = setting("dataset", "knkarthick/dialogsum", "HF dataset id or a path inside the pod.")
     sharding_strategy: str = setting(
         "shardingStrategy", "FULL_SHARD", "FSDP sharding strategy.", one_of(*SHARDING_STRATEGIES)
@@ -384,5 +394,3 @@ SECTIONS: dict[str, type] = {
     "monitoring": MonitoringConfig,
     "job": JobConfig,
 }
-# Scalar secrets under the namespace: read as Pulumi secrets, never parsed into the plain config.
-SECRET_KEYS = ("hfToken", "kubeconfig")

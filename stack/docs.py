@@ -14,16 +14,12 @@ from typing import Any
 
 import yaml
 
-from stack.config import SECRET_KEYS, SECTIONS
+from stack.config import SECTIONS
 from stack.fields import NAMESPACE, section_defaults, section_docs
 from stack.paths import PROJECT_ROOT as ROOT
 
 TABLE_START = "<!-- config-reference:start -->"
 TABLE_END = "<!-- config-reference:end -->"
-SECRET_DOCS = {
-    "hfToken": "Hugging Face token for gated models such as Llama 2; reaches pods only through a Kubernetes Secret.",
-    "kubeconfig": "Kubeconfig of an existing cluster (used with cluster.existing: true).",
-}
 
 
 def _shown(value: Any) -> str:
@@ -33,8 +29,6 @@ def _shown(value: Any) -> str:
 def reference_table() -> str:
     rows = ["| key | type | default | description |", "| --- | --- | --- | --- |"]
     rows.append("| `aws:region` | string | (required) | AWS region of the stack. |")
-    for key in SECRET_KEYS:
-        rows.append(f"| `{NAMESPACE}:{key}` | secret string | (none) | {SECRET_DOCS[key]} |")
     for name, cls in SECTIONS.items():
         for doc in section_docs(cls, name):
             rows.append(f"| `{NAMESPACE}:{doc.key}` | {doc.type_name} | {_shown(doc.default)} | {doc.doc} |")
@@ -42,7 +36,7 @@ def reference_table() -> str:
 
 
 def declared_defaults() -> dict[str, Any]:
-    """What Pulumi.yaml must declare: each object key's defaults, each secret key's declaration."""
+    """What Pulumi.yaml must declare: each object key's defaults."""
     return {name: section_defaults(cls) for name, cls in SECTIONS.items()}
 
 
@@ -53,16 +47,15 @@ PROJECT_DESCRIPTION = (
 TEMPLATE_NOTE = (
     "Every fsdp-eks key with its default. Pulumi.yaml's top-level `config:` declarations can type only strings, "
     "integers, booleans and arrays, and a declared key without a default becomes mandatory, so the object-valued "
-    "and optional secret keys are listed here; stack/config.py applies these same defaults in code (a test keeps "
+    "keys are listed here (the stack has no secret keys: the Hugging Face token is named by job.hfTokenSecret); "
+    "stack/config.py applies these same defaults in code (a test keeps "
     "the two equal) and validates every field. The README's config reference has one row per field."
 )
 
 
 def pulumi_yaml_document() -> dict[str, Any]:
     """Pulumi.yaml as generated from the model (`python -m stack.docs --write-pulumi-yaml`)."""
-    template: dict[str, Any] = {
-        f"{NAMESPACE}:{key}": {"description": SECRET_DOCS[key], "secret": True} for key in SECRET_KEYS
-    }
+    template: dict[str, Any] = {}
     for name, cls in SECTIONS.items():
         fields = "\n".join(f"{d.key.split('.', 1)[1]} ({d.type_name}): {d.doc}" for d in section_docs(cls, name))
         template[f"{NAMESPACE}:{name}"] = {"description": fields, "default": section_defaults(cls)}

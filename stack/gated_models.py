@@ -2,9 +2,9 @@
 names the stack's key for it.
 
 Without the token, the pod's staging step (trainer/stage.py) gets the hub's 401 for a gated repository and the job
-never starts; `pulumi preview` refuses such a stack instead. The token is the stack's secret config key `hfToken`
-(stack/config.py SECRET_KEYS): `hf_token_problems` is the one place that names it, so moving the token (into AWS
-Secrets Manager, say) changes this function and nothing else.
+never starts; `pulumi preview` (and every read of the stack file) refuses such a stack instead. The token lives in
+AWS Secrets Manager; the stack names the secret with the plain key job.hfTokenSecret (stack/hub_token_secret.py), and
+`hf_token_problems` is the one place that asks for it.
 
 Pure and torch-free: it reads only the model's name, never the network.
 """
@@ -12,10 +12,9 @@ Pure and torch-free: it reads only the model's name, never the network.
 from __future__ import annotations
 
 from stack.fields import NAMESPACE
+from stack.hub_token_secret import DOCUMENTED_NAME, KEY
 from trainer.model_source import looks_like_path
 from trainer.presets import PRESETS
-
-HF_TOKEN_KEY = "hfToken"  # one of SECRET_KEYS: the engine reads it as a secret (__main__.py)
 
 # Hub owners whose model repositories are gated: a download needs a token of an account that accepted the licence.
 # meta-llama gates every Llama repository behind its licence form (the hub answers 401 "Repo model
@@ -48,16 +47,18 @@ def gated_repo(model: str) -> str | None:
     return repo
 
 
-def hf_token_problems(model: str, token_set: bool) -> list[str]:
-    """The problem of a job whose model needs the Hugging Face token when the stack has none, naming the key and the
-    command that sets it; empty when the model needs no token or the token is set."""
+def hf_token_problems(model: str, token_secret: str | None) -> list[str]:
+    """The problem of a job whose model needs the Hugging Face token when the stack names no secret holding it,
+    naming the key and the commands that create and name the secret; empty when the model needs no token or a
+    secret is named."""
     repo = gated_repo(model)
-    if repo is None or token_set:
+    if repo is None or token_secret is not None:
         return []
-    key = f"{NAMESPACE}:{HF_TOKEN_KEY}"
     return [
-        f"{key}: None is not allowed with job.model {model!r}: {repo} is a gated Hugging Face repository and the "
-        f"job's staging step would fail on the hub's 401 (the job never starts); expected a token of an account "
-        f"that accepted the model's licence, set with `pulumi config set --secret {HF_TOKEN_KEY} hf_...`, or an "
-        "ungated model (a path in the image, a preset without a hub checkpoint, or another hub id)"
+        f"{NAMESPACE}:{KEY}: None is not allowed with job.model {model!r}: {repo} is a gated Hugging Face repository "
+        "and the job's staging step would fail on the hub's 401 (the job never starts); expected the AWS Secrets "
+        "Manager secret holding a token of an account that accepted the model's licence: "
+        f"`aws secretsmanager create-secret --name {DOCUMENTED_NAME} --secret-string hf_...`, then "
+        f"`pulumi config set --path {NAMESPACE}:{KEY} {DOCUMENTED_NAME}`; or an ungated model (a path in the image, a "
+        "preset without a hub checkpoint, or another hub id)"
     ]

@@ -10,23 +10,29 @@ from typing import Any
 
 from stack.checks import cross_key_problems
 from stack.cluster_checks import cluster_problems
-from stack.config import REGION, SECRET_KEYS, SECTIONS, StackConfig
+from stack.config import REGION, SECTIONS, StackConfig
 from stack.fields import NAMESPACE, ConfigError, decode_object, parse_section
 from stack.fit import fit_problems
-from stack.gated_models import HF_TOKEN_KEY, hf_token_problems
+from stack.gated_models import hf_token_problems
+from stack.hub_token_secret import MOVED_KEYS, secret_region_problems
 
 
 def parse_stack_config(raw: Mapping[str, Any], stack: str, *, secrets_visible: bool = False) -> StackConfig:
     """Validate a stack's raw config: keys as the engine names them ("fsdp-eks:gpuNodes", "aws:region"),
     object values as maps or JSON strings. Raises ConfigError listing every problem.
 
-    `secrets_visible`: `raw` holds the stack's secret keys when they are set, as the engine gives them
-    (stack/pulumi_config.py). A stack file read without the engine (stack/files.py) leaves them out, so the checks
-    that need them (a gated model's token) run only under the engine: `pulumi preview`."""
-    problems: list[str] = []
-    known = {f"{NAMESPACE}:{name}" for name in (*SECTIONS, *SECRET_KEYS)}
+    The stack has no secret keys: the Hugging Face token lives in AWS Secrets Manager (job.hfTokenSecret names it)
+    and an existing cluster is reached by its name. A former secret key still set (fsdp-eks:hfToken,
+    fsdp-eks:kubeconfig) is refused, wherever the config is read, with where it moved.
+
+    `secrets_visible`: the engine reads the config (stack/pulumi_config.py), so the job is about to run on AWS.
+    Only then is a gated model without job.hfTokenSecret refused: the render CLI, the local run (which passes this
+    machine's HF_TOKEN through, local/launch.py) and the CI summary read stack files without needing the secret."""
+    moved = MOVED_KEYS.keys() & raw.keys()
+    problems = [MOVED_KEYS[key] for key in sorted(moved)]
+    known = {f"{NAMESPACE}:{name}" for name in SECTIONS}
     for key in sorted(raw):
-        if key.startswith(f"{NAMESPACE}:") and key not in known:
+        if key.startswith(f"{NAMESPACE}:") and key not in known | moved:
             allowed = ", ".join(sorted(k.split(":", 1)[1] for k in known))
             problems.append(f"{key}: unknown key; allowed keys are {allowed}")
     region = raw.get("aws:region")
@@ -53,8 +59,10 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str, *, secrets_visible: b
     # Cross-key checks run on what parsed: a value rejected above fell back to its default, so they stay sound.
     problems += cross_key_problems(config)
     problems += cluster_problems(config)  # node group name prefixes, who may reach the API (stack/cluster_checks.py)
+    if config.job.enabled:
+        problems += secret_region_problems(config.job.hf_token_secret, config.region)
     if secrets_visible and config.job.enabled:
-        problems += hf_token_problems(config.job.model, bool(raw.get(f"{NAMESPACE}:{HF_TOKEN_KEY}")))
+        problems += hf_token_problems(config.job.model, config.job.hf_token_secret)
     problems += [] if problems else fit_problems(config)  # memory per GPU, once the rest is sound (stack/fit.py)
     if problems:
         raise ConfigError(problems)

@@ -19,15 +19,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from stack.config import JobConfig
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
-from stack.gated_models import HF_TOKEN_KEY, gated_repo
 from stack.paths import PROJECT_ROOT
-
-# The token the README sets before the first preview of a stack whose model is gated: `pulumi preview` refuses such a
-# stack without it (stack/gated_models.py), and the runs of its file stand for the stack as deployed.
-PLACEHOLDER_HF_TOKEN = "hf_placeholder_for_mock_runs"
 
 
 @dataclass(frozen=True)
@@ -100,6 +94,19 @@ class ProgramRun:
         return [m["message"] for m in self.log if m["severity"] == "warning"]
 
 
+JOB_KEY = f"{NAMESPACE}:job"
+TOKEN_SECRET_KEY = "hfTokenSecret"
+
+
+def kept_token_secret(file_job: Any, job: Any) -> Any:
+    """A test that replaces the job section changes the job, not where its token lives: the stack file's secret
+    name stays, as it would after `pulumi config set --path` of the other job keys. A job that names its own secret
+    (or sets it to None) keeps its choice."""
+    if not isinstance(file_job, dict) or TOKEN_SECRET_KEY not in file_job or not isinstance(job, dict):
+        return job
+    return job if TOKEN_SECRET_KEY in job else {**job, TOKEN_SECRET_KEY: file_job[TOKEN_SECRET_KEY]}
+
+
 def engine_config(raw: dict[str, Any]) -> str:
     """PULUMI_CONFIG as the engine sets it: a JSON object of "namespace:key" to string values, objects and
     lists serialised as JSON text."""
@@ -112,29 +119,19 @@ def run_program(
     secrets: dict[str, str] | None = None,
     preview: str = "update",
 ) -> ProgramRun:
-    """Overrides replace whole top-level keys; a value of None removes the key. `preview` "update" (the stack
-    exists) or "first" (nothing exists yet) runs the program as that kind of preview sees it
-    (tests/harness/preview_runs.py). A stack file whose model is gated runs with a placeholder Hugging Face token,
-    as the README deploys it (documented_secrets); `secrets` adds to it or replaces it."""
+    """Overrides replace whole top-level keys; a value of None removes the key. An override of the job section
+    keeps the file's job.hfTokenSecret unless it sets that key itself (kept_token_secret). `preview` "update" (the
+    stack exists) or "first" (nothing exists yet) runs the program as that kind of preview sees it
+    (tests/harness/preview_runs.py). `secrets` are config keys the engine marks secret (the stack's config has
+    none of its own: a test gives one to show what the program does with it)."""
     raw = raw_stack_config(stack) if (PROJECT_ROOT / f"Pulumi.{stack}.yaml").exists() else {}
-    secrets = {**documented_secrets(raw), **(secrets or {})}
     for key, value in (overrides or {}).items():
         if value is None:
             raw.pop(key, None)
         else:
-            raw[key] = value
+            raw[key] = kept_token_secret(raw.get(key), value) if key == JOB_KEY else value
     raw |= secrets or {}
     return _run(stack, engine_config(raw), json.dumps(sorted(secrets or {})), preview)
-
-
-def documented_secrets(raw: dict[str, Any]) -> dict[str, str]:
-    """The secrets the README sets for a stack file before its first preview: the Hugging Face token when the
-    file's own model is gated (a test that changes the model to a gated one decides about the token itself)."""
-    if not raw:  # no stack file: the test gives the whole config
-        return {}
-    job = raw.get(f"{NAMESPACE}:job") or {}
-    model = job.get("model", JobConfig().model) if isinstance(job, dict) else JobConfig().model
-    return {f"{NAMESPACE}:{HF_TOKEN_KEY}": PLACEHOLDER_HF_TOKEN} if gated_repo(model) else {}
 
 
 @lru_cache(maxsize=32)

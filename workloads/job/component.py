@@ -1,5 +1,6 @@
-"""TrainingJob: the PyTorchJob (or, with job.api trainjob, the ClusterTrainingRuntime and TrainJob) and its Secret as
-resources of the stack.
+"""TrainingJob: the PyTorchJob (or, with job.api trainjob, the ClusterTrainingRuntime and TrainJob), the service account
+its pods run as and, when the stack names the Hugging Face token's secret, that account's read access to it
+(infra/hub_token_access.py) as resources of the stack. No resource holds the token.
 
 `pulumi up` starts the run; any change to the job (config, image, run counter) replaces the job, deleting the old
 one first (it has a fixed name); `pulumi destroy` removes it. The objects are workloads/job/manifest.py's dicts.
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.hub_token_access import HubTokenAccess, HubTokenAccessArgs
+from infra.iam import PodIdentity
 from stack.file_system import LustreFileSystem
 from stack.job_api import (
     PYTORCHJOB_API_VERSION,
@@ -24,9 +27,9 @@ from stack.job_api import (
 )
 from workloads.job.manifest import (
     checkpoint_volume_objects,
-    hf_token_secret,
     namespace_manifest,
     pytorchjob_manifest,
+    service_account_manifest,
     with_image,
 )
 from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec
@@ -39,11 +42,11 @@ class TrainingJobArgs:
     # repository and content tag of the image TrainerImage builds (the same tag, so the same rendezvous id).
     spec: JobSpec
     provider: k8s.Provider
+    # The EKS cluster the pods run in: the Pod Identity association of their service account names it.
+    cluster_name: str
     # The image the pods run: TrainerImage.image_ref (the pushed repository:tag@digest, or job.image as given).
     # None: the image the spec names (for tests).
     image: pulumi.Input[str] | None = None
-    # pulumi.Config("fsdp-eks").get_secret("hfToken"); None: no Secret (public models need none).
-    hf_token: pulumi.Input[str] | None = None
     # Whatever the job needs running first: the platform (etcd, training operator, device plugins).
     depends_on: Sequence[pulumi.Resource] = ()
     # The stack's FSx for Lustre file system (CheckpointStorage.file_system), for the default checkpoint claim.
@@ -51,7 +54,8 @@ class TrainingJobArgs:
 
 
 class TrainingJob(pulumi.ComponentResource):
-    """The training run: namespace, HF token Secret, checkpoint claim (on FSx when given) and the job."""
+    """The training run: namespace, service account (with read access to the token's secret when one is named),
+    checkpoint claim (on FSx when given) and the job."""
 
     job_name: str
     namespace: str
@@ -64,9 +68,15 @@ class TrainingJob(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata=namespace_manifest(static)["metadata"], opts=child
         )
-        prerequisites: list[pulumi.Resource] = [namespace, *args.depends_on]
-        if args.hf_token is not None:
-            prerequisites.append(self._secret(name, static, args.hf_token, child))
+        account = service_account_manifest(static)
+        service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account",
+            metadata=account["metadata"],
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace])),
+        )
+        prerequisites: list[pulumi.Resource] = [namespace, service_account, *args.depends_on]
+        if static.hub_token is not None:
+            prerequisites.append(self._hub_token_access(name, static, args))
         prerequisites += self._checkpoint_claim(name, static, args, child)
 
         if static.api == TRAINJOB:
@@ -133,18 +143,20 @@ class TrainingJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(opts, _replaced([*prerequisites, runtime_resource])),
         )
 
-    def _secret(
-        self, name: str, spec: JobSpec, token: pulumi.Input[str], opts: pulumi.ResourceOptions
-    ) -> k8s.core.v1.Secret:
-        metadata = hf_token_secret(spec)["metadata"]  # the builder without a token: metadata only
-        key = next(iter(hf_token_secret(spec, token="-")["stringData"]))
-        return k8s.core.v1.Secret(
-            f"{name}-hf-token",
-            metadata=metadata,
-            type="Opaque",
-            # Output.secret even if the caller passed plain text: encrypted in the state, masked in every diff.
-            string_data={key: pulumi.Output.secret(token)},
-            opts=opts,
+    def _hub_token_access(self, name: str, spec: JobSpec, args: TrainingJobArgs) -> HubTokenAccess:
+        """The service account's Pod Identity role, allowed to read the token's secret alone."""
+        assert spec.hub_token is not None
+        return HubTokenAccess(
+            f"{name}-hub-token",
+            HubTokenAccessArgs(
+                secret=spec.hub_token.secret,
+                identity=PodIdentity(spec.namespace, spec.service_account),
+                cluster_name=args.cluster_name,
+                region=spec.hub_token.region,
+                stack=spec.stack,
+                depends_on=list(args.depends_on),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _checkpoint_claim(

@@ -1,5 +1,6 @@
 """The training job as Kubernetes objects: a kubeflow.org/v1 PyTorchJob running torchrun (through the trainer's
-launcher, trainer/launch.py), and the HF token Secret.
+launcher, trainer/launch.py), its namespace and the service account its pods run as. No object holds the Hugging Face
+token: the pods name the Secrets Manager secret and read it themselves (trainer/hub_token.py).
 
 Pure functions of a JobSpec (workloads/job/spec.py) returning plain dicts. The job component registers them, the
 render CLI prints them, the local runner executes the same container command, and the tests check them.
@@ -30,6 +31,7 @@ from stack.names import (
     TRAINER_METRICS_PORT_NAME,
 )
 from trainer.config import to_argv
+from trainer.hub_token import REGION_VARIABLE, SECRET_VARIABLE
 from trainer.launch_exits import LAUNCH_MODULE, PERMANENT_EXITS
 from trainer.launch_stage import STAGE_INPUTS_OPTION
 from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
@@ -40,19 +42,19 @@ __all__ = [
     "CONTAINER_PERMANENT_EXITS",
     "JobSpec",
     "checkpoint_volume_objects",
-    "hf_token_secret",
+    "hub_token_env",
     "job_objects",
     "job_spec",
     "launcher_command",
     "namespace_manifest",
     "pytorchjob_manifest",
+    "service_account_manifest",
     "trainer_args",
     "with_image",
 ]
 
 # The training operator injects its PET_* rendezvous variables into the container of this name only.
 CONTAINER_NAME = "pytorch"
-HF_TOKEN_KEY = "token"
 TRAINER_UID = 1000  # the image's non-root user (docker/Dockerfile)
 CACHE_MOUNT = "/cache"
 # What the training operator does when a worker's container exits (kubeflow/trainer v1.9.4,
@@ -149,15 +151,21 @@ def network_env(spec: JobSpec) -> list[dict[str, Any]]:
     return env
 
 
-def container_env(spec: JobSpec) -> list[dict[str, Any]]:
-    hf_token = {
-        "name": "HF_TOKEN",
-        # optional: public models and the synthetic data set need no token, and the Secret exists only when
-        # fsdp-eks:hfToken is set. A gated model without it fails with the hub's 401, naming the repository.
-        "valueFrom": {"secretKeyRef": {"name": spec.hf_token_secret, "key": HF_TOKEN_KEY, "optional": True}},
-    }
+def hub_token_env(spec: JobSpec) -> list[dict[str, Any]]:
+    """Where the launcher reads the Hugging Face token (trainer/hub_token.py): the secret's name or ARN and the
+    region to call, when the stack names a secret; nothing otherwise (public models and the synthetic data set need
+    no token, and the config check refuses a gated model without a secret). Neither value is secret."""
+    if spec.hub_token is None:
+        return []
     return [
-        hf_token,
+        {"name": SECRET_VARIABLE, "value": spec.hub_token.secret},
+        {"name": REGION_VARIABLE, "value": spec.hub_token.region},
+    ]
+
+
+def container_env(spec: JobSpec) -> list[dict[str, Any]]:
+    return [
+        *hub_token_env(spec),
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         *worker_env(spec),  # the staged Hugging Face cache, hub offline, allocator and compile cache
         *network_env(spec),
@@ -253,6 +261,8 @@ def trainer_container(spec: JobSpec) -> dict[str, Any]:
 def pod_template(spec: JobSpec) -> dict[str, Any]:
     """The worker pod: pinned to the stack's GPU node group and instance type, tolerating the GPU taint."""
     pod_spec: dict[str, Any] = {
+        # Its own service account: the one the token's Pod Identity association names (infra/hub_token_access.py).
+        "serviceAccountName": spec.service_account,
         "nodeSelector": {NODE_GROUP_LABEL: GPU_NODE_GROUP, INSTANCE_TYPE_LABEL: spec.node.instance_type},
         "tolerations": [
             {"key": GPU_TAINT_KEY, "operator": "Equal", "value": GPU_TAINT_VALUE, "effect": GPU_TAINT_EFFECT},
@@ -325,23 +335,14 @@ def with_image(manifest: dict[str, Any], image: Any) -> dict[str, Any]:
     return result
 
 
-def hf_token_secret(spec: JobSpec, token: str | None = None) -> dict[str, Any]:
-    """The Secret the pods read HF_TOKEN from. Without `token` (the render CLI) it carries no data at all: the
-    token lives only in Pulumi's encrypted config and the cluster, never in a rendered file or a log."""
-    secret: dict[str, Any] = {
+def service_account_manifest(spec: JobSpec) -> dict[str, Any]:
+    """The service account the job's pods run as. It carries no role annotation: EKS Pod Identity maps it to a role
+    by an association on the cluster (infra/hub_token_access.py), not by anything on the object."""
+    return {
         "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": spec.hf_token_secret,
-            "namespace": spec.namespace,
-            "labels": labels(spec),
-            "annotations": {"fsdp-eks/source": "Pulumi secret config fsdp-eks:hfToken"},
-        },
-        "type": "Opaque",
+        "kind": "ServiceAccount",
+        "metadata": {"name": spec.service_account, "namespace": spec.namespace, "labels": labels(spec)},
     }
-    if token is not None:
-        secret["stringData"] = {HF_TOKEN_KEY: token}
-    return secret
 
 
 def namespace_manifest(spec: JobSpec) -> dict[str, Any]:
@@ -349,12 +350,12 @@ def namespace_manifest(spec: JobSpec) -> dict[str, Any]:
 
 
 def job_objects(config: StackConfig, image: str | None = None) -> list[dict[str, Any]]:
-    """Every Kubernetes object of the stack's job, for the render CLI: the namespace, the token Secret (without
-    the token) and the PyTorchJob. Empty when job.enabled is false."""
+    """Every Kubernetes object of the stack's job, for the render CLI: the namespace, the pods' service account and
+    the PyTorchJob. Empty when job.enabled is false."""
     if not config.job.enabled:
         return []
     spec = job_spec(config, image)
-    return [namespace_manifest(spec), hf_token_secret(spec), pytorchjob_manifest(spec)]
+    return [namespace_manifest(spec), service_account_manifest(spec), pytorchjob_manifest(spec)]
 
 
 def checkpoint_volume_objects(spec: JobSpec, fs: LustreFileSystem[str]) -> list[dict[str, Any]]:

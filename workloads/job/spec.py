@@ -87,6 +87,21 @@ class CheckpointStorage:
 
 
 @dataclass(frozen=True)
+class HubTokenSource:
+    """Where the pods read the Hugging Face token: an AWS Secrets Manager secret (job.hfTokenSecret, its name or ARN)
+    in the stack's region, through the Pod Identity role of the job's service account (infra/hub_token_access.py)."""
+
+    secret: str
+    region: str
+
+
+def trainer_service_account(name: str) -> str:
+    """The service account the job's pods run as, in the training namespace: the one a Pod Identity association
+    gives the token's read role to (a name of the job's own, never the namespace's `default`)."""
+    return f"{name}-trainer"
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """The training job of one stack and run. Build it with `job_spec`."""
 
@@ -105,7 +120,8 @@ class JobSpec:
     checkpoint: CheckpointStorage
     nccl_debug: str
     distributed_debug: str
-    hf_token_secret: str
+    service_account: str  # the pods' (trainer_service_account)
+    hub_token: HubTokenSource | None  # None: the stack names no secret, and the pods read no token
     rendezvous_id: str = ""  # filled in by job_spec from everything above
 
 
@@ -139,7 +155,8 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
         ),
         nccl_debug=job.nccl_debug,
         distributed_debug=job.distributed_debug,
-        hf_token_secret=f"{name}-hf-token",
+        service_account=trainer_service_account(name),
+        hub_token=HubTokenSource(job.hf_token_secret, config.region) if job.hf_token_secret else None,
     )
     return dataclasses.replace(spec, rendezvous_id=rendezvous_id(spec))
 

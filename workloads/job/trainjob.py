@@ -2,8 +2,8 @@
 and the TrainJob that runs it on `nodes` nodes.
 
 Pure functions of a JobSpec, like workloads/job/manifest.py, whose builders make the pod: the same init containers,
-/dev/shm, checkpoint volume, HF token from the Secret, EFA/GPU/huge-page resources, toleration, node selector and
-labels (so the PodMonitor and the dashboards find the pods whichever API ran them). What differs, with
+/dev/shm, checkpoint volume, service account, token secret's name, EFA/GPU/huge-page resources, toleration, node
+selector and labels (so the PodMonitor and the dashboards find the pods whichever API ran them). What differs, with
 the facts behind it (kubeflow/trainer v2.3.0 and kubernetes-sigs/jobset v0.12.0):
 
 - Names. The trainer step is the replicated job whose Job template carries the label
@@ -53,10 +53,10 @@ from trainer.launch_exits import FINAL_EXITS, LAUNCH_MODULE
 from trainer.launch_stage import STAGE_INPUTS_OPTION
 from workloads.job.manifest import (
     PYTHON,
-    hf_token_secret,
     labels,
     namespace_manifest,
     pod_template,
+    service_account_manifest,
     trainer_args,
 )
 from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
@@ -246,6 +246,6 @@ def with_trainjob_image(objects: tuple[dict[str, Any], dict[str, Any]], image: A
 
 
 def trainjob_objects(spec: JobSpec) -> list[dict[str, Any]]:
-    """Every object of a TrainJob run, for the render CLI: the namespace, the token Secret (without the token), the
-    runtime, then the TrainJob (Trainer v2's webhook rejects a TrainJob whose runtime does not exist yet)."""
-    return [namespace_manifest(spec), hf_token_secret(spec), training_runtime(spec), trainjob_manifest(spec)]
+    """Every object of a TrainJob run, for the render CLI: the namespace, the pods' service account, the runtime,
+    then the TrainJob (Trainer v2's webhook rejects a TrainJob whose runtime does not exist yet)."""
+    return [namespace_manifest(spec), service_account_manifest(spec), training_runtime(spec), trainjob_manifest(spec)]

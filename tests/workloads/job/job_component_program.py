@@ -2,8 +2,9 @@
 registered as JSON: the job's components tested on their own, before (or besides) their wiring in __main__.py.
 
 Usage: python -m tests.workloads.job.job_component_program STACK OUT.json [--given-image REF] [--fsx]
-Run in a fresh process (see run_components below): the Pulumi runtime keeps global state. The HF token comes
-from PULUMI_CONFIG, as `pulumi.Config("fsdp-eks").get_secret("hfToken")` reads it in the real program.
+           [--token-secret NAME]
+Run in a fresh process (see run_components below): the Pulumi runtime keeps global state. --token-secret names the
+Hugging Face token's Secrets Manager secret (job.hfTokenSecret) instead of the stack file's.
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ class FakeRegistry(FakeCloud):
         return resource_id, state
 
 
-def program(stack: str, given_image: str | None, fsx: bool) -> None:
+def program(stack: str, given_image: str | None, fsx: bool, token_secret: str | None) -> None:
     config = load_stack_config(stack)
     if given_image:
         config = dataclasses.replace(config, job=dataclasses.replace(config.job, image=given_image))
+    if token_secret:
+        config = dataclasses.replace(config, job=dataclasses.replace(config.job, hf_token_secret=token_secret))
     provider = k8s.Provider("k8s", kubeconfig="{}")
     # Stands in for the real platform; depending on a component means depending on its children, so it has one.
     platform = pulumi.ComponentResource("fsdp-eks:workloads:Platform", "platform")
@@ -64,8 +67,8 @@ def program(stack: str, given_image: str | None, fsx: bool) -> None:
         TrainingJobArgs(
             spec=job_spec(config),
             provider=provider,
+            cluster_name=config.cluster_name,
             image=image.image_ref,
-            hf_token=pulumi.Config("fsdp-eks").get_secret("hfToken"),
             depends_on=[platform],
             checkpoint_file_system=file_system,
         ),
@@ -74,28 +77,24 @@ def program(stack: str, given_image: str | None, fsx: bool) -> None:
     pulumi.export("imageRef", image.image_ref)
 
 
-def run(stack: str, given_image: str | None, fsx: bool) -> dict[str, Any]:
+def run(stack: str, given_image: str | None, fsx: bool, token_secret: str | None) -> dict[str, Any]:
     fake = FakeRegistry()
     monitor = RecordingMonitor(fake)
     mocks.set_mocks(fake, project="fsdp-eks", stack=stack, preview=False, monitor=monitor)
-    _sync_await(mocks.run_pulumi_func(lambda: program(stack, given_image, fsx)))
+    _sync_await(mocks.run_pulumi_func(lambda: program(stack, given_image, fsx, token_secret)))
     return {"resources": monitor.records}
 
 
 def run_components(
-    stack: str, hf_token: str | None = None, given_image: str | None = None, fsx: bool = False
+    stack: str, given_image: str | None = None, fsx: bool = False, token_secret: str | None = None
 ) -> dict[str, Any]:
     """Run the program above in a fresh process and return its registrations."""
-    config = {"aws:region": "us-east-1"} | ({"fsdp-eks:hfToken": hf_token} if hf_token else {})
-    env = {
-        **os.environ,
-        "PULUMI_CONFIG": json.dumps(config),
-        "PULUMI_CONFIG_SECRET_KEYS": json.dumps(["fsdp-eks:hfToken"] if hf_token else []),
-    }
+    env = {**os.environ, "PULUMI_CONFIG": json.dumps({"aws:region": "us-east-1"}), "PULUMI_CONFIG_SECRET_KEYS": "[]"}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         argv = [sys.executable, "-m", "tests.workloads.job.job_component_program", stack, str(out)]
         argv += (["--given-image", given_image] if given_image else []) + (["--fsx"] if fsx else [])
+        argv += ["--token-secret", token_secret] if token_secret else []
         done = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
         if done.returncode or not out.exists():
             raise RuntimeError(f"component run of {stack} failed:\n{done.stdout}\n{done.stderr}")
@@ -110,5 +109,7 @@ if __name__ == "__main__":
     parser.add_argument("out")
     parser.add_argument("--given-image")
     parser.add_argument("--fsx", action="store_true")
+    parser.add_argument("--token-secret")
     options = parser.parse_args()
-    Path(options.out).write_text(json.dumps(run(options.stack, options.given_image, options.fsx), default=repr))
+    registered = run(options.stack, options.given_image, options.fsx, options.token_secret)
+    Path(options.out).write_text(json.dumps(registered, default=repr))

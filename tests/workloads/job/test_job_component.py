@@ -16,12 +16,21 @@ from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
 from .job_component_program import PUSHED_DIGEST, run_components
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
+SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
+TOKEN_ACCESS = "fsdp-eks:infra:HubTokenAccess"
+ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 GIVEN_IMAGE = "public.ecr.aws/example/trainer:1.0"
 
 
 @cache
 def built() -> list[dict[str, Any]]:
-    return run_components("dev", hf_token="token")["resources"]
+    """The dev stack (a model that needs no token) with a token secret named anyway, as a stack may."""
+    return run_components("dev", token_secret="fsdp-eks/hf-token")["resources"]
+
+
+@cache
+def without_token_secret() -> list[dict[str, Any]]:
+    return run_components("dev")["resources"]
 
 
 @cache
@@ -48,25 +57,45 @@ def test_every_child_is_parented_to_its_component() -> None:
     resources = built()
     job_urn = one(resources, "fsdp-eks:workloads:TrainingJob")["urn"]
     image_urn = one(resources, "fsdp-eks:workloads:TrainerImage")["urn"]
-    for type_token in (PYTORCHJOB, "kubernetes:core/v1:Secret", "kubernetes:core/v1:Namespace"):
+    for type_token in (PYTORCHJOB, SERVICE_ACCOUNT, "kubernetes:core/v1:Namespace", TOKEN_ACCESS):
         assert one(resources, type_token)["parent"] == job_urn
     for type_token in ("aws:ecr/repository:Repository", "docker-build:index:Image"):
         assert one(resources, type_token)["parent"] == image_urn
+    access_urn = one(resources, TOKEN_ACCESS)["urn"]
+    for type_token in ("aws:iam/policy:Policy", "aws:iam/role:Role", ASSOCIATION):
+        assert one(resources, type_token)["parent"] == access_urn
 
 
 def test_kubernetes_objects_use_the_stacks_provider() -> None:
     provider = one(built(), "pulumi:providers:kubernetes")["urn"]
-    for type_token in (PYTORCHJOB, "kubernetes:core/v1:Secret", "kubernetes:core/v1:Namespace"):
+    for type_token in (PYTORCHJOB, SERVICE_ACCOUNT, "kubernetes:core/v1:Namespace"):
         assert one(built(), type_token)["provider"].startswith(provider)
 
 
-def test_the_job_starts_after_the_platform_its_namespace_and_secret() -> None:
+def test_the_job_starts_after_the_platform_its_namespace_service_account_and_token_access() -> None:
     resources = built()
     dependencies = one(resources, PYTORCHJOB)["dependencies"]
     platform_child = one(resources, "kubernetes:core/v1:ConfigMap")["urn"]  # the stand-in platform's only child
-    for urn in (platform_child, one(resources, "kubernetes:core/v1:Secret")["urn"]):
-        assert urn in dependencies
-    assert one(resources, "kubernetes:core/v1:Namespace")["urn"] in dependencies
+    for type_token in ("kubernetes:core/v1:Namespace", SERVICE_ACCOUNT, ASSOCIATION):
+        assert one(resources, type_token)["urn"] in dependencies
+    assert platform_child in dependencies
+
+
+def test_the_association_waits_for_the_platform_and_the_attached_policy() -> None:
+    resources = built()
+    dependencies = one(resources, ASSOCIATION)["dependencies"]
+    assert one(resources, "kubernetes:core/v1:ConfigMap")["urn"] in dependencies
+    assert one(resources, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")["urn"] in dependencies
+
+
+def test_the_pods_run_as_the_service_account_the_association_names() -> None:
+    resources = built()
+    association = one(resources, ASSOCIATION)["inputs"]
+    account = one(resources, SERVICE_ACCOUNT)["inputs"]["metadata"]
+    pod = one(resources, PYTORCHJOB)["inputs"]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert (association["namespace"], association["serviceAccount"]) == (account["namespace"], account["name"])
+    assert pod["serviceAccountName"] == account["name"]
+    assert association["clusterName"] == load_stack_config("dev").cluster_name
 
 
 def test_the_job_runs_the_pushed_digest() -> None:
@@ -86,13 +115,13 @@ def test_the_repository_scans_pushes_and_expires_old_images() -> None:
     assert {rule["action"]["type"] for rule in rules} == {"expire"}
 
 
-def test_the_image_is_built_from_the_dockerfile_and_pushed_with_ecr_credentials() -> None:
+def test_the_image_is_built_from_the_dockerfile_and_pushed_without_a_registry_password() -> None:
+    # The push uses the host's Docker credentials (workloads/job/image.py): no ECR login token in the state.
     build = one(built(), "docker-build:index:Image")["inputs"]
     assert build["dockerfile"] == {"location": "docker/Dockerfile"}
     assert build["push"] is True and build["buildOnPreview"] is False
     assert build["platforms"] == ["linux/amd64"]
-    (registry,) = build["registries"]
-    assert registry["username"] == "AWS" and registry["address"].endswith("/fsdp-eks/dev/trainer")
+    assert "registries" not in build
     assert set(build["buildArgs"]) == {"BASE_IMAGE", "EFA_INSTALLER_VERSION"}
 
 
@@ -102,8 +131,12 @@ def test_a_given_image_is_used_as_it_is_and_nothing_is_built() -> None:
     assert image_of(one(resources, PYTORCHJOB)) == GIVEN_IMAGE
 
 
-def test_no_secret_without_a_token() -> None:
-    assert not [r for r in given_image_on_fsx() if r["type"] == "kubernetes:core/v1:Secret"]
+def test_no_kubernetes_secret_ever_and_no_aws_access_without_a_token_secret() -> None:
+    resources = without_token_secret()
+    assert not [r for r in resources if r["type"] == "kubernetes:core/v1:Secret"]
+    assert not [r for r in resources if r["type"].startswith("aws:") and not r["type"].startswith("aws:ecr")]
+    assert one(resources, SERVICE_ACCOUNT)  # the pods run as their own account all the same
+    assert not [r for r in built() if r["type"] == "kubernetes:core/v1:Secret"]
 
 
 def test_multi_node_checkpoints_go_to_a_claim_on_the_fsx_file_system() -> None:
@@ -120,7 +153,7 @@ def test_multi_node_checkpoints_go_to_a_claim_on_the_fsx_file_system() -> None:
 
 
 def test_the_deployed_job_has_the_rendezvous_id_the_render_shows() -> None:
-    policy = one(built(), PYTORCHJOB)["inputs"]["spec"]["elasticPolicy"]
+    policy = one(without_token_secret(), PYTORCHJOB)["inputs"]["spec"]["elasticPolicy"]
     assert policy["rdzvId"] == job_spec(load_stack_config("dev")).rendezvous_id
 
 

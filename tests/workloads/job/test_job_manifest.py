@@ -23,10 +23,10 @@ from trainer.launch_stage import split_launcher_options
 from workloads.job.manifest import (
     PREPARE_CHECKPOINTS,
     TERMINATION_GRACE_S,
-    hf_token_secret,
     launcher_command,
     namespace_manifest,
     pytorchjob_manifest,
+    service_account_manifest,
 )
 from workloads.job.shutdown import torchrun_shutdown_timeout
 
@@ -94,9 +94,9 @@ def test_the_strict_schema_rejects_an_unknown_pod_field(stack: str) -> None:
         kubernetes_validate.validate(pod_template, KUBERNETES_VERSION, strict=True)
 
 
-def test_secret_and_namespace_pass_the_strict_kubernetes_schema(stack: str) -> None:
+def test_service_account_and_namespace_pass_the_strict_kubernetes_schema(stack: str) -> None:
     spec = spec_of(stack)
-    for manifest in (hf_token_secret(spec), hf_token_secret(spec, token="t"), namespace_manifest(spec)):
+    for manifest in (service_account_manifest(spec), namespace_manifest(spec)):
         kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
 
 
@@ -227,10 +227,20 @@ def test_checkpoints_are_on_shared_storage_wherever_the_stack_has_it(stack: str)
         assert volume == {"name": "checkpoints", "emptyDir": {}}
 
 
-def test_hf_token_comes_only_from_the_secret(stack: str) -> None:
+def test_the_pods_name_the_token_secret_and_region_where_the_stack_names_a_secret(stack: str) -> None:
+    config, env = config_of(stack), env_of(pytorchjob_manifest(spec_of(stack)))
+    if config.job.hf_token_secret is None:
+        assert "HF_TOKEN_SECRET" not in env and "AWS_REGION" not in env
+    else:
+        assert (env["HF_TOKEN_SECRET"], env["AWS_REGION"]) == (config.job.hf_token_secret, config.region)
+    assert "HF_TOKEN" not in env  # the launcher sets it, from Secrets Manager (trainer/hub_token.py)
+
+
+def test_the_pods_run_as_the_jobs_own_service_account(stack: str) -> None:
     spec = spec_of(stack)
-    env = env_of(pytorchjob_manifest(spec))
-    assert env["HF_TOKEN"] == {"secretKeyRef": {"name": spec.hf_token_secret, "key": "token", "optional": True}}
+    account = service_account_manifest(spec)["metadata"]
+    assert worker(pytorchjob_manifest(spec))["template"]["spec"]["serviceAccountName"] == account["name"] != "default"
+    assert account["namespace"] == spec.namespace
 
 
 def test_efa_settings_fit_the_instance_type(stack: str) -> None:

@@ -26,13 +26,13 @@ def env_values(container: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_pod_stages_with_the_trainers_own_flags_and_token_before_the_trainer_starts(stack: str) -> None:
+def test_every_pod_stages_with_the_trainers_own_flags_before_the_trainer_starts(stack: str) -> None:
     spec = spec_of(stack)
     (trainer,) = pod(pytorchjob_manifest(spec))["containers"]
     options, _ = split_launcher_options(trainer["command"][3:])
     assert options.stage_inputs  # staged by the launcher, with the flags after `-m trainer` (trainer/launch_stage.py)
     assert parse_args(trainer["command"][trainer["command"].index("-m", 3) + 2 :]) == parse_args(trainer_args(spec))
-    assert "secretKeyRef" in env_values(trainer)["HF_TOKEN"]  # the token reaches staging, from the Secret only
+    assert "HF_TOKEN" not in env_values(trainer)  # the launcher reads it from Secrets Manager before staging
     assert {"name": "checkpoints", "mountPath": "/checkpoints"} in trainer["volumeMounts"]
 
 
@@ -41,7 +41,8 @@ def test_staging_goes_online_while_the_workers_stay_offline(stack: str) -> None:
     worker_env = {k: str(v) for k, v in env_values(pod(pytorchjob_manifest(spec_of(stack)))["containers"][0]).items()}
     staging_env = staging_environment(worker_env)
     assert "HF_HUB_OFFLINE" not in staging_env and "HF_DATASETS_OFFLINE" not in staging_env
-    assert staging_env["HF_HOME"] == worker_env["HF_HOME"] and staging_env["HF_TOKEN"] == worker_env["HF_TOKEN"]
+    assert staging_env["HF_HOME"] == worker_env["HF_HOME"]
+    assert staging_env.get("HF_TOKEN_SECRET") == worker_env.get("HF_TOKEN_SECRET")
 
 
 @pytest.mark.parametrize("stack", STACKS)
