@@ -1,6 +1,6 @@
 """Write the documents a maintainer applies once, and print the commands that apply them.
 
-    python -m ci --repository OWNER/REPO --account-id 123456789012 --reviewer Team:1234 --out build/ci
+    python -m ci --repository OWNER/REPO --account-id 123456789012 --reviewer Team:1234 --pulumi-org ORG --out build/ci
     python -m ci ... --owner-id 1111 --repository-id 2222   # repositories with immutable OIDC subject claims
 
 Nothing here calls AWS or GitHub: read the documents, then run the printed `aws iam` and `gh api` commands with an
@@ -17,8 +17,17 @@ from typing import Any
 
 from ci.deploy_policy import Account, deploy_policy, role_boundary
 from ci.environment import Reviewer, api_paths, branch_policy, environment_settings
-from ci.github_oidc import AUDIENCE, ISSUER_URL, Repository, deploy_subjects, preview_subjects, trust_policy
+from ci.github_oidc import (
+    AUDIENCE,
+    ISSUER_URL,
+    Repository,
+    deploy_subjects,
+    preview_subjects,
+    subject_customization,
+    trust_policy,
+)
 from ci.preview_policy import preview_policy
+from ci.pulumi_oidc import DEPLOY_TEAM, PREVIEW_TEAM, oidc_policies
 
 DEPLOY_SESSION_SECONDS = 7200  # the deploy job's role-duration-seconds; a first `up` creates a cluster
 
@@ -36,6 +45,14 @@ def documents(repository: Repository, account: Account, reviewers: list[Reviewer
     }
 
 
+def pipeline_documents(repository: Repository, pulumi_org: str, preview_team: str, deploy_team: str) -> dict[str, Any]:
+    """The repository's OIDC subject template and the Pulumi Cloud issuer's policies for the same subjects."""
+    return {
+        "oidc-subject-customization.json": subject_customization(),
+        "pulumi-oidc-policies.json": oidc_policies(repository, pulumi_org, preview_team, deploy_team),
+    }
+
+
 def commands(repository: Repository, account: Account, out: Path) -> list[str]:
     environment, branches = api_paths(f"{repository.owner}/{repository.name}")
     return [
@@ -49,7 +66,20 @@ def commands(repository: Repository, account: Account, out: Path) -> list[str]:
         f"aws iam put-role-policy --role-name {account.deploy_role} --policy-name deploy --policy-document file://{out}/deploy-role-policy.json",
         f"gh api -X PUT {environment} --input {out}/pulumi-up-environment.json",
         f"gh api -X POST {branches} --input {out}/pulumi-up-branch-policy.json",
+        # Last: GitHub's tokens take the new subjects at once, so the roles' trust and Pulumi Cloud's policies
+        # (pulumi_cloud_step) must admit them first (GitHub docs, "OpenID Connect reference", Customizing the
+        # subject claims).
+        f"gh api -X PUT repos/{repository.full_name}/actions/oidc/customization/sub "
+        f"--input {out}/oidc-subject-customization.json",
     ]
+
+
+def pulumi_cloud_step(out: Path) -> str:
+    """Pulumi Cloud's policies are entered by hand (or with the Pulumi Service provider): no command here."""
+    return (
+        f"# before the last command, in Pulumi Cloud: Settings > Access Management > OIDC Issuers > the GitHub issuer,"
+        f" one allow policy per entry of {out}/pulumi-oidc-policies.json"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         type=Reviewer.parse,
         help="Team:<id> or User:<id>; repeat for up to six",
     )
+    parser.add_argument("--pulumi-org", required=True, help="the Pulumi Cloud organization of the stacks")
+    parser.add_argument("--preview-team", default=PREVIEW_TEAM, help="the Pulumi team whose tokens preview")
+    parser.add_argument("--deploy-team", default=DEPLOY_TEAM, help="the Pulumi team whose tokens deploy")
     parser.add_argument("--out", type=Path, default=Path("build/ci"))
     args = parser.parse_args(argv)
     if not (args.account_id.isdigit() and len(args.account_id) == 12):
@@ -73,9 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     repository = Repository.parse(args.repository, args.owner_id, args.repository_id)
     account = Account(args.account_id, args.partition)
     args.out.mkdir(parents=True, exist_ok=True)
-    for name, document in documents(repository, account, args.reviewer).items():
+    written = documents(repository, account, args.reviewer) | pipeline_documents(
+        repository, args.pulumi_org, args.preview_team, args.deploy_team
+    )
+    for name, document in written.items():
         (args.out / name).write_text(json.dumps(document, indent=2) + "\n")
     print("\n".join(commands(repository, account, args.out)))
+    print(pulumi_cloud_step(args.out))
     print(f"# then set fsdp-eks:cluster.rolePermissionsBoundary to {account.boundary_arn} on every stack CI deploys")
     return 0
 

@@ -1,7 +1,7 @@
 """The `pulumi-up` environment's protection rules, as GitHub's REST API takes them.
 
 PUT /repos/{owner}/{repo}/environments/pulumi-up (GitHub REST API, "Create or update an environment": wait_timer,
-prevent_self_review, reviewers, deployment_branch_policy) and one deployment branch policy
+prevent_self_review, reviewers, deployment_branch_policy, can_admins_bypass) and one deployment branch policy
 (POST .../environments/pulumi-up/deployment-branch-policies, name and type). With custom_branch_policies the
 environment admits only jobs whose GITHUB_REF matches a listed branch, so a pull request's branch (or any other)
 cannot run a job in it, and its secrets (the deploy token) never reach such a job.
@@ -42,6 +42,10 @@ def environment_settings(reviewers: list[Reviewer]) -> dict[str, Any]:
         "prevent_self_review": True,
         "reviewers": [{"type": r.type, "id": r.id} for r in reviewers],
         "deployment_branch_policy": {"protected_branches": False, "custom_branch_policies": True},
+        # "Allow administrators to bypass configured protection rules" is on unless the request turns it off: the
+        # API's default is true (google/go-github github/repos_environments.go, CreateUpdateEnvironment, which sends
+        # true when unset for that reason). Off, a repository admin cannot start `up` without a reviewer either.
+        "can_admins_bypass": False,
     }
 
 

@@ -19,6 +19,10 @@ def test_the_environment_needs_a_reviewer_who_did_not_start_the_run() -> None:
     assert settings["reviewers"] == [{"type": "Team", "id": 42}]
 
 
+def test_administrators_cannot_bypass_the_environments_rules() -> None:
+    assert environment_settings([Reviewer.parse("Team:42")])["can_admins_bypass"] is False
+
+
 def test_the_environment_admits_only_main() -> None:
     settings = environment_settings([Reviewer.parse("User:7")])
     assert settings["deployment_branch_policy"] == {"protected_branches": False, "custom_branch_policies": True}
@@ -48,6 +52,8 @@ def test_the_command_writes_every_document_and_prints_the_commands(tmp_path: Pat
             "123456789012",
             "--reviewer",
             "Team:42",
+            "--pulumi-org",
+            "acme",
             "--out",
             str(tmp_path),
         ],
@@ -58,6 +64,7 @@ def test_the_command_writes_every_document_and_prints_the_commands(tmp_path: Pat
     )
     assert result.returncode == 0, result.stderr
     written = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
+    assert written["oidc-subject-customization.json"]["include_claim_keys"] == ["repo", "context", "ref", "event_name"]
     assert set(written) == {
         "preview-role-trust.json",
         "preview-role-policy.json",
@@ -66,9 +73,12 @@ def test_the_command_writes_every_document_and_prints_the_commands(tmp_path: Pat
         "role-boundary-policy.json",
         "pulumi-up-environment.json",
         "pulumi-up-branch-policy.json",
+        "oidc-subject-customization.json",
+        "pulumi-oidc-policies.json",
     }
-    for name in written:
+    for name in written.keys() - {"pulumi-oidc-policies.json"}:
         assert f"file://{tmp_path}/{name}" in result.stdout or f"--input {tmp_path}/{name}" in result.stdout, name
+    assert f"one allow policy per entry of {tmp_path}/pulumi-oidc-policies.json" in result.stdout
     assert "rolePermissionsBoundary" in result.stdout
 
 
@@ -84,6 +94,8 @@ def test_an_account_id_must_be_twelve_digits(tmp_path: Path) -> None:
             "1234",
             "--reviewer",
             "Team:42",
+            "--pulumi-org",
+            "acme",
             "--out",
             str(tmp_path),
         ],
