@@ -1,23 +1,36 @@
 # make demo: the dev stack's job on this machine (tiny model, CPU, real etcd + torchrun).  make test: every test.
 PYTHON ?= python3
-# Extra pip arguments for torch: empty here (the CPU build is on disk); a CI runner on the internet passes
-# TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu" to get the CPU build instead of the CUDA one.
+# Extra pip arguments that find torch's CPU build: empty here (the wheel is on disk); a CI runner on the internet
+# passes TORCH_PIP_ARGS="--extra-index-url https://download.pytorch.org/whl/cpu" (PyPI has only the CUDA build).
+# Either way the lock's hashes decide which file is accepted, from whichever index.
 TORCH_PIP_ARGS ?=
+# Regenerating the locks (`make lock`) needs pip-tools (pip-compile 7.7.0).
+PIP_COMPILE ?= pip-compile
+PIP_COMPILE_ARGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-drill test test-fast lint venv clean policy-venv preview pr-summary
+.PHONY: demo demo-drill test test-fast lint venv clean policy-venv preview pr-summary lock
 
 venv: $(STAMP)
 
-# torch is installed on its own first: the pinned CPU build, so that nothing later pulls a multi-GB CUDA build.
-$(STAMP): requirements.txt requirements-trainer.txt requirements-dev.txt
+# Everything from the lock, each file checked against its hash (pip's hash-checking mode: a requirement without a
+# pinned version and a hash is refused, so nothing outside the lock is installed). The lock pins torch's CPU build,
+# so nothing pulls a multi-GB CUDA build. The venv's own pip is used as it is: upgrading it would be an unpinned
+# install.
+$(STAMP): requirements-dev.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0 $(TORCH_PIP_ARGS)
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.lock $(TORCH_PIP_ARGS)
 	touch $(STAMP)
+
+# requirements*.txt say what the project needs; the locks pin every package with the hashes of its files. After a
+# change to a .txt, `make lock` (a test fails while a lock and its .txt disagree). The test environment's lock comes
+# first and constrains the other two, so CI deploys with the very versions the tests ran.
+lock:
+	$(PIP_COMPILE) $(PIP_COMPILE_ARGS) --output-file requirements-dev.lock requirements-dev.txt requirements-torch-cpu.txt
+	$(PIP_COMPILE) $(PIP_COMPILE_ARGS) --constraint requirements-dev.lock --output-file requirements.lock requirements.txt
+	$(PIP_COMPILE) $(PIP_COMPILE_ARGS) --constraint requirements-dev.lock --output-file policy/requirements.lock policy/requirements.txt
 
 demo: $(STAMP)
 	$(PY) -m local --stack dev
@@ -41,9 +54,9 @@ lint: $(STAMP)
 
 policy-venv: policy/venv/.installed
 
-policy/venv/.installed: policy/requirements.txt
+policy/venv/.installed: policy/requirements.lock
 	test -x policy/venv/bin/python || $(PYTHON) -m venv policy/venv
-	policy/venv/bin/pip install --quiet -r policy/requirements.txt
+	policy/venv/bin/pip install --quiet --require-hashes -r policy/requirements.lock
 	touch $@
 
 # make preview STACK=p5-16   (needs the Pulumi CLI, a backend login and AWS credentials)
