@@ -32,7 +32,11 @@ ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_SECRETS_MANAGER"
 
 
 class HubTokenError(RuntimeError):
-    """The secret could not be read; the message names the secret and AWS's error, never a secret value."""
+    """The secret could not be read; the message names the secret and AWS's error, never a secret value. It is one
+    line (the launcher's reason line is the pod's last word), whatever an endpoint answered."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(message.split()))
 
 
 @dataclass(frozen=True)

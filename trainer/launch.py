@@ -4,6 +4,10 @@ process, ending with an exit code the Training Operator reads right (the codes: 
     python -m trainer.launch --stage-inputs --nnodes=2:4 --nproc-per-node=8 --rdzv-backend=etcd-v2 \\
         --rdzv-endpoint=HOST:2379 --rdzv-id=JOB --max-restarts=3 --shutdown-timeout=105 -m trainer --model ...
 
+First, where the pod names a Secrets Manager secret (HF_TOKEN_SECRET), the launcher reads the Hugging Face token
+from it into HF_TOKEN, which staging and the workers inherit (trainer/hub_token.py); a secret it cannot read ends
+the launcher with 4 (EXIT_STAGING_FAILED), naming the secret and AWS's error.
+
 --stage-inputs, the launcher's own option, stages the trainer's inputs first (`python -m trainer.stage` with the
 flags after `-m trainer`; trainer/launch_stage.py says why here and not in an init container). A staging failure
 ends the launcher with 4 (EXIT_STAGING_FAILED; 2 where the trainer's parser refused its flags) before any
@@ -46,6 +50,7 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousClosedError, RendezvousConnectionError
 
+from trainer.hub_token import HubTokenError, load_hub_token
 from trainer.launch_agent import STOP_SIGNALS, final_worker_exits_end_the_run, first_final_failure
 from trainer.launch_exits import (
     EXIT_BACKEND_LOST,
@@ -149,13 +154,27 @@ def staging_ending(staged: Staged) -> Ending | None:
     )
 
 
+def hub_token_ending() -> Ending | None:
+    """Read the Hugging Face token where the pod names its secret (None: read, or none named). A secret that cannot
+    be read is final, as no new pod would read it any different: the job fails once, before any GPU work."""
+    try:
+        load_hub_token()
+    except HubTokenError as error:
+        return Ending(EXIT_STAGING_FAILED, str(error), closes_rendezvous=False)
+    return None
+
+
 def stage_then_launch(argv: list[str], stage: bool) -> tuple[Ending, BaseException | None]:
-    """Stage the trainer's inputs when asked, then run torchrun; how it ended, and what was raised (None if nothing)."""
+    """Read the token, stage the trainer's inputs when asked, then run torchrun; how it ended, and what was raised
+    (None if nothing)."""
     args = torchrun.parse_args(argv)  # --help, bad arguments (exit 2) end here as in torchrun (its main hides the 0)
     flags = trainer_flags(args.module, args.training_script, args.training_script_args)
     if stage and flags is None:
         reason = f"{STAGE_INPUTS_OPTION} stages the trainer's inputs: the command must run `-m trainer`"
         return Ending(EXIT_BAD_ARGUMENTS, reason, closes_rendezvous=False), None
+    token_end = hub_token_ending()
+    if token_end is not None:
+        return token_end, None
     for signum in STOP_SIGNALS:
         signal.signal(signum, _raise_signal_exception)
     if stage and flags is not None:

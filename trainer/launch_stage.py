@@ -59,7 +59,8 @@ def trainer_flags(module: bool, script: str, script_args: Sequence[str]) -> list
 
 
 def staging_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The launcher's environment (HF_TOKEN, HF_HOME, ...) with the hub online."""
+    """The launcher's environment (HF_TOKEN, which the launcher read from Secrets Manager first; HF_HOME, ...) with
+    the hub online."""
     environ = dict(os.environ if environ is None else environ)
     for name in OFFLINE_VARIABLES:
         environ.pop(name, None)

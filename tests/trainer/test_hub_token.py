@@ -1,0 +1,213 @@
+"""The launcher reads the Hugging Face token from AWS Secrets Manager into HF_TOKEN, which its workers inherit; a
+secret it cannot read ends it with EXIT_STAGING_FAILED, naming the secret and AWS's error, never the token
+(trainer/hub_token.py, trainer/launch.py).
+
+Against a real Secrets Manager API: moto's server on 127.0.0.1, with AWS's request signing and IAM checks on
+(INITIAL_NO_AUTH_ACTION_COUNT: the first calls, which make an admin user, are the only ones without credentials).
+The launcher reaches it through AWS_ENDPOINT_URL_SECRETS_MANAGER, as botocore's service-specific endpoint setting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.harness.trainer_runs import ROOT
+from tests.trainer.hub_token_probe import EXPECTED_DIGEST_VARIABLE, token_digest
+from trainer.hub_token import (
+    ENDPOINT_VARIABLE,
+    REGION_VARIABLE,
+    SECRET_VARIABLE,
+    TOKEN_VARIABLE,
+    HubTokenError,
+    SecretRead,
+    load_hub_token,
+    token_from,
+)
+from trainer.launch_exits import EXIT_STAGING_FAILED, REASON_PREFIX
+
+REGION = "us-east-1"
+TOKEN = "hf_" + "TokenForTheLaunchersTestsOnly0123"
+SECRET = "fsdp-eks/hf-token"
+BINARY_SECRET = "fsdp-eks/binary"
+# admin user, its policy, its access key: the calls moto lets through before it checks every request.
+SETUP_CALLS_WITHOUT_CREDENTIALS = 3
+LAUNCH = ["--standalone", "--nnodes=1", "--nproc-per-node=1", "--max-restarts=0", "-m", "tests.trainer.hub_token_probe"]
+
+
+@dataclass(frozen=True)
+class Keys:
+    access_key_id: str
+    secret_access_key: str
+
+
+@dataclass(frozen=True)
+class SecretsManager:
+    endpoint: str
+    reader: Keys  # may call GetSecretValue
+    outsider: Keys  # may call nothing
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_serving(endpoint: str, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"moto's server exited {server.returncode}")
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("moto's server did not start within 30 s")
+
+
+def _client(service: str, endpoint: str, keys: Keys | None = None) -> Any:
+    keys = keys or Keys("testing", "testing")
+    return boto3.client(
+        service,
+        region_name=REGION,
+        endpoint_url=endpoint,
+        aws_access_key_id=keys.access_key_id,
+        aws_secret_access_key=keys.secret_access_key,
+    )
+
+
+def _user(iam: Any, name: str, actions: list[str]) -> Keys:
+    iam.create_user(UserName=name)
+    if actions:
+        statement = {"Effect": "Allow", "Action": actions, "Resource": "*"}
+        document = json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+        iam.put_user_policy(UserName=name, PolicyName=f"{name}-policy", PolicyDocument=document)
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    return Keys(key["AccessKeyId"], key["SecretAccessKey"])
+
+
+@pytest.fixture(scope="module")
+def secrets_manager() -> Iterator[SecretsManager]:
+    """moto's server with the token's secret, a binary secret, a reader and an outsider; stopped afterwards."""
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_CALLS_WITHOUT_CREDENTIALS)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_until_serving(endpoint, server)
+        admin = _user(_client("iam", endpoint), "admin", ["*"])
+        iam = _client("iam", endpoint, admin)
+        secrets = _client("secretsmanager", endpoint, admin)
+        secrets.create_secret(Name=SECRET, SecretString=TOKEN + "\n")
+        secrets.create_secret(Name=BINARY_SECRET, SecretBinary=b"\x00\x01")
+        yield SecretsManager(
+            endpoint,
+            reader=_user(iam, "reader", ["secretsmanager:GetSecretValue"]),
+            outsider=_user(iam, "outsider", []),
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def launcher_env(manager: SecretsManager, keys: Keys, secret: str) -> dict[str, str]:
+    """What the pod gives the launcher (HF_TOKEN_SECRET, AWS_REGION), credentials standing in for the Pod Identity
+    role's, and the local endpoint; nothing of this machine's own AWS or Hugging Face settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HF_")) and k != TOKEN_VARIABLE}
+    return env | {
+        SECRET_VARIABLE: secret,
+        REGION_VARIABLE: REGION,
+        ENDPOINT_VARIABLE: manager.endpoint,
+        "AWS_ACCESS_KEY_ID": keys.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": keys.secret_access_key,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        EXPECTED_DIGEST_VARIABLE: token_digest(TOKEN),
+    }
+
+
+def launch(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainer.launch", *LAUNCH],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def last_line(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_workers_inherit_the_token_the_launcher_read(secrets_manager: SecretsManager) -> None:
+    # The secret holds the token and a trailing newline (`--secret-string "$(cat file)"`); the probe checks the
+    # digest of the token alone, so the launcher stripped it.
+    result = launch(launcher_env(secrets_manager, secrets_manager.reader, SECRET))
+    assert result.returncode == 0, result.stderr
+    assert "hub_token_probe: HF_TOKEN is the expected token" in result.stderr
+    assert TOKEN not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_missing_secret_fails_the_job_once_naming_the_secret_and_the_aws_error(
+    secrets_manager: SecretsManager,
+) -> None:
+    result = launch(launcher_env(secrets_manager, secrets_manager.reader, "fsdp-eks/no-such-token"))
+    assert result.returncode == EXIT_STAGING_FAILED
+    line = last_line(result)
+    assert line.startswith(f"{REASON_PREFIX}exit {EXIT_STAGING_FAILED} (staging failed), permanent")
+    assert "'fsdp-eks/no-such-token'" in line and "ResourceNotFoundException" in line
+    assert "hub_token_probe" not in result.stderr  # no worker started
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_denied_read_fails_the_job_once_without_showing_the_token(secrets_manager: SecretsManager) -> None:
+    result = launch(launcher_env(secrets_manager, secrets_manager.outsider, SECRET))
+    assert result.returncode == EXIT_STAGING_FAILED
+    line = last_line(result)
+    assert f"'{SECRET}'" in line and "AccessDenied" in line
+    assert TOKEN not in result.stdout + result.stderr
+    assert "hub_token_probe" not in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_binary_secret_fails_the_job_once_naming_it(secrets_manager: SecretsManager) -> None:
+    result = launch(launcher_env(secrets_manager, secrets_manager.reader, BINARY_SECRET))
+    assert result.returncode == EXIT_STAGING_FAILED
+    assert f"'{BINARY_SECRET}' holds no SecretString" in last_line(result)
+
+
+def test_an_empty_secret_string_is_refused() -> None:
+    with pytest.raises(HubTokenError, match="empty SecretString"):
+        token_from(SecretRead(" \n"), SECRET)
+
+
+def test_without_a_named_secret_nothing_is_read_or_set() -> None:
+    environ = {"PATH": "/bin"}
+    assert load_hub_token(environ) is None and environ == {"PATH": "/bin"}
