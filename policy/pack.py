@@ -65,20 +65,15 @@ def stack_resource(resource: PolicyResource) -> StackResource:
 def resource_policy(
     name: str,
     description: str,
-    check: ResourceCheck | None = None,
-    configured: ConfiguredResourceCheck | None = None,
+    check: ConfiguredResourceCheck,
     config_schema: dict[str, Any] | None = None,
 ) -> ResourceValidationPolicy:
-    """A mandatory per-resource policy: `check` reads a resource's type and inputs, `configured` the pack's config
-    for the policy too (with `config_schema`'s defaults)."""
+    """A mandatory per-resource policy: `check` reads a resource's type, its inputs and the pack's config for the
+    policy (with `config_schema`'s defaults)."""
 
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        props = plain(args.props)
-        if configured is not None:
-            messages = configured(args.resource_type, props, _with_defaults(args.get_config(), config_schema or {}))
-        else:
-            messages = check(args.resource_type, props) if check is not None else []
-        for message in messages:
+        config = _with_defaults(args.get_config(), config_schema or {})
+        for message in check(args.resource_type, plain(args.props), config):
             report_violation(message, None)
 
     schema = PolicyConfigSchema(properties=config_schema) if config_schema else None
@@ -119,6 +114,10 @@ def _ignore_config(check: Callable[[Sequence[StackResource]], list[tuple[str, st
     return lambda resources, _config: list(check(resources))
 
 
+def _props_only(check: ResourceCheck) -> ConfiguredResourceCheck:
+    return lambda resource_type, props, _config: check(resource_type, props)
+
+
 POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     stack_policy(
         "efa-on-every-network-card",
@@ -133,43 +132,43 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     resource_policy(
         "launch-template-imdsv2",
         "Every launch template requires IMDSv2 (metadataOptions.httpTokens: required).",
-        node_groups.imdsv2_violations,
+        _props_only(node_groups.imdsv2_violations),
     ),
     resource_policy(
         "launch-template-imds-hop-limit",
         "Every launch template sets metadataOptions.httpPutResponseHopLimit to 1, so no pod reaches the node role.",
-        node_groups.imds_hop_limit_violations,
+        _props_only(node_groups.imds_hop_limit_violations),
     ),
     resource_policy(
         "role-trust-within-account",
         "Every IAM role is assumable only by the stack's AWS services or an EKS OIDC provider of its own account.",
-        configured=role_trust.trust_violations,
+        role_trust.trust_violations,
         config_schema=role_trust.CONFIG_SCHEMA,
     ),
     resource_policy(
         "no-public-monitoring-or-etcd",
         "Grafana, Prometheus and etcd get no internet-facing load balancer or Ingress.",
-        exposure.public_endpoint_violations,
+        _props_only(exposure.public_endpoint_violations),
     ),
     resource_policy(
         "hf-token-only-from-secret",
-        "The Hugging Face token reaches pods only through a Kubernetes Secret, never as a literal value.",
-        hf_token.hf_token_violations,
+        "The Hugging Face token is in no Kubernetes object; a job on a gated model names its Secrets Manager secret.",
+        _props_only(hf_token.hf_token_violations),
     ),
     resource_policy(
         "pytorchjob-matches-node-type",
         "PyTorchJob pods are pinned to a catalog instance type and request all of its GPUs and EFA devices.",
-        pytorchjob.node_type_violations,
+        _props_only(pytorchjob.node_type_violations),
     ),
     resource_policy(
         "training-runtime-matches-node-type",
         "A TrainJob's runtime pins its pods to a catalog instance type and requests all of its GPUs and EFA devices.",
-        training_runtime.runtime_node_type_violations,
+        _props_only(training_runtime.runtime_node_type_violations),
     ),
     resource_policy(
         "job-memory-fits-gpu",
         "The training job's estimated memory per GPU (sizing.estimate) fits the GPU of its node type.",
-        memory.memory_fit_violations,
+        _props_only(memory.memory_fit_violations),
     ),
     stack_policy(
         "gpu-cost-per-hour-budget",
