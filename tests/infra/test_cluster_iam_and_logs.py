@@ -41,24 +41,35 @@ def test_the_vpc_cni_gets_its_permissions_through_its_own_pod_identity(stack_run
     assert _attached(stack_run, role.name) == {"AmazonEKS_CNI_Policy"}
 
 
+def _associations(run: ProgramRun) -> list[dict[str, str]]:
+    """Every Pod Identity association: an add-on's own (namespace kube-system, its service account's) and the
+    stack's aws.eks.PodIdentityAssociation resources (the job's token reader, infra/hub_token_access.py)."""
+    of_addons = [
+        {"namespace": "kube-system", **a}
+        for addon in run.of_type(ADDON)
+        for a in addon.inputs.get("podIdentityAssociations") or []
+    ]
+    of_resources = [
+        {k: r.inputs[k] for k in ("namespace", "serviceAccount", "roleArn")}
+        for r in run.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    ]
+    return of_addons + of_resources
+
+
 def test_every_pod_identity_role_trusts_one_service_account_of_this_cluster_only(stack_run: ProgramRun) -> None:
     config = load_stack_config(stack_run.stack)
     cluster_arn = stack_run.one("eks:index:Cluster").outputs["eksCluster"]["arn"]
     roles = [r for r in stack_run.of_type(ROLE) if "pods.eks.amazonaws.com" in r.inputs["assumeRolePolicy"]]
-    assert len(roles) == 2  # the VPC CNI and the EBS CSI driver
+    assert len(roles) >= 2  # the VPC CNI and the EBS CSI driver, and the job's when its model is gated
     for role in roles:
         (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
         assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
         conditions = statement["Condition"]["StringEquals"]
         assert conditions["aws:RequestTag/eks-cluster-arn"] == cluster_arn, role.name
-        assert conditions["aws:RequestTag/kubernetes-namespace"] == "kube-system", role.name
-        associations = [
-            a
-            for addon in stack_run.of_type(ADDON)
-            for a in addon.inputs.get("podIdentityAssociations") or []
-            if a["roleArn"] == role.outputs["arn"]
-        ]
-        assert [a["serviceAccount"] for a in associations] == [conditions["aws:RequestTag/kubernetes-service-account"]]
+        associations = [a for a in _associations(stack_run) if a["roleArn"] == role.outputs["arn"]]
+        assert [(a["namespace"], a["serviceAccount"]) for a in associations] == [
+            (conditions["aws:RequestTag/kubernetes-namespace"], conditions["aws:RequestTag/kubernetes-service-account"])
+        ], role.name
     assert cluster_arn.endswith(f":cluster/{config.cluster_name}")
 
 
