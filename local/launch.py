@@ -8,7 +8,9 @@ Pure functions of the manifest (no processes, no torch import). What changes for
 - one worker process per agent (nprocPerNode is the node's GPU count on the cluster; here there are no GPUs);
 - the agents and workers talk over loopback only;
 - the trainer runs on the CPU (gloo), serves its metrics on loopback, and its paths under the pod's volume
-  mounts (/checkpoints, /cache) land in the run's local directory, as the volumes would.
+  mounts (/checkpoints, /cache) land in the run's local directory, as the volumes would;
+- the Hugging Face token is this machine's HF_TOKEN, passed straight through: the local run reads no AWS secret, so
+  the pod's HF_TOKEN_SECRET (the Secrets Manager secret the launcher would read, trainer/hub_token.py) is dropped.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 from local.restart_policy import DEFAULT_POLICY, POLICIES, recreation_loops
 from stack.paths import PROJECT_ROOT
 from trainer.config import TrainConfig, parse_args, to_argv
+from trainer.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
 from trainer.launch_exits import LAUNCH_MODULE
 from trainer.launch_stage import split_launcher_options
 from workloads.job.manifest import CONTAINER_PERMANENT_EXITS
@@ -199,6 +202,16 @@ def container_environment(container: dict[str, Any], mounts: dict[str, Path]) ->
     return env
 
 
+def hub_token_changes(container: dict[str, Any]) -> list[str]:
+    """The run header's line when the manifest names the token's Secrets Manager secret, which the local run does not
+    read: where the token comes from instead."""
+    named = [e.get("value") for e in container.get("env", []) if e.get("name") == SECRET_VARIABLE]
+    if not named:
+        return []
+    source = f"this machine's {TOKEN_VARIABLE}" if os.environ.get(TOKEN_VARIABLE) else f"none ({TOKEN_VARIABLE} unset)"
+    return [f"Hugging Face token: {source} (manifest: Secrets Manager secret {named[0]} via {SECRET_VARIABLE})"]
+
+
 def local_trainer_config(
     trainer_args: list[str], mounts: dict[str, Path], metrics_port: int, node_counts: range
 ) -> TrainConfig:
@@ -264,6 +277,7 @@ def agent_environment(container: dict[str, Any], mounts: dict[str, Path], variab
         if key not in INHERITED_LAUNCH_VARIABLES and not key.startswith("PET_")
     }
     env.update(container_environment(container, mounts))
+    env.pop(SECRET_VARIABLE, None)  # the token is this machine's HF_TOKEN, if set (hub_token_changes)
     env.update(variables)
     env.update(
         {
@@ -311,6 +325,7 @@ def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, met
     trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1))
     args, trainer_lines = local_trainer_args(trainer_args, trainer)
     changes += trainer_lines
+    changes += hub_token_changes(container)
     # The container's `python` is this interpreter here: the venv's, whatever is on PATH.
     argv = [sys.executable, "-m", LAUNCH_MODULE, *launcher_options(container["command"])]
     argv += [*(f"--{name}={value}" for name, value in flags.items()), "-m", "trainer", *args]

@@ -6,6 +6,7 @@ The manifest is the one `pulumi up` would create for the dev stack, made elastic
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -102,12 +103,25 @@ def test_global_batch_is_the_same_at_every_node_count_of_the_elastic_range(plan:
         assert schedule.global_batch_size % (schedule.batch_size * ranks) == 0
 
 
-def test_secret_values_come_from_this_machines_environment(
-    manifest: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def with_token_secret() -> dict[str, Any]:
+    """The dev stack's manifest with the token's Secrets Manager secret named, as a gated model's stack does."""
+    config, _ = local_stack_config("dev", LocalJobOptions(nodes=2, min_nodes=1))
+    named = dataclasses.replace(config, job=dataclasses.replace(config.job, hf_token_secret="fsdp-eks/hf-token"))
+    return pytorchjob_manifest(job_spec(named))
+
+
+def test_the_token_is_this_machines_hf_token_and_no_aws_secret_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_local_test_token")
-    plan = local_plan(manifest, RUN_DIR, ETCD, metrics_port=19300)
+    monkeypatch.setenv("HF_TOKEN_SECRET", "left/over")  # not even one from this machine's environment
+    plan = local_plan(with_token_secret(), RUN_DIR, ETCD, metrics_port=19300)
     assert plan.agents[0].env["HF_TOKEN"] == "hf_local_test_token"
+    assert "HF_TOKEN_SECRET" not in plan.agents[0].env
+    (line,) = [change for change in plan.changes if change.startswith("Hugging Face token")]
+    assert "this machine's HF_TOKEN" in line and "fsdp-eks/hf-token" in line and "hf_local_test_token" not in line
+
+
+def test_a_stack_without_a_token_secret_says_nothing_about_the_token(plan: LocalPlan) -> None:
+    assert not [change for change in plan.changes if change.startswith("Hugging Face token")]
 
 
 def test_a_command_that_disagrees_with_the_elastic_policy_is_refused(manifest: dict[str, Any]) -> None:
