@@ -212,3 +212,14 @@ def test_the_docs_never_tell_maintainers_to_push_fork_code_here() -> None:
     forks = DOCS[DOCS.index("## Pull requests from forks") :].split("\n## ")[0]
     assert "never by pushing the fork's code to a branch" in forks
     assert not re.search(r"(?<!never )by pushing (it|the fork's code|the change) to a branch", DOCS)
+
+
+def test_every_test_the_threat_model_names_exists() -> None:
+    """docs/ci.md names the test that holds each row: `tests/<file>::<test>`, or `::<test>` for the file before."""
+    named, current = [], None
+    for file, test, same_file in re.findall(r"`(tests/[\w/]+\.py)::(test_\w+)`|`::(test_\w+)`", DOCS):
+        current = file or current
+        named.append((current, test or same_file))
+    assert len(named) >= 10
+    for file, test in named:
+        assert f"def {test}(" in (ROOT / file).read_text(), f"{file}::{test}"
