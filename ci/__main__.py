@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(commands(repository, account, args.out)))
     print(pulumi_cloud_step(args.out))
     print(f"# then set fsdp-eks:cluster.rolePermissionsBoundary to {account.boundary_arn} on every stack CI deploys")
+    # The deploy role manages only clusters so named (ci/deploy_policy.py Account.cluster_name_prefix).
+    print(f"# and name every cluster CI deploys {account.cluster_name_prefix}* (the default, fsdp-eks-<stack>, is)")
     return 0
 
 

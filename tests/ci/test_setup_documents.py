@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ci.deploy_policy import Account
 from ci.environment import Reviewer, branch_policy, environment_settings
 from tests.workflows.workflows import ROOT
 
@@ -80,6 +81,7 @@ def test_the_command_writes_every_document_and_prints_the_commands(tmp_path: Pat
         assert f"file://{tmp_path}/{name}" in result.stdout or f"--input {tmp_path}/{name}" in result.stdout, name
     assert f"one allow policy per entry of {tmp_path}/pulumi-oidc-policies.json" in result.stdout
     assert "rolePermissionsBoundary" in result.stdout
+    assert f"{Account('123456789012').cluster_name_prefix}*" in result.stdout  # the clusters the deploy role manages
 
 
 def test_an_account_id_must_be_twelve_digits(tmp_path: Path) -> None:
