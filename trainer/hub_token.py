@@ -4,8 +4,9 @@
 The stack never holds the token: it names the secret (job.hfTokenSecret), the pod gets HF_TOKEN_SECRET (the secret's
 name or ARN) and AWS_REGION, and its service account a Pod Identity role allowed GetSecretValue on that secret alone
 (infra/hub_token_access.py). boto3 finds the role's credentials through its container credential provider, which
-reads the AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE that the EKS Pod Identity
-webhook sets on the pod (EKS user guide, "Learn how EKS Pod Identity grants pods access to AWS services"). The
+reads the AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE that EKS sets on a pod whose
+service account has a Pod Identity association (AWS SDKs and Tools reference guide, "Container credential
+provider"; EKS user guide, "Understand how EKS Pod Identity works"). The
 launcher puts the token into its own environment as HF_TOKEN (the variable huggingface_hub reads first,
 huggingface_hub/utils/_auth.py), so that the staging child and torchrun's workers inherit it.
 
