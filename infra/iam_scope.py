@@ -11,7 +11,9 @@ pkg/resource/deploy/source_eval.go, RegisterResource collects `rm.stackTransform
 "transforms": "Transforms support modifying child resources of packaged components (such as those in awsx and eks)").
 
 `path` forces a new role or policy in the AWS provider: the first `pulumi up` of a stack created before this rule
-replaces its roles and policies (and the attachments, node groups' and add-ons' references follow the new ARNs).
+replaces its roles and policies, and with the cluster's and the nodes' roles the cluster and its node groups too (EKS
+cannot change either afterwards: UpdateClusterConfig and UpdateNodegroupConfig take no role; EKS API reference). Such a
+stack is rebuilt once, by an administrator rather than the CI deploy role, whose grants name only the new path.
 """
 
 from __future__ import annotations
