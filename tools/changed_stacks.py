@@ -30,6 +30,7 @@ PROGRAM_PATHS = (
     "__main__.py",
     "Pulumi.yaml",
     "requirements.txt",
+    "requirements.lock",  # what the preview jobs install, by hash
     "stack/",
     "sizing/",
     "infra/",

@@ -30,6 +30,7 @@ def test_a_changed_stack_file_previews_that_stack() -> None:
         "__main__.py",
         "Pulumi.yaml",
         "requirements.txt",
+        "requirements.lock",
         "infra/gpu_nodes.py",
         "workloads/job/manifest.py",
         "trainer/train.py",
