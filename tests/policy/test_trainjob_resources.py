@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from policy.props import NOT_CHECKED
 from stack.fields import NAMESPACE
 from stack.files import stack_names
+from tests.harness.mock_runner import UNKNOWN_MARKER
 from tests.harness.pulumi_program import ProgramRun, Registered, run_program
 from tests.policy.engine import analyze, mandatory
 from tests.policy.test_program_resources import MUTATED_STACK, PREVIEWS, _fired, _inputs, _mutated
@@ -70,3 +72,21 @@ def test_a_changed_trainjob_registration_fires_exactly_its_policy(policy: str, p
     type_token, change = TRAINJOB_MUTATIONS[policy]
     assert _fired(run.resources) == set()
     assert _fired(_mutated(run, type_token, change)) == {policy}
+
+
+# A value of the runtime a preview could show unknown: exactly the runtime's policy says "not checked".
+TRAINJOB_UNKNOWN_DURING_PREVIEW: dict[str, tuple[str, Callable[[ProgramRun, Registered], Registered]]] = {
+    "training-runtime-matches-node-type": (
+        RUNTIME,
+        _inputs(lambda r: _node(r)["resources"]["limits"].update({"nvidia.com/gpu": UNKNOWN_MARKER})),
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(TRAINJOB_UNKNOWN_DURING_PREVIEW))
+def test_a_runtime_value_unknown_during_a_first_preview_is_not_checked_by_exactly_its_policy(policy: str) -> None:
+    run = trainjob_preview(MUTATED_STACK, "first")
+    type_token, change = TRAINJOB_UNKNOWN_DURING_PREVIEW[policy]
+    found = mandatory(analyze(_mutated(run, type_token, change)))
+    assert {v.policy for v in found} == {policy}
+    assert all(v.message.startswith(NOT_CHECKED) for v in found), found
