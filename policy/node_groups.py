@@ -111,8 +111,9 @@ def imds_hop_limit_violations(resource_type: str, props: Mapping[str, Any]) -> l
 
     Unset is not a pass: the instance then takes the AMI's or the account's regional default (EC2
     ModifyInstanceMetadataDefaults; EC2 user guide, "Order of precedence for instance metadata options"), which the
-    pack cannot see, and templates EKS or pulumi-eks make set 2 (pulumi-eks nodejs/eks/nodes/nodegroup.ts,
-    createMNGCustomLaunchTemplate)."""
+    pack cannot see; the template pulumi-eks makes for enableIMDSv2 sets 2 (pulumi/pulumi-eks
+    nodejs/eks/nodes/nodegroup.ts, createMNGCustomLaunchTemplate). Pods on the host's network are one hop away like
+    the node's own processes; none of the program's needs the node role."""
     if resource_type != LAUNCH_TEMPLATE:
         return _imds_not_visible(resource_type, props)
     limit = get(props, "metadataOptions", "httpPutResponseHopLimit")
