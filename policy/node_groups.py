@@ -113,7 +113,7 @@ def imds_hop_limit_violations(resource_type: str, props: Mapping[str, Any]) -> l
     ModifyInstanceMetadataDefaults; EC2 user guide, "Order of precedence for instance metadata options"), which the
     pack cannot see; the template pulumi-eks makes for enableIMDSv2 sets 2 (pulumi/pulumi-eks
     nodejs/eks/nodes/nodegroup.ts, createMNGCustomLaunchTemplate). Pods on the host's network are one hop away like
-    the node's own processes; none of the program's needs the node role."""
+    the node's own processes: the limit does not cover them."""
     if resource_type != LAUNCH_TEMPLATE:
         return _imds_not_visible(resource_type, props)
     limit = get(props, "metadataOptions", "httpPutResponseHopLimit")
