@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ci.deploy_policy import Account, deploy_policy, role_boundary
+from ci.deploy_policy import Account, deploy_policy
 from ci.environment import Reviewer, api_paths, branch_policy, environment_settings
 from ci.github_oidc import (
     AUDIENCE,
@@ -28,6 +28,7 @@ from ci.github_oidc import (
 )
 from ci.preview_policy import preview_policy
 from ci.pulumi_oidc import DEPLOY_TEAM, PREVIEW_TEAM, oidc_policies
+from ci.role_boundary import role_boundary
 
 DEPLOY_SESSION_SECONDS = 7200  # the deploy job's role-duration-seconds; a first `up` creates a cluster
 

@@ -1,17 +1,17 @@
-"""The deploy role's permissions, and the permissions boundary every role it creates must carry.
+"""The deploy role's permissions (the boundary every role it creates must carry: ci/role_boundary.py).
 
 `pulumi up` creates the VPC, the EKS cluster and node groups, ECR, FSx, a KMS key, a log group, and IAM roles and
 customer managed policies for the cluster, its nodes, its add-ons and the job. The deploy role is what a hostile
 branch would try to turn against the account once it reaches the approved `up`, so it is scoped to what the stacks
 own:
 - IAM: roles and customer managed policies only under IAM_PATH (stack/names.py), created only with the stack's tag,
-  roles only with the boundary below (condition key iam:PermissionsBoundary, which CreateRole,
+  roles only with the boundary (condition key iam:PermissionsBoundary, which CreateRole,
   PutRolePermissionsBoundary, AttachRolePolicy and DetachRolePolicy support; AWS Service Authorization Reference,
   "Actions, resources, and condition keys for AWS Identity and Access Management", as parliament's bundled
   iam_definition.json records it). No inline policies at all (no iam:PutRolePolicy): the program writes none
   (infra/hub_token_access.py uses a customer managed policy), so the one way to give a role permissions is to attach
-  one of ATTACHABLE_MANAGED_POLICIES or a policy under IAM_PATH, and every role is capped by the boundary. Roles may be
-  passed only to EKS and EKS Pod Identity, not to EC2, so no instance can be launched with some other role.
+  one of ATTACHABLE_MANAGED_POLICIES or a policy under IAM_PATH, and every role is capped by the boundary. Roles
+  may be passed only to EKS and EKS Pod Identity, not to EC2, so no instance can be launched with some other role.
 - What IAM cannot hold: the trust policy of a role. No condition key exposes the AssumeRolePolicyDocument of
   iam:CreateRole or iam:UpdateAssumeRolePolicy (the reference lists only iam:PermissionsBoundary, aws:RequestTag and
   aws:TagKeys for CreateRole, none for UpdateAssumeRolePolicy), so the deploy role could create a role under
@@ -42,121 +42,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ci.role_boundary import ATTACHABLE_MANAGED_POLICIES, SERVICE_LINKED_ROLES
 from infra.cluster import KEY_DELETION_WINDOW_DAYS, control_plane_log_group_name
 from stack.names import IAM_PATH, STACK_TAG_KEY
 from workloads.job.image_source import repository_name
 
-# The actions each policy the program attaches allows, by the service or the exact actions; the boundary allows their
-# union and nothing else. Services where one policy uses many actions and none of them can reach other identities or
-# data are written whole; the others action by action. From the AWS managed policy reference (docs.aws.amazon.com/
-# aws-managed-policy/latest/reference/<name>.html), checked 2026-12-03:
-MANAGED_POLICY_ACTIONS: dict[str, tuple[str, ...]] = {
-    # pulumi-eks's cluster service role (nodejs/eks/cluster/cluster.ts). Autoscaling groups, EC2 (volumes, routes,
-    # security groups, tags), the legacy cloud provider's load balancers and their service-linked role, and
-    # kms:DescribeKey (EKS user guide, "Amazon EKS cluster IAM role": the minimal custom policy lists it).
-    "AmazonEKSClusterPolicy": (
-        "autoscaling:DescribeAutoScalingGroups",
-        "autoscaling:UpdateAutoScalingGroup",
-        "ec2:*",
-        "elasticloadbalancing:*",
-        "iam:CreateServiceLinkedRole",
-        "kms:DescribeKey",
-    ),
-    # The node role (infra/iam.py NODE_POLICIES): EC2 reads, eks:DescribeCluster, eks-auth:AssumeRoleForPodIdentity.
-    "AmazonEKSWorkerNodePolicy": ("ec2:*", "eks:DescribeCluster", "eks-auth:AssumeRoleForPodIdentity"),
-    # Image pulls: GetAuthorizationToken, BatchGetImage, GetDownloadUrlForLayer and the pull-through cache's import.
-    "AmazonEC2ContainerRegistryPullOnly": (
-        "ecr:GetAuthorizationToken",
-        "ecr:BatchGetImage",
-        "ecr:GetDownloadUrlForLayer",
-        "ecr:BatchImportUpstreamImage",
-    ),
-    # The SSM agent: its ssm:* calls (not SendCommand or parameters' writes), and its two message channels.
-    "AmazonSSMManagedInstanceCore": (
-        "ssm:DescribeAssociation",
-        "ssm:GetDeployablePatchSnapshotForInstance",
-        "ssm:GetDocument",
-        "ssm:DescribeDocument",
-        "ssm:GetManifest",
-        "ssm:GetParameter",
-        "ssm:GetParameters",
-        "ssm:ListAssociations",
-        "ssm:ListInstanceAssociations",
-        "ssm:PutInventory",
-        "ssm:PutComplianceItems",
-        "ssm:PutConfigurePackageResult",
-        "ssm:UpdateAssociationStatus",
-        "ssm:UpdateInstanceAssociationStatus",
-        "ssm:UpdateInstanceInformation",
-        "ssmmessages:*",
-        "ec2messages:*",
-    ),
-    # The VPC CNI's Pod Identity role (infra/addons.py): network interfaces and addresses.
-    "AmazonEKS_CNI_Policy": ("ec2:*",),
-    # The EBS CSI driver's Pod Identity role: volumes, snapshots, their tags.
-    "service-role/AmazonEBSCSIDriverPolicy": ("ec2:*",),
-    # The CloudWatch agent's Pod Identity role (workloads/platform, monitoring.cloudwatchObservability).
-    "CloudWatchAgentServerPolicy": (
-        "cloudwatch:PutMetricData",
-        "ec2:DescribeVolumes",
-        "ec2:DescribeTags",
-        "logs:PutLogEvents",
-        "logs:PutRetentionPolicy",
-        "logs:DescribeLogStreams",
-        "logs:DescribeLogGroups",
-        "logs:CreateLogStream",
-        "logs:CreateLogGroup",
-        "xray:PutTraceSegments",
-        "xray:PutTelemetryRecords",
-        "xray:GetSamplingRules",
-        "xray:GetSamplingTargets",
-        "xray:GetSamplingStatisticSummaries",
-        "ssm:GetParameter",
-    ),
-}
-# Every AWS managed policy the program attaches to a role; a test keeps it equal to what the program registers.
-ATTACHABLE_MANAGED_POLICIES = tuple(MANAGED_POLICY_ACTIONS)
-# The customer managed policies the program writes (infra/hub_token_access.py: the job reads its one token secret).
-# kms:Decrypt is allowed by the boundary only through Secrets Manager (DECRYPT_VIA); no S3 yet: a bucket for the job
-# (issue 24) brings its own policy and, with it, s3 on that bucket's ARN alone here, not s3 on every bucket of the
-# account (the Pulumi state's included) to whatever policy a hostile plan writes under IAM_PATH.
-# A test reads every customer managed policy the program registers and checks its actions are inside the boundary.
-CUSTOMER_POLICY_ACTIONS: tuple[str, ...] = ("secretsmanager:GetSecretValue",)
-DECRYPT_VIA = "secretsmanager.*"  # kms:ViaService secretsmanager.<region>.<dns suffix>
 PASS_ROLE_TO = ("eks.amazonaws.com", "pods.eks.amazonaws.com")
-# Service-linked roles a first EKS, node group, autoscaling or FSx deployment in an account creates.
-SERVICE_LINKED_ROLES = (
-    "eks.amazonaws.com",
-    "eks-nodegroup.amazonaws.com",
-    "autoscaling.amazonaws.com",
-    "fsx.amazonaws.com",
-    "spot.amazonaws.com",
-)
-# Every IAM action that changes something, by verb (IAM's actions are named verb-first).
-IAM_WRITES = tuple(
-    f"iam:{verb}*"
-    for verb in (
-        "Add",
-        "Attach",
-        "Change",
-        "Create",
-        "Deactivate",
-        "Delete",
-        "Detach",
-        "Enable",
-        "Pass",
-        "Put",
-        "Remove",
-        "Reset",
-        "Resync",
-        "Set",
-        "Tag",
-        "Untag",
-        "Update",
-        "Upload",
-    )
-)
-BOUNDED_SERVICE_LINKED_ROLES = ("elasticloadbalancing.amazonaws.com", *SERVICE_LINKED_ROLES)
 # EKS actions that support no resource-level permission (Service Authorization Reference, Amazon EKS: no resource
 # type in their row): pulumi-aws and pulumi-eks call CreateCluster and DescribeAddonVersions (aws.eks.getAddonVersion).
 EKS_ACCOUNT_ACTIONS = (
@@ -171,8 +62,8 @@ EKS_ACCOUNT_ACTIONS = (
 EKS_CLUSTER_RESOURCES = ("nodegroup", "addon", "access-entry", "podidentityassociation", "identityproviderconfig")
 # EC2 actions that act on what the stacks do not own and give its data or its code away: rewriting an instance's
 # user data (code run with its role on the next start), sharing or exporting disks and images to another account,
-# reading a Windows administrator password. The program calls none of them (it creates no instance, disk or image
-# itself; the node groups' instances are launched by EKS's service-linked role).
+# reading a Windows administrator password. The program calls none of them (it creates no instance or image itself,
+# the node groups' instances are launched by EKS's service-linked role, and it shares no disk).
 EC2_REACH_INS = (
     "ec2:ModifyInstanceAttribute",
     "ec2:ModifySnapshotAttribute",
@@ -460,44 +351,5 @@ def deploy_policy(account: Account) -> dict[str, Any]:
             },
             *_kms_statements(account),
             *_iam_statements(account),
-        ],
-    }
-
-
-def boundary_actions() -> list[str]:
-    """Every action any policy the program attaches allows (kms:Decrypt apart: DECRYPT_VIA)."""
-    return sorted({a for actions in MANAGED_POLICY_ACTIONS.values() for a in actions} | set(CUSTOMER_POLICY_ACTIONS))
-
-
-def role_boundary() -> dict[str, Any]:
-    """The most a role of the stack may ever do, whatever a policy under IAM_PATH says: the actions of the policies
-    the program attaches, kms:Decrypt only through Secrets Manager, and never an IAM change (so a role cannot grant
-    itself or another role more), another role, or account or organization administration. A service-linked role for
-    the services the stack uses may still be created (AmazonEKSClusterPolicy creates the load balancers' one)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "WhatTheStacksPoliciesUse", "Effect": "Allow", "Action": boundary_actions(), "Resource": "*"},
-            {
-                "Sid": "DecryptOnlyThroughSecretsManager",
-                "Effect": "Allow",
-                "Action": "kms:Decrypt",
-                "Resource": "*",
-                "Condition": {"StringLike": {"kms:ViaService": DECRYPT_VIA}},
-            },
-            {
-                "Sid": "NoIamChanges",
-                "Effect": "Deny",
-                "Action": list(IAM_WRITES),
-                "Resource": "*",
-                # A missing key makes a negated operator true: every IAM write but these service-linked roles.
-                "Condition": {"StringNotEquals": {"iam:AWSServiceName": list(BOUNDED_SERVICE_LINKED_ROLES)}},
-            },
-            {
-                "Sid": "NoOtherRolesOrAccountAdministration",
-                "Effect": "Deny",
-                "Action": ["sts:AssumeRole", "organizations:*", "account:*"],
-                "Resource": "*",
-            },
         ],
     }

@@ -7,13 +7,8 @@ import json
 
 import pytest
 
-from ci.deploy_policy import (
-    EC2_REACH_INS,
-    MANAGED_POLICY_ACTIONS,
-    Account,
-    deploy_policy,
-    role_boundary,
-)
+from ci.deploy_policy import EC2_REACH_INS, Account, deploy_policy
+from ci.role_boundary import MANAGED_POLICY_ACTIONS, role_boundary
 from infra.cluster import control_plane_log_group_name
 from stack.files import load_stack_config, stack_names
 from stack.names import STACK_TAG_KEY

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from parliament import analyze_policy_string
 
-from ci.deploy_policy import Account, deploy_policy, role_boundary
+from ci.deploy_policy import Account, deploy_policy
 from ci.github_oidc import Repository, deploy_subjects, preview_subjects, trust_policy
 from ci.preview_policy import preview_policy
+from ci.role_boundary import role_boundary
 from tests.harness.pulumi_program import ProgramRun, run_program
 
 ACCOUNT = Account("123456789012")

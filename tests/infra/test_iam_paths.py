@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ci.deploy_policy import ATTACHABLE_MANAGED_POLICIES, Account, deploy_policy, role_boundary
+from ci.deploy_policy import Account, deploy_policy
+from ci.role_boundary import ATTACHABLE_MANAGED_POLICIES, role_boundary
 from stack.names import IAM_PATH, STACK_TAG_KEY
 from tests.ci.iam_eval import allowed
 from tests.harness.pulumi_program import ProgramRun, run_program

@@ -1,0 +1,163 @@
+"""The permissions boundary every role of the stacks carries: the most such a role may ever do, whatever policy a plan
+attaches to it.
+
+The deploy role may create customer managed policies under IAM_PATH with any content and attach them to the stacks'
+roles (ci/deploy_policy.py): IAM has no condition key over a policy's document. What caps them is this boundary, so it
+allows only the actions of the policies the program attaches (MANAGED_POLICY_ACTIONS, CUSTOMER_POLICY_ACTIONS; tests
+keep both equal to what the program registers), kms:Decrypt only through Secrets Manager, and never an IAM change
+(so a role cannot grant itself or another role more), another role, or account or organization administration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The actions each policy the program attaches allows, by the service or the exact actions; the boundary allows their
+# union and nothing else. Services where one policy uses many actions and none of them can reach other identities or
+# data are written whole; the others action by action. From the AWS managed policy reference (docs.aws.amazon.com/
+# aws-managed-policy/latest/reference/<name>.html), checked 2026-12-03:
+MANAGED_POLICY_ACTIONS: dict[str, tuple[str, ...]] = {
+    # pulumi-eks's cluster service role (nodejs/eks/cluster/cluster.ts). Autoscaling groups, EC2 (volumes, routes,
+    # security groups, tags), the legacy cloud provider's load balancers and their service-linked role, and
+    # kms:DescribeKey (EKS user guide, "Amazon EKS cluster IAM role": the minimal custom policy lists it).
+    "AmazonEKSClusterPolicy": (
+        "autoscaling:DescribeAutoScalingGroups",
+        "autoscaling:UpdateAutoScalingGroup",
+        "ec2:*",
+        "elasticloadbalancing:*",
+        "iam:CreateServiceLinkedRole",
+        "kms:DescribeKey",
+    ),
+    # The node role (infra/iam.py NODE_POLICIES): EC2 reads, eks:DescribeCluster, eks-auth:AssumeRoleForPodIdentity.
+    "AmazonEKSWorkerNodePolicy": ("ec2:*", "eks:DescribeCluster", "eks-auth:AssumeRoleForPodIdentity"),
+    # Image pulls: GetAuthorizationToken, BatchGetImage, GetDownloadUrlForLayer and the pull-through cache's import.
+    "AmazonEC2ContainerRegistryPullOnly": (
+        "ecr:GetAuthorizationToken",
+        "ecr:BatchGetImage",
+        "ecr:GetDownloadUrlForLayer",
+        "ecr:BatchImportUpstreamImage",
+    ),
+    # The SSM agent: its ssm:* calls (not SendCommand or parameters' writes), and its two message channels.
+    "AmazonSSMManagedInstanceCore": (
+        "ssm:DescribeAssociation",
+        "ssm:GetDeployablePatchSnapshotForInstance",
+        "ssm:GetDocument",
+        "ssm:DescribeDocument",
+        "ssm:GetManifest",
+        "ssm:GetParameter",
+        "ssm:GetParameters",
+        "ssm:ListAssociations",
+        "ssm:ListInstanceAssociations",
+        "ssm:PutInventory",
+        "ssm:PutComplianceItems",
+        "ssm:PutConfigurePackageResult",
+        "ssm:UpdateAssociationStatus",
+        "ssm:UpdateInstanceAssociationStatus",
+        "ssm:UpdateInstanceInformation",
+        "ssmmessages:*",
+        "ec2messages:*",
+    ),
+    # The VPC CNI's Pod Identity role (infra/addons.py): network interfaces and addresses.
+    "AmazonEKS_CNI_Policy": ("ec2:*",),
+    # The EBS CSI driver's Pod Identity role: volumes, snapshots, their tags.
+    "service-role/AmazonEBSCSIDriverPolicy": ("ec2:*",),
+    # The CloudWatch agent's Pod Identity role (workloads/platform, monitoring.cloudwatchObservability).
+    "CloudWatchAgentServerPolicy": (
+        "cloudwatch:PutMetricData",
+        "ec2:DescribeVolumes",
+        "ec2:DescribeTags",
+        "logs:PutLogEvents",
+        "logs:PutRetentionPolicy",
+        "logs:DescribeLogStreams",
+        "logs:DescribeLogGroups",
+        "logs:CreateLogStream",
+        "logs:CreateLogGroup",
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+        "xray:GetSamplingRules",
+        "xray:GetSamplingTargets",
+        "xray:GetSamplingStatisticSummaries",
+        "ssm:GetParameter",
+    ),
+}
+# Every AWS managed policy the program attaches to a role; a test keeps it equal to what the program registers.
+ATTACHABLE_MANAGED_POLICIES = tuple(MANAGED_POLICY_ACTIONS)
+# The customer managed policies the program writes (infra/hub_token_access.py: the job reads its one token secret).
+# kms:Decrypt is allowed by the boundary only through Secrets Manager (DECRYPT_VIA); no S3 yet: a bucket for the job
+# (issue 24) brings its own policy and, with it, s3 on that bucket's ARN alone here, not s3 on every bucket of the
+# account (the Pulumi state's included) to whatever policy a hostile plan writes under IAM_PATH.
+# A test reads every customer managed policy the program registers and checks its actions are inside the boundary.
+CUSTOMER_POLICY_ACTIONS: tuple[str, ...] = ("secretsmanager:GetSecretValue",)
+DECRYPT_VIA = "secretsmanager.*"  # kms:ViaService secretsmanager.<region>.<dns suffix>
+# Service-linked roles a first EKS, node group, autoscaling or FSx deployment in an account creates.
+SERVICE_LINKED_ROLES = (
+    "eks.amazonaws.com",
+    "eks-nodegroup.amazonaws.com",
+    "autoscaling.amazonaws.com",
+    "fsx.amazonaws.com",
+    "spot.amazonaws.com",
+)
+# Every IAM action that changes something, by verb (IAM's actions are named verb-first).
+IAM_WRITES = tuple(
+    f"iam:{verb}*"
+    for verb in (
+        "Add",
+        "Attach",
+        "Change",
+        "Create",
+        "Deactivate",
+        "Delete",
+        "Detach",
+        "Enable",
+        "Pass",
+        "Put",
+        "Remove",
+        "Reset",
+        "Resync",
+        "Set",
+        "Tag",
+        "Untag",
+        "Update",
+        "Upload",
+    )
+)
+BOUNDED_SERVICE_LINKED_ROLES = ("elasticloadbalancing.amazonaws.com", *SERVICE_LINKED_ROLES)
+
+
+def boundary_actions() -> list[str]:
+    """Every action any policy the program attaches allows (kms:Decrypt apart: DECRYPT_VIA)."""
+    return sorted({a for actions in MANAGED_POLICY_ACTIONS.values() for a in actions} | set(CUSTOMER_POLICY_ACTIONS))
+
+
+def role_boundary() -> dict[str, Any]:
+    """The most a role of the stack may ever do, whatever a policy under IAM_PATH says: the actions of the policies
+    the program attaches, kms:Decrypt only through Secrets Manager, and never an IAM change (so a role cannot grant
+    itself or another role more), another role, or account or organization administration. A service-linked role for
+    the services the stack uses may still be created (AmazonEKSClusterPolicy creates the load balancers' one)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "WhatTheStacksPoliciesUse", "Effect": "Allow", "Action": boundary_actions(), "Resource": "*"},
+            {
+                "Sid": "DecryptOnlyThroughSecretsManager",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": "*",
+                "Condition": {"StringLike": {"kms:ViaService": DECRYPT_VIA}},
+            },
+            {
+                "Sid": "NoIamChanges",
+                "Effect": "Deny",
+                "Action": list(IAM_WRITES),
+                "Resource": "*",
+                # A missing key makes a negated operator true: every IAM write but these service-linked roles.
+                "Condition": {"StringNotEquals": {"iam:AWSServiceName": list(BOUNDED_SERVICE_LINKED_ROLES)}},
+            },
+            {
+                "Sid": "NoOtherRolesOrAccountAdministration",
+                "Effect": "Deny",
+                "Action": ["sts:AssumeRole", "organizations:*", "account:*"],
+                "Resource": "*",
+            },
+        ],
+    }
