@@ -93,11 +93,13 @@ def test_the_base_images_torch_satisfies_the_requirement() -> None:
 
 
 def test_the_tests_run_the_torch_the_image_runs() -> None:
-    """One torch everywhere: the base image's, the Makefile's pin for the test virtualenv, and the one installed."""
+    """One torch everywhere: the base image's, the test virtualenv's pin (requirements-torch-cpu.txt, which the
+    Makefile compiles into the locked test environment), and the one installed."""
     image_torch = re.search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
-    makefile_torch = re.search(r"torch==(\d+\.\d+\.\d+)", (PROJECT_ROOT / "Makefile").read_text()).group(1)
+    pinned = (PROJECT_ROOT / "requirements-torch-cpu.txt").read_text()
+    pinned_torch = re.search(r"^torch==(\d+\.\d+\.\d+)", pinned, re.MULTILINE).group(1)
     installed_torch = Version(installed_version("torch")).base_version  # "2.13.0+cpu" is the CPU build of 2.13.0
-    assert image_torch == makefile_torch == installed_torch
+    assert image_torch == pinned_torch == installed_torch
 
 
 def test_the_image_has_torchao_for_fp8_built_for_its_torch() -> None:
