@@ -20,7 +20,6 @@ from workloads.platform.component import Platform, PlatformArgs
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
 scope_iam_resources(IamScope(config.stack, config.cluster.role_permissions_boundary))  # before any role is registered
-secrets = pulumi.Config("fsdp-eks")
 checkpoint_fs = None
 node_groups: list[pulumi.Resource] = []
 # What the platform and the job need while they exist (nodes, DNS, volume drivers, egress, the cluster itself):

@@ -153,7 +153,9 @@ class Cluster(pulumi.ComponentResource):
                 f"machine only: {OWN_CIDR_FIX}",
                 resource=self,
             )
-        self.kubeconfig = pulumi.Output.secret(self.eks_cluster.kubeconfig_json)
+        # Not a secret: pulumi-eks's kubeconfig holds the endpoint, the CA and an `aws eks get-token` exec, no
+        # credential (generateKubeconfig, nodejs/eks/cluster/cluster.ts); tests/test_state_secrets.py checks it.
+        self.kubeconfig = self.eks_cluster.kubeconfig_json
         # The group EKS creates with the control plane: it admits all traffic between its members and from the
         # control plane, and is what a node must be in to join (EKS user guide, "View Amazon EKS security group
         # requirements for clusters").

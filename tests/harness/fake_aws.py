@@ -89,7 +89,8 @@ def _role(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str
     role_name = inputs.get("name") or auto_name(name)
     return role_name, {
         "name": role_name,
-        "arn": f"arn:aws:iam::{ACCOUNT}:role/{role_name}",
+        # A role's ARN carries its path (IAM user guide, "IAM identifiers": arn:aws:iam::ACCOUNT:role/PATH/NAME).
+        "arn": f"arn:aws:iam::{ACCOUNT}:role{inputs.get('path') or '/'}{role_name}",
         "uniqueId": role_unique_id(name),
         "createDate": "2026-01-01T00:00:00Z",
     }
@@ -229,14 +230,5 @@ def aws_invoke(token: str, args: dict[str, Any], region: str) -> dict[str, Any] 
             "version": f"v1.0.0-eksbuild.{int(digest(addon)[:2], 16)}",
             "kubernetesVersion": args["kubernetesVersion"],
             "id": addon,
-        }
-    if token == "aws:ecr/getAuthorizationToken:getAuthorizationToken":
-        return {
-            "userName": "AWS",
-            "password": "token",
-            "proxyEndpoint": f"https://{ACCOUNT}.dkr.ecr.{region}.amazonaws.com",
-            "authorizationToken": "QVdTOnRva2Vu",
-            "expiresAt": "2026-01-01T12:00:00Z",
-            "id": region,
         }
     return None
