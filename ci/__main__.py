@@ -100,12 +100,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pulumi-org", required=True, help="the Pulumi Cloud organization of the stacks")
     parser.add_argument("--preview-team", default=PREVIEW_TEAM, help="the Pulumi team whose tokens preview")
     parser.add_argument("--deploy-team", default=DEPLOY_TEAM, help="the Pulumi team whose tokens deploy")
+    parser.add_argument(
+        "--existing-cluster",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a cluster a stack uses with cluster.existing (not created by a stack); repeat for each",
+    )
     parser.add_argument("--out", type=Path, default=Path("build/ci"))
     args = parser.parse_args(argv)
     if not (args.account_id.isdigit() and len(args.account_id) == 12):
         parser.error(f"--account-id: expected 12 digits, got {args.account_id!r}")
     repository = Repository.parse(args.repository, args.owner_id, args.repository_id)
-    account = Account(args.account_id, args.partition)
+    account = Account(args.account_id, args.partition, existing_clusters=tuple(args.existing_cluster))
     args.out.mkdir(parents=True, exist_ok=True)
     written = documents(repository, account, args.reviewer) | pipeline_documents(
         repository, args.pulumi_org, args.preview_team, args.deploy_team
@@ -116,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     print(pulumi_cloud_step(args.out))
     print(f"# then set fsdp-eks:cluster.rolePermissionsBoundary to {account.boundary_arn} on every stack CI deploys")
     # The deploy role manages only clusters so named (ci/deploy_policy.py Account.cluster_name_prefix).
-    print(f"# and name every cluster CI deploys {account.cluster_name_prefix}* (the default, fsdp-eks-<stack>, is)")
+    print(
+        f"# and name every cluster CI creates {account.cluster_name_prefix}* (the default, "
+        f"{account.cluster_name_prefix}<stack>, is; preview refuses another); an existing cluster only with "
+        "--existing-cluster NAME"
+    )
     return 0
 
 

@@ -44,7 +44,7 @@ from typing import Any
 
 from ci.role_boundary import ATTACHABLE_MANAGED_POLICIES, SERVICE_LINKED_ROLES
 from infra.cluster import KEY_DELETION_WINDOW_DAYS, control_plane_log_group_name
-from stack.names import IAM_PATH, STACK_TAG_KEY
+from stack.names import CLUSTER_NAME_PREFIX, IAM_PATH, STACK_TAG_KEY
 from workloads.job.image_source import repository_name
 
 PASS_ROLE_TO = ("eks.amazonaws.com", "pods.eks.amazonaws.com")
@@ -128,9 +128,13 @@ class Account:
     preview_role: str = "fsdp-eks-ci-preview"
     deploy_role: str = "fsdp-eks-ci-deploy"
     boundary_policy: str = "fsdp-eks-role-boundary"  # not under IAM_PATH: out of the deploy role's policy grants
-    # Every cluster the deploy role manages is named with this prefix: the default name is fsdp-eks-<stack>
-    # (stack/config.py cluster_name); a stack's own cluster.name must start with it too.
-    cluster_name_prefix: str = "fsdp-eks-"
+    # Every cluster the deploy role creates is named with this prefix: the default name is fsdp-eks-<stack>
+    # (stack/config.py cluster_name), and preview refuses a CI-deployed stack's cluster.name without it
+    # (stack/cluster_checks.py deploy_role_cluster_name_problems).
+    cluster_name_prefix: str = CLUSTER_NAME_PREFIX
+    # Clusters the stacks use but do not create (cluster.existing), granted by their own names: the job's Pod
+    # Identity association and the platform's add-on reads need them.
+    existing_clusters: tuple[str, ...] = ()
 
     def arn(self, kind: str, name: str) -> str:
         return f"arn:{self.partition}:iam::{self.account_id}:{kind}/{name}"
@@ -158,10 +162,13 @@ class Account:
     @property
     def stack_clusters(self) -> list[str]:
         """The stacks' clusters and everything EKS names under a cluster."""
-        clusters = f"{self.cluster_name_prefix}*"
         return [
-            self.regional_arn("eks", f"cluster/{clusters}"),
-            *(self.regional_arn("eks", f"{kind}/{clusters}/*") for kind in EKS_CLUSTER_RESOURCES),
+            arn
+            for clusters in (f"{self.cluster_name_prefix}*", *self.existing_clusters)
+            for arn in (
+                self.regional_arn("eks", f"cluster/{clusters}"),
+                *(self.regional_arn("eks", f"{kind}/{clusters}/*") for kind in EKS_CLUSTER_RESOURCES),
+            )
         ]
 
     @property

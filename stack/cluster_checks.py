@@ -12,6 +12,7 @@ import ipaddress
 
 from stack.config import StackConfig
 from stack.fields import NAMESPACE
+from stack.names import CLUSTER_NAME_PREFIX
 
 # The AWS provider refuses a node group name prefix over 37 characters: a managed node group's name has at most 63
 # (EKS API reference, CreateNodegroup), and the provider appends a 26-character unique suffix to a prefix
@@ -52,12 +53,31 @@ def cluster_name_problems(config: StackConfig) -> list[str]:
     if len(name) <= longest:
         return []
     source = (
-        f"{NAMESPACE}:cluster.name" if config.cluster.name else f"the default cluster name (fsdp-eks-{config.stack})"
+        f"{NAMESPACE}:cluster.name"
+        if config.cluster.name
+        else f"the default cluster name ({CLUSTER_NAME_PREFIX}{config.stack})"
     )
     return [
         f"{source}: {name!r} ({len(name)} characters) is not allowed; expected at most {longest} characters: the node "
         f"group name prefix {node_group_name_prefix(name, SYSTEM_NODE_GROUP_NAME)!r} must have at most "
         f"{NODE_GROUP_NAME_PREFIX_MAX_LENGTH} (the AWS provider's limit for node_group_name_prefix)"
+    ]
+
+
+def deploy_role_cluster_name_problems(config: StackConfig) -> list[str]:
+    """A stack CI deploys (it names the permissions boundary the CI deploy role demands) creates its cluster under a
+    name the deploy role may manage: ci/deploy_policy.py scopes eks:* to clusters named CLUSTER_NAME_PREFIX*, so
+    another name would fail at CreateCluster, after the network is built. An existing cluster is granted by name
+    instead (`python -m ci --existing-cluster NAME`)."""
+    cluster = config.cluster
+    if cluster.existing or not cluster.role_permissions_boundary or not cluster.name:
+        return []
+    if cluster.name.startswith(CLUSTER_NAME_PREFIX):
+        return []
+    return [
+        f"{NAMESPACE}:cluster.name: {cluster.name!r} is not allowed with cluster.rolePermissionsBoundary; expected a "
+        f"name starting {CLUSTER_NAME_PREFIX!r} (the CI deploy role manages only clusters so named), or no "
+        f"cluster.name (the default, {CLUSTER_NAME_PREFIX}{config.stack})"
     ]
 
 
@@ -103,4 +123,9 @@ def prometheus_volume_problems(config: StackConfig) -> list[str]:
 
 
 def cluster_problems(config: StackConfig) -> list[str]:
-    return cluster_name_problems(config) + public_endpoint_problems(config) + prometheus_volume_problems(config)
+    return (
+        cluster_name_problems(config)
+        + deploy_role_cluster_name_problems(config)
+        + public_endpoint_problems(config)
+        + prometheus_volume_problems(config)
+    )

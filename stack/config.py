@@ -26,6 +26,7 @@ from stack.fields import (
 )
 from stack.hub_token_secret import secret_reference_problem
 from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
+from stack.names import CLUSTER_NAME_PREFIX
 from trainer.config import ACTIVATION_CHECKPOINTING, MIXED_PRECISIONS, SHARDING_STRATEGIES
 
 CAPACITY_TYPES = ("ON_DEMAND", "CAPACITY_BLOCK", "SPOT")
@@ -360,7 +361,7 @@ class StackConfig:
 
     @property
     def cluster_name(self) -> str:
-        return self.cluster.name or f"fsdp-eks-{self.stack}"
+        return self.cluster.name or f"{CLUSTER_NAME_PREFIX}{self.stack}"
 
     @property
     def availability_zones(self) -> list[str]:

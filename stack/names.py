@@ -77,6 +77,7 @@ def job_name(stack: str) -> str:
     refuses a stack name it would cut."""
     return uncut_job_name(stack)[:JOB_NAME_MAX_LENGTH].rstrip("-")
 
+
 # Every IAM role and customer managed policy the program creates lives under this path, and carries the stack's tag.
 # The CI deploy role may pass, change and attach only what is under it (ci/deploy_policy.py), so a leaked deploy
 # session cannot reach the account's other roles. Roles with a path are fine in EKS access entries and Pod Identity
@@ -85,3 +86,7 @@ IAM_PATH = "/fsdp-eks/"
 # The tag key that marks an AWS resource as the stack's (its value is the Pulumi stack name): KMS keys, roles and
 # policies carry it, and the deploy role's KMS and IAM grants are conditioned on it (aws:ResourceTag).
 STACK_TAG_KEY = "fsdp-eks:stack"
+# Every cluster the stack names itself starts with this (the default is fsdp-eks-<stack>): the CI deploy role manages
+# only clusters so named (ci/deploy_policy.py), and a CI-deployed stack's own cluster.name must keep it
+# (stack/cluster_checks.py).
+CLUSTER_NAME_PREFIX = "fsdp-eks-"

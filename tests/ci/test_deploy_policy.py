@@ -296,3 +296,17 @@ def test_the_documents_fit_iams_size_limits() -> None:
     Guide, "IAM and AWS STS quotas")."""
     assert len(json.dumps(DEPLOY, separators=(",", ":"))) <= 10_240
     assert len(json.dumps(BOUNDARY, separators=(",", ":"))) <= 6_144
+
+
+def test_an_existing_cluster_is_reached_only_when_granted_by_name() -> None:
+    """A stack on a cluster it did not create (cluster.existing) needs the deploy role on that cluster: to read it
+    (getCluster) and to make the job's Pod Identity association there. `python -m ci --existing-cluster NAME` grants
+    that cluster and nothing beside it."""
+    granted = deploy_policy(Account("123456789012", existing_clusters=("team-gpu",)))
+    association = _eks("podidentityassociation/team-gpu/a-1")
+    assert not allowed(DEPLOY, "eks:DescribeCluster", _eks("cluster/team-gpu"))
+    assert allowed(granted, "eks:DescribeCluster", _eks("cluster/team-gpu"))
+    assert allowed(granted, "eks:CreatePodIdentityAssociation", _eks("cluster/team-gpu"))
+    assert allowed(granted, "eks:DeletePodIdentityAssociation", association)
+    assert not allowed(granted, "eks:DeleteCluster", _eks("cluster/team-gpu-2"))
+    assert not allowed(granted, "eks:DeleteCluster", _eks("cluster/payments"))

@@ -146,3 +146,15 @@ def test_prometheus_volume_needs_a_system_node_in_its_az() -> None:
     )
     existing = dataclasses.replace(monitored, cluster=dataclasses.replace(monitored.cluster, existing=True))
     assert prometheus_volume_problems(monitored) and prometheus_volume_problems(existing) == []
+
+
+def test_a_ci_deployed_stack_keeps_its_cluster_name_within_the_deploy_roles_reach() -> None:
+    """With the CI boundary set, the deploy role manages only clusters named fsdp-eks-*: another cluster.name would
+    fail at CreateCluster after the network is built, so preview refuses it first."""
+    boundary = "arn:aws:iam::123456789012:policy/fsdp-eks-role-boundary"
+    run = run_program(STACK, {CLUSTER: {"name": "team-gpu", "rolePermissionsBoundary": boundary}})
+    assert run.error is not None and run.error["kind"] == "ConfigError"
+    (problem,) = run.error["problems"]
+    assert "cluster.name" in problem and "'fsdp-eks-'" in problem and not run.resources
+    assert run_program(STACK, {CLUSTER: {"name": "fsdp-eks-team", "rolePermissionsBoundary": boundary}}).error is None
+    assert run_program(STACK, {CLUSTER: {"name": "team-gpu"}}).error is None  # no CI boundary: any name
