@@ -25,6 +25,7 @@ from local.launch import (
     LocalPlan,
     ManifestError,
     agent_environment,
+    hub_token_changes,
     launcher_options,
     local_trainer_args,
     local_trainer_config,
@@ -100,6 +101,7 @@ def trainjob_plan(
     trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(nodes, nodes + 1))
     args, trainer_lines = local_trainer_args(trainer_args, trainer)
     changes += trainer_lines
+    changes += hub_token_changes(container)
     argv = [
         sys.executable,
         "-m",

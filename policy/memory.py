@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policy.hf_token import TOKEN_LITERAL
 from policy.props import as_int, get, has_unknown, is_unknown, not_checked
 from policy.pytorchjob import PYTORCHJOB, replicas
 from policy.training_runtime import RUNTIME, runtime_replicas
@@ -75,7 +76,17 @@ def parse_trainer_argv(argv: Sequence[str]) -> TrainConfig:
             return parse_args(list(argv))
         except SystemExit:
             reason = (errors.getvalue().strip().splitlines() or ["refused"])[-1]
-    raise UnsizedError(f"the trainer's parser refuses the job's flags ({reason})", "fix the flags")
+    raise UnsizedError(f"the trainer's parser refuses the job's flags ({quotable(reason)})", "fix the flags")
+
+
+def quotable(refusal: str) -> str:
+    """argparse's refusal, fit for a preview comment: an unrecognised argument's values are left out (a pasted
+    token would be one) and so is anything shaped like a Hugging Face token."""
+    head, marker, rest = refusal.partition("unrecognized arguments:")
+    if marker:
+        flags = [word for word in rest.split() if word.startswith("-")]
+        refusal = f"{head}{marker} {' '.join(flags) or '(values left out)'}"
+    return TOKEN_LITERAL.sub("hf_... (a token, left out)", refusal)
 
 
 def job_shape(props: Mapping[str, Any], resource_type: str = PYTORCHJOB) -> JobShape:

@@ -151,7 +151,7 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
         _props_only(exposure.public_endpoint_violations),
     ),
     resource_policy(
-        "hf-token-only-from-secret",
+        "hf-token-only-from-secrets-manager",
         "The Hugging Face token is in no Kubernetes object; a job on a gated model names its Secrets Manager secret.",
         _props_only(hf_token.hf_token_violations),
     ),

@@ -5,6 +5,7 @@ with job.api trainjob on two nodes."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,20 @@ def test_a_runtime_the_jobset_webhook_refuses_is_refused_before_anything_starts(
 def test_the_cli_runs_a_trainjob_when_asked_and_the_pytorchjob_by_default() -> None:
     assert runs_trainjob(parse_args(["--stack", "dev", "--api", "trainjob"]))
     assert not runs_trainjob(parse_args(["--stack", "dev"]))  # make demo
+
+
+def test_the_header_says_where_the_token_comes_from_when_the_runtime_names_its_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the PyTorchJob's local run does: the runtime names a Secrets Manager secret, which the local run does not
+    read; this machine's HF_TOKEN stands in, and the header says so without printing it."""
+    monkeypatch.setenv("HF_TOKEN", "hf_local_test_token")
+    config, _ = local_stack_config("dev", LocalJobOptions(nodes=2, api="trainjob"))
+    named = dataclasses.replace(config, job=dataclasses.replace(config.job, hf_token_secret="fsdp-eks/hf-token"))
+    spec = job_spec(named)
+    plan = trainjob_plan(
+        training_runtime(spec), trainjob_manifest(spec), RUN_DIR, metrics_port=19300, master_port=MASTER_PORT
+    )
+    (line,) = [change for change in plan.changes if change.startswith("Hugging Face token")]
+    assert "this machine's HF_TOKEN" in line and "fsdp-eks/hf-token" in line and "hf_local_test_token" not in line
+    assert all("HF_TOKEN_SECRET" not in agent.env for agent in plan.agents)

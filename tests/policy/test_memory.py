@@ -76,6 +76,15 @@ def test_flags_the_trainer_would_refuse_are_not_checked_with_the_parsers_reason(
     assert "ZERO3" in _not_checked(job)
 
 
+def test_the_parsers_reason_never_quotes_a_pasted_token() -> None:
+    """argparse names an unrecognised flag with its value; pasted after a made-up flag, a token would land in the
+    preview comment. The flag is named, the value left out."""
+    token = "hf_" + "Abcdefghijklmnopqrstuvwxyz01234567"
+    job = set_trainer_flag(pytorchjob("p5-16"), "--hub-token", token)
+    problem = _not_checked(job)
+    assert "--hub-token" in problem and token not in problem and "hf_A" not in problem
+
+
 def test_a_value_the_sizing_model_refuses_is_not_checked() -> None:
     job = set_trainer_flag(pytorchjob("p5-16"), "--global-batch-size", "3")
     assert "sizing model refuses" in _not_checked(job)

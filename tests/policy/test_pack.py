@@ -68,7 +68,7 @@ def test_an_unknown_image_does_not_stop_the_job_checks() -> None:
     args = ResourceValidationArgs(
         "kubernetes:kubeflow.org/v1:PyTorchJob", unknown_checking_proxy(job), "urn", "job", _opts(), None, {}
     )
-    _policy("hf-token-only-from-secret").validate(args, lambda message, urn=None: found.append(message))
+    _policy("hf-token-only-from-secrets-manager").validate(args, lambda message, urn=None: found.append(message))
     assert len(found) == 1 and "HF_TOKEN" in found[0]
 
 

@@ -50,7 +50,7 @@ TRAINJOB_MUTATIONS: dict[str, tuple[str, Callable[[ProgramRun, Registered], Regi
         RUNTIME,
         _inputs(lambda r: (_set_flag(r, "--model", "llama2-70b"), _set_flag(r, "--sharding-strategy", "NO_SHARD"))),
     ),
-    "hf-token-only-from-secret": (
+    "hf-token-only-from-secrets-manager": (
         TRAINJOB,
         _inputs(lambda j: j["spec"]["trainer"].update(env=[{"name": "HF_TOKEN", "value": TOKEN}])),
     ),
