@@ -276,4 +276,6 @@ def test_every_mandatory_policy_has_a_case_it_cannot_check() -> None:
 
     names = {p.name for p in POLICIES if p.enforcement_level == EnforcementLevel.MANDATORY}
     # The HF token policy's unknown cases (command or env unknown at preview) are tests/policy/test_hf_token.py's.
-    assert names - {"hf-token-only-from-secrets-manager"} == set(UNKNOWN_DURING_PREVIEW) | set(TRAINJOB_UNKNOWN_DURING_PREVIEW)
+    assert names - {"hf-token-only-from-secrets-manager"} == set(UNKNOWN_DURING_PREVIEW) | set(
+        TRAINJOB_UNKNOWN_DURING_PREVIEW
+    )
