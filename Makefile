@@ -20,6 +20,7 @@ venv: $(STAMP)
 # so nothing pulls a multi-GB CUDA build. The venv's own pip is used as it is: upgrading it would be an unpinned
 # install.
 $(STAMP): requirements-dev.lock
+	PYTHON=$(PYTHON) scripts/system-packages.sh venv
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.lock $(TORCH_PIP_ARGS)
 	touch $(STAMP)
@@ -39,7 +40,9 @@ demo: $(STAMP)
 demo-drill: $(STAMP)
 	$(PY) -m local --stack dev --drill kill-agent --after-checkpoint
 
+# The system packages a few tests need (Prometheus, promtool, gpg, gpgv) are installed first when missing.
 test: $(STAMP)
+	scripts/system-packages.sh test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m stack.docs --check
