@@ -30,9 +30,11 @@ from trainer.hub_token import (
     REGION_VARIABLE,
     SECRET_VARIABLE,
     TOKEN_VARIABLE,
+    WAIT_VARIABLE,
     HubTokenError,
     SecretRead,
     load_hub_token,
+    read_with_retries,
     token_from,
 )
 from trainer.launch_exits import EXIT_STAGING_FAILED, REASON_PREFIX
@@ -57,6 +59,7 @@ class SecretsManager:
     endpoint: str
     reader: Keys  # may call GetSecretValue
     outsider: Keys  # may call nothing
+    iam: Any  # an administrator's IAM client, to grant a user more while a launcher waits
 
 
 def _free_port() -> int:
@@ -122,13 +125,14 @@ def secrets_manager() -> Iterator[SecretsManager]:
             endpoint,
             reader=_user(iam, "reader", ["secretsmanager:GetSecretValue"]),
             outsider=_user(iam, "outsider", []),
+            iam=iam,
         )
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
-def launcher_env(manager: SecretsManager, keys: Keys, secret: str) -> dict[str, str]:
+def launcher_env(manager: SecretsManager, keys: Keys, secret: str, wait_seconds: float = 0) -> dict[str, str]:
     """What the pod gives the launcher (HF_TOKEN_SECRET, AWS_REGION), credentials standing in for the Pod Identity
     role's, and the local endpoint; nothing of this machine's own AWS or Hugging Face settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HF_")) and k != TOKEN_VARIABLE}
@@ -142,6 +146,7 @@ def launcher_env(manager: SecretsManager, keys: Keys, secret: str) -> dict[str, 
         "AWS_CONFIG_FILE": os.devnull,
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
         EXPECTED_DIGEST_VARIABLE: token_digest(TOKEN),
+        WAIT_VARIABLE: str(wait_seconds),
     }
 
 
@@ -186,9 +191,50 @@ def test_a_missing_secret_fails_the_job_once_naming_the_secret_and_the_aws_error
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+def test_a_missing_secret_is_final_at_once_however_long_the_pod_may_wait(secrets_manager: SecretsManager) -> None:
+    started = time.monotonic()
+    result = launch(launcher_env(secrets_manager, secrets_manager.reader, "fsdp-eks/no-such-token", wait_seconds=60))
+    assert result.returncode == EXIT_STAGING_FAILED and "retry" not in result.stderr
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_grant_that_takes_effect_after_the_pod_starts_is_waited_for(secrets_manager: SecretsManager) -> None:
+    """The stack creates the role, its policy and the Pod Identity association just before the job; until IAM has
+    caught up the read is denied. The launcher retries, and the job starts once the grant is in effect."""
+    iam = secrets_manager.iam
+    late = _user(iam, "late-reader", [])
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "trainer.launch", *LAUNCH],
+        cwd=ROOT,
+        env=launcher_env(secrets_manager, late, SECRET, wait_seconds=90),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(3)  # denied at least once
+        document = {"Version": "2012-10-17", "Statement": [READ_STATEMENT]}
+        iam.put_user_policy(UserName="late-reader", PolicyName="read", PolicyDocument=json.dumps(document))
+        stdout, stderr = launcher.communicate(timeout=240)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    assert launcher.returncode == 0, stderr
+    assert "reading the token's secret; retry in" in stderr
+    assert "hub_token_probe: HF_TOKEN is the expected token" in stderr
+    assert TOKEN not in stdout + stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_a_denied_read_fails_the_job_once_without_showing_the_token(secrets_manager: SecretsManager) -> None:
-    result = launch(launcher_env(secrets_manager, secrets_manager.outsider, SECRET))
+    # Denied for longer than the pod waits for a fresh grant (3 s here): one retry, then the job fails once.
+    result = launch(launcher_env(secrets_manager, secrets_manager.outsider, SECRET, wait_seconds=3))
     assert result.returncode == EXIT_STAGING_FAILED
+    assert "reading the token's secret; retry in 2 s" in result.stderr
     line = last_line(result)
     assert f"'{SECRET}'" in line and "AccessDenied" in line
     assert TOKEN not in result.stdout + result.stderr
@@ -201,6 +247,62 @@ def test_a_binary_secret_fails_the_job_once_naming_it(secrets_manager: SecretsMa
     result = launch(launcher_env(secrets_manager, secrets_manager.reader, BINARY_SECRET))
     assert result.returncode == EXIT_STAGING_FAILED
     assert f"'{BINARY_SECRET}' holds no SecretString" in last_line(result)
+
+
+READ_STATEMENT = {"Effect": "Allow", "Action": ["secretsmanager:GetSecretValue"], "Resource": "*"}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now, self.slept = 0.0, []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def failing_then(errors: list[HubTokenError]) -> Any:
+    def read() -> SecretRead:
+        if errors:
+            raise errors.pop(0)
+        return SecretRead(TOKEN)
+
+    return read
+
+
+def test_a_fresh_grant_is_retried_with_backoff_until_it_takes_effect() -> None:
+    clock = FakeClock()
+    errors = [HubTokenError("denied", "AccessDeniedException"), HubTokenError("none yet", "NoCredentialsError")] * 2
+    read = read_with_retries(failing_then(errors), wait_seconds=120, sleep=clock.sleep, clock=lambda: clock.now)
+    assert read == SecretRead(TOKEN) and clock.slept == [2, 4, 8, 16]
+
+
+def test_a_denial_past_the_wait_counts() -> None:
+    clock = FakeClock()
+    errors = [HubTokenError("denied", "AccessDeniedException")] * 20
+    with pytest.raises(HubTokenError, match="denied"):
+        read_with_retries(failing_then(errors), wait_seconds=60, sleep=clock.sleep, clock=lambda: clock.now)
+    assert clock.slept == [2, 4, 8, 16, 30] and sum(clock.slept) <= 60
+
+
+def test_a_missing_secret_is_not_retried() -> None:
+    clock = FakeClock()
+    with pytest.raises(HubTokenError):
+        read_with_retries(
+            failing_then([HubTokenError("gone", "ResourceNotFoundException")]),
+            wait_seconds=120,
+            sleep=clock.sleep,
+            clock=lambda: clock.now,
+        )
+    assert clock.slept == []
+
+
+def test_a_key_value_secret_is_refused_naming_its_keys_not_its_values() -> None:
+    """The console stores a key/value secret as a JSON object; sent to the hub as is, it would be a 401 for a reason
+    no log shows."""
+    with pytest.raises(HubTokenError, match="JSON object") as refused:
+        token_from(SecretRead(json.dumps({"HF_TOKEN": TOKEN})), SECRET)
+    assert "HF_TOKEN" in str(refused.value) and TOKEN not in str(refused.value)
 
 
 def test_an_empty_secret_string_is_refused() -> None:
