@@ -131,4 +131,9 @@ def test_patterns_match_as_github_reads_them(pattern: str, path: str, owned: boo
 
 
 def test_ordinary_code_is_not_gated() -> None:
-    assert owners_of("trainer/train.py") == [] and owners_of("workloads/job/manifest.py") == []
+    assert owners_of("trainer/train.py") == [] and owners_of("local/run.py") == [] and owners_of("bench/x.py") == []
+
+
+def test_the_job_whose_pods_the_policies_judge_and_whose_role_reads_the_secret_is_gated() -> None:
+    for path in ("workloads/job/manifest.py", "workloads/job/component.py", "workloads/job/image_source.py"):
+        assert owners_of(path) == ["@fsdp-eks/maintainers"], path
