@@ -9,7 +9,8 @@ from functools import cache
 from typing import Any
 
 from stack.config import StackConfig
-from stack.files import load_stack_config
+from stack.files import load_stack_config, raw_stack_config
+from tests.harness.pulumi_program import run_program
 from workloads.job.component import TrainingJobArgs
 from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec, job_spec
 
@@ -171,3 +172,18 @@ def test_only_the_stacks_default_claim_on_its_fsx_is_made_by_the_stack() -> None
     own = dataclasses.replace(config, job=dataclasses.replace(config.job, checkpoint_claim=DEFAULT_CHECKPOINT_CLAIM))
     assert job_spec(own).checkpoint.claim == DEFAULT_CHECKPOINT_CLAIM
     assert not job_spec(own).checkpoint.on_stack_file_system
+
+
+def test_the_trainjob_runtimes_pods_run_as_the_service_account_the_association_names() -> None:
+    """The TrainJob's pods come from its ClusterTrainingRuntime (JobSet's replicated jobs): every one of them runs as
+    the service account the Pod Identity association names, or the token's secret is unreadable there."""
+    dev = raw_stack_config("dev")
+    job = dev["fsdp-eks:job"] | {"api": "trainjob", "hfTokenSecret": "fsdp-eks/hf-token"}
+    run = run_program("dev", {"fsdp-eks:job": job})
+    assert run.error is None, run.error
+    association = run.one(ASSOCIATION).inputs
+    runtime = run.one("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime").inputs
+    replicated = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    accounts = {r["name"]: r["template"]["spec"]["template"]["spec"].get("serviceAccountName") for r in replicated}
+    assert accounts and set(accounts.values()) == {association["serviceAccount"]}, accounts
+    assert association["namespace"] == run.one(SERVICE_ACCOUNT).inputs["metadata"]["namespace"]
