@@ -4,13 +4,16 @@ attaches to it.
 The deploy role may create customer managed policies under IAM_PATH with any content and attach them to the stacks'
 roles (ci/deploy_policy.py): IAM has no condition key over a policy's document. What caps them is this boundary, so it
 allows only the actions of the policies the program attaches (MANAGED_POLICY_ACTIONS, CUSTOMER_POLICY_ACTIONS; tests
-keep both equal to what the program registers), kms:Decrypt only through Secrets Manager, and never an IAM change
-(so a role cannot grant itself or another role more), another role, or account or organization administration.
+keep both equal to what the program registers), secrets read only under SECRET_NAME_PREFIX in the account and
+kms:Decrypt only as Secrets Manager decrypts such a secret, and never an IAM change (so a role cannot grant itself or
+another role more), another role, or account or organization administration.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from stack.names import SECRET_NAME_PREFIX
 
 # The actions each policy the program attaches allows, by the service or the exact actions; the boundary allows their
 # union and nothing else. Services where one policy uses many actions and none of them can reach other identities or
@@ -87,7 +90,10 @@ ATTACHABLE_MANAGED_POLICIES = tuple(MANAGED_POLICY_ACTIONS)
 # (issue 24) brings its own policy and, with it, s3 on that bucket's ARN alone here, not s3 on every bucket of the
 # account (the Pulumi state's included) to whatever policy a hostile plan writes under IAM_PATH.
 # A test reads every customer managed policy the program registers and checks its actions are inside the boundary.
-CUSTOMER_POLICY_ACTIONS: tuple[str, ...] = ("secretsmanager:GetSecretValue",)
+# Secrets Manager's read is a secret's whole value, so it is bounded by the secret's name as well
+# (SECRET_ACTIONS, secret_arns), not only by action.
+SECRET_ACTIONS: tuple[str, ...] = ("secretsmanager:GetSecretValue",)
+CUSTOMER_POLICY_ACTIONS: tuple[str, ...] = SECRET_ACTIONS
 DECRYPT_VIA = "secretsmanager.*"  # kms:ViaService secretsmanager.<region>.<dns suffix>
 # Service-linked roles a first EKS, node group, autoscaling or FSx deployment in an account creates.
 SERVICE_LINKED_ROLES = (
@@ -125,25 +131,45 @@ BOUNDED_SERVICE_LINKED_ROLES = ("elasticloadbalancing.amazonaws.com", *SERVICE_L
 
 
 def boundary_actions() -> list[str]:
-    """Every action any policy the program attaches allows (kms:Decrypt apart: DECRYPT_VIA)."""
-    return sorted({a for actions in MANAGED_POLICY_ACTIONS.values() for a in actions} | set(CUSTOMER_POLICY_ACTIONS))
+    """Every action any policy the program attaches allows on any resource (the secrets' read and kms:Decrypt
+    apart: secret_arns, DECRYPT_VIA)."""
+    managed = {a for actions in MANAGED_POLICY_ACTIONS.values() for a in actions}
+    return sorted((managed | set(CUSTOMER_POLICY_ACTIONS)) - set(SECRET_ACTIONS))
 
 
-def role_boundary() -> dict[str, Any]:
+def secret_arns(account_id: str, partition: str = "aws") -> str:
+    """Every secret of the account, in any region, whose name starts with SECRET_NAME_PREFIX. A secret's ARN is
+    arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME-XXXXXX (Secrets Manager API reference, CreateSecret), and
+    a name holds no ':' (stack/hub_token_secret.py SECRET_NAME), so `*` after the prefix stays within the name."""
+    return f"arn:{partition}:secretsmanager:*:{account_id}:secret:{SECRET_NAME_PREFIX}*"
+
+
+def role_boundary(account_id: str, partition: str = "aws") -> dict[str, Any]:
     """The most a role of the stack may ever do, whatever a policy under IAM_PATH says: the actions of the policies
-    the program attaches, kms:Decrypt only through Secrets Manager, and never an IAM change (so a role cannot grant
-    itself or another role more), another role, or account or organization administration. A service-linked role for
-    the services the stack uses may still be created (AmazonEKSClusterPolicy creates the load balancers' one)."""
+    the program attaches; GetSecretValue only on the account's secrets named under SECRET_NAME_PREFIX, and kms:Decrypt
+    only as Secrets Manager decrypts one of them; never an IAM change (so a role cannot grant itself or another role
+    more), another role, or account or organization administration. A service-linked role for the services the stack
+    uses may still be created (AmazonEKSClusterPolicy creates the load balancers' one).
+
+    Secrets Manager calls KMS with the encryption context SecretARN, the secret's ARN, on every call (Secrets Manager
+    user guide, "Secret encryption and decryption in AWS Secrets Manager", Secrets Manager encryption context), so
+    kms:EncryptionContext:SecretARN names the secret a Decrypt is for; the AWS managed policy
+    AWSSecretsManagerClientReadOnlyAccess conditions its kms:Decrypt on the same key with StringLike (AWS managed
+    policy reference). The key's ARN stays '*': which key encrypts a secret is its owner's choice."""
+    secrets = secret_arns(account_id, partition)
     return {
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "WhatTheStacksPoliciesUse", "Effect": "Allow", "Action": boundary_actions(), "Resource": "*"},
+            {"Sid": "ReadOnlyTheStacksSecrets", "Effect": "Allow", "Action": list(SECRET_ACTIONS), "Resource": secrets},
             {
-                "Sid": "DecryptOnlyThroughSecretsManager",
+                "Sid": "DecryptOnlyTheStacksSecretsThroughSecretsManager",
                 "Effect": "Allow",
                 "Action": "kms:Decrypt",
                 "Resource": "*",
-                "Condition": {"StringLike": {"kms:ViaService": DECRYPT_VIA}},
+                "Condition": {
+                    "StringLike": {"kms:ViaService": DECRYPT_VIA, "kms:EncryptionContext:SecretARN": secrets}
+                },
             },
             {
                 "Sid": "NoIamChanges",

@@ -12,6 +12,7 @@ import ipaddress
 
 from stack.config import StackConfig
 from stack.fields import NAMESPACE
+from stack.hub_token_secret import secret_prefix_problems
 from stack.names import CLUSTER_NAME_PREFIX
 
 # The AWS provider refuses a node group name prefix over 37 characters: a managed node group's name has at most 63
@@ -81,6 +82,14 @@ def deploy_role_cluster_name_problems(config: StackConfig) -> list[str]:
     ]
 
 
+def deploy_role_secret_problems(config: StackConfig) -> list[str]:
+    """A stack CI deploys names its token's secret under SECRET_NAME_PREFIX: the boundary every role of such a stack
+    carries lets it read no other secret (ci/role_boundary.py), so the job would fail at start, not at preview."""
+    return secret_prefix_problems(
+        config.job.hf_token_secret, ci_deployed=bool(config.cluster.role_permissions_boundary)
+    )
+
+
 def public_endpoint_problems(config: StackConfig) -> list[str]:
     """A public endpoint is open to the networks the stack file names, never to the whole internet: a CIDR of prefix
     length 0 is refused with the line that names the caller's own address instead."""
@@ -126,6 +135,7 @@ def cluster_problems(config: StackConfig) -> list[str]:
     return (
         cluster_name_problems(config)
         + deploy_role_cluster_name_problems(config)
+        + deploy_role_secret_problems(config)
         + public_endpoint_problems(config)
         + prometheus_volume_problems(config)
     )

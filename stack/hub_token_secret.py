@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from stack.fields import NAMESPACE
+from stack.names import SECRET_NAME_PREFIX
 
 KEY = "job.hfTokenSecret"
 # A secret's name: 1 to 512 ASCII letters, digits and /_+=.@- (Secrets Manager API reference, CreateSecret: Name,
@@ -29,8 +30,8 @@ SECRET_ARN = re.compile(
 # The six characters in an IAM resource pattern: `?` matches exactly one character (IAM user guide, "IAM JSON policy
 # elements: Resource", wildcards), so the name's own secret matches and `NAME-other` does not.
 RANDOM_SUFFIX_PATTERN = "-??????"
-# The secret name the docs and the shipped stack files use.
-DOCUMENTED_NAME = "fsdp-eks/hf-token"
+# The secret name the docs and the shipped stack files use: under the prefix a CI-deployed stack's roles may read.
+DOCUMENTED_NAME = f"{SECRET_NAME_PREFIX}hf-token"
 
 
 def is_secret_arn(reference: str) -> bool:
@@ -57,6 +58,26 @@ def secret_region_problems(reference: str | None, region: str) -> list[str]:
     return [
         f"{NAMESPACE}:{KEY}: {reference!r} is not allowed; expected a secret in the stack's region {region} (the "
         f"job's pods call Secrets Manager there), not in {match['region']}"
+    ]
+
+
+def secret_name(reference: str) -> str:
+    """The secret's name: the reference itself, or the name part of a complete ARN (without the six random
+    characters, which follow the name and so never change whether it starts with a prefix)."""
+    match = SECRET_ARN.match(reference)
+    return match["name"] if match else reference
+
+
+def secret_prefix_problems(reference: str | None, ci_deployed: bool) -> list[str]:
+    """The problem of a secret outside SECRET_NAME_PREFIX on a stack CI deploys: the permissions boundary its roles
+    carry allows reading only secrets so named (ci/role_boundary.py), so the job's pods would be denied the token at
+    start, after the whole stack is up. A stack deployed without the boundary may name any secret."""
+    if reference is None or not ci_deployed or secret_name(reference).startswith(SECRET_NAME_PREFIX):
+        return []
+    return [
+        f"{NAMESPACE}:{KEY}: {reference!r} is not allowed with cluster.rolePermissionsBoundary; expected a secret "
+        f"whose name starts {SECRET_NAME_PREFIX!r}, such as {DOCUMENTED_NAME!r} (the permissions boundary lets the "
+        "stack's roles read only secrets so named)"
     ]
 
 

@@ -90,3 +90,9 @@ STACK_TAG_KEY = "fsdp-eks:stack"
 # only clusters so named (ci/deploy_policy.py), and a CI-deployed stack's own cluster.name must keep it
 # (stack/cluster_checks.py).
 CLUSTER_NAME_PREFIX = "fsdp-eks-"
+# Every Secrets Manager secret a CI-deployed stack's roles may read is named under this prefix (the token's secret,
+# job.hfTokenSecret, is fsdp-eks/hf-token): the permissions boundary allows GetSecretValue, and kms:Decrypt through
+# Secrets Manager, only on secrets so named (ci/role_boundary.py), so a hostile plan's policy under IAM_PATH cannot
+# read the account's other secrets; preview refuses a token secret outside it on such a stack
+# (stack/cluster_checks.py).
+SECRET_NAME_PREFIX = "fsdp-eks/"

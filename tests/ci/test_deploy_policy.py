@@ -11,12 +11,13 @@ from ci.deploy_policy import EC2_REACH_INS, Account, deploy_policy
 from ci.role_boundary import MANAGED_POLICY_ACTIONS, role_boundary
 from infra.cluster import control_plane_log_group_name
 from stack.files import load_stack_config, stack_names
+from stack.hub_token_secret import DOCUMENTED_NAME
 from stack.names import STACK_TAG_KEY
 from tests.ci.iam_eval import allowed
 from workloads.job.image_source import repository_name
 
 ACCOUNT = Account("123456789012")
-DEPLOY, BOUNDARY = deploy_policy(ACCOUNT), role_boundary()
+DEPLOY, BOUNDARY = deploy_policy(ACCOUNT), role_boundary(ACCOUNT.account_id, ACCOUNT.partition)
 STACK_ROLE = ACCOUNT.arn("role", "fsdp-eks/cluster-node-4f2a9c1")
 OTHER_ROLE = ACCOUNT.arn("role", "payments-admin")
 STACK_POLICY = ACCOUNT.arn("policy", "fsdp-eks/job-hub-token-read-1a2b3c")
@@ -279,9 +280,41 @@ def test_a_bounded_role_keeps_every_action_of_the_managed_policies_it_may_carry(
     assert allowed(BOUNDARY, action.replace("*", "AnyAction"), "*", context), (policy, action)
 
 
+def _secret_arn(name: str, account: str = ACCOUNT.account_id) -> str:
+    """A secret's ARN as Secrets Manager forms it: the name, a hyphen and six random characters."""
+    return f"arn:aws:secretsmanager:us-east-1:{account}:secret:{name}-AbC123"
+
+
+TOKEN_SECRET = _secret_arn(DOCUMENTED_NAME)
+# Secrets a stack role has no business reading: the account's others, one that only starts like the prefix, and one
+# of the prefix's name in another account.
+OTHER_SECRETS = [
+    _secret_arn("prod/payments-db"),
+    _secret_arn("fsdp-eks-ci/token"),
+    _secret_arn("team/fsdp-eks/hf-token"),
+    _secret_arn(DOCUMENTED_NAME, account="210987654321"),
+]
+VIA_SECRETS_MANAGER = {"kms:ViaService": "secretsmanager.us-east-1.amazonaws.com"}
+
+
+def test_a_bounded_role_reads_the_token_secret_and_decrypts_it_through_secrets_manager() -> None:
+    assert allowed(BOUNDARY, "secretsmanager:GetSecretValue", TOKEN_SECRET)
+    for_the_token = {**VIA_SECRETS_MANAGER, "kms:EncryptionContext:SecretARN": TOKEN_SECRET}
+    assert allowed(BOUNDARY, "kms:Decrypt", KEY, for_the_token)
+
+
+@pytest.mark.parametrize("secret", OTHER_SECRETS)
+def test_a_bounded_role_reads_no_other_secret(secret: str) -> None:
+    """A hostile plan's policy under IAM_PATH may allow GetSecretValue on '*': the boundary still refuses it."""
+    assert not allowed(BOUNDARY, "secretsmanager:GetSecretValue", secret)
+    assert not allowed(BOUNDARY, "kms:Decrypt", KEY, {**VIA_SECRETS_MANAGER, "kms:EncryptionContext:SecretARN": secret})
+
+
 def test_kms_decrypt_only_through_secrets_manager() -> None:
-    assert allowed(BOUNDARY, "kms:Decrypt", KEY, {"kms:ViaService": "secretsmanager.us-east-1.amazonaws.com"})
-    assert not allowed(BOUNDARY, "kms:Decrypt", KEY, {"kms:ViaService": "ssm.us-east-1.amazonaws.com"})
+    for_the_token = {"kms:EncryptionContext:SecretARN": TOKEN_SECRET}
+    assert not allowed(BOUNDARY, "kms:Decrypt", KEY, {**for_the_token, "kms:ViaService": "ssm.us-east-1.amazonaws.com"})
+    assert not allowed(BOUNDARY, "kms:Decrypt", KEY, for_the_token)
+    assert not allowed(BOUNDARY, "kms:Decrypt", KEY, VIA_SECRETS_MANAGER)  # no secret named: not a secret's decrypt
     assert not allowed(BOUNDARY, "kms:Decrypt", KEY)
 
 

@@ -58,8 +58,9 @@ ALLOWED: dict[Finding, str] = {
     ("boundary", "WhatTheStacksPoliciesUse", "RESOURCE_STAR"): (
         "a permissions boundary caps actions; the resources are the attached policies' to name"
     ),
-    ("boundary", "DecryptOnlyThroughSecretsManager", "RESOURCE_STAR"): (
-        "the key of a secret is the secret owner's choice; kms:ViaService holds the decrypt to Secrets Manager"
+    ("boundary", "DecryptOnlyTheStacksSecretsThroughSecretsManager", "RESOURCE_STAR"): (
+        "the key of a secret is the secret owner's choice; kms:ViaService holds the decrypt to Secrets Manager and "
+        "kms:EncryptionContext:SecretARN to the stacks' secrets"
     ),
     ("boundary", "NoIamChanges", "UNKNOWN_CONDITION_FOR_ACTION"): (
         "iam:AWSServiceName exists only for iam:CreateServiceLinkedRole; for every other IAM write it is missing, "
@@ -93,7 +94,7 @@ def findings(document_kind: str, document: dict[str, Any]) -> set[Finding]:
 
 def ci_documents() -> Iterator[tuple[str, dict[str, Any]]]:
     yield "deploy", deploy_policy(ACCOUNT)
-    yield "boundary", role_boundary()
+    yield "boundary", role_boundary(ACCOUNT.account_id, ACCOUNT.partition)
     yield "preview", preview_policy()
     for subjects in (preview_subjects(REPO), deploy_subjects(REPO)):
         yield "github-trust", trust_policy(ACCOUNT.account_id, subjects)

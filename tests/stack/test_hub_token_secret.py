@@ -92,3 +92,41 @@ def test_the_program_refuses_a_lingering_secret_key_before_any_resource() -> Non
     assert run.error is not None and "fsdp-eks:hfToken: no longer read" in run.error["message"]
     assert "hf_" + "x" * 34 not in run.error["message"]
     assert [r for r in run.resources if not r.type.startswith("pulumi:")] == []
+
+
+BOUNDARY = "arn:aws:iam::123456789012:policy/fsdp-eks-role-boundary"
+
+
+def ci_deployed(raw: dict[str, Any]) -> dict[str, Any]:
+    """The stack as CI deploys it: its roles carry the permissions boundary (docs/ci.md)."""
+    return raw | {"fsdp-eks:cluster": {**(raw.get("fsdp-eks:cluster") or {}), "rolePermissionsBoundary": BOUNDARY}}
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "prod/hf-token",
+        "fsdp-eks-hf-token",  # the prefix is the folder fsdp-eks/, not the letters
+        "team/fsdp-eks/hf-token",
+        ARN.replace("fsdp-eks/hf-token", "prod/hf-token"),  # an ARN's name part counts
+    ],
+)
+def test_a_ci_deployed_stack_refuses_a_token_secret_its_roles_may_not_read(reference: str) -> None:
+    """The boundary lets a stack's roles read only secrets named fsdp-eks/* (ci/role_boundary.py): the job would be
+    denied its token at start, so preview says it first."""
+    (problem,) = problems(ci_deployed(with_secret(reference)))
+    assert problem.startswith(f"fsdp-eks:job.hfTokenSecret: {reference!r} is not allowed with ")
+    assert "cluster.rolePermissionsBoundary" in problem and "starts 'fsdp-eks/'" in problem
+    parse_stack_config(with_secret(reference), STACK)  # a stack deployed without the boundary may name any secret
+
+
+@pytest.mark.parametrize("reference", ["fsdp-eks/hf-token", "fsdp-eks/team-a/token", ARN])
+def test_a_ci_deployed_stack_reads_its_token_under_the_prefix(reference: str) -> None:
+    assert parse_stack_config(ci_deployed(with_secret(reference)), STACK).job.hf_token_secret == reference
+
+
+def test_the_program_refuses_a_ci_deployed_stacks_token_outside_the_prefix_before_any_resource() -> None:
+    run = run_program(STACK, ci_deployed(with_secret("prod/hf-token")))
+    assert run.error is not None and run.error["kind"] == "ConfigError"
+    assert any("job.hfTokenSecret: 'prod/hf-token'" in p for p in run.error["problems"])
+    assert [r for r in run.resources if not r.type.startswith("pulumi:")] == []
