@@ -42,7 +42,7 @@ def test_a_change_to_what_every_stack_is_built_from_previews_every_stack(path: s
     assert affected_stacks([path], STACKS) == STACKS
 
 
-@pytest.mark.parametrize("path", ["requirements-trainer.txt", "docker/Dockerfile", "docker/Dockerfile.dockerignore"])
+@pytest.mark.parametrize("path", ["requirements-trainer.lock", "docker/Dockerfile", "docker/Dockerfile.dockerignore"])
 def test_a_change_to_an_input_of_the_trainer_image_previews_every_stack(path: str) -> None:
     assert affected_stacks([path], STACKS) == STACKS
 

@@ -1,8 +1,8 @@
 """What goes into the trainer image, and the tag that names it: a digest of exactly those inputs.
 
 Torch-free and Pulumi-free, so the render CLI can name the image the stack would build. The content tag changes
-when and only when the image would: a trainer source file, requirements-trainer*.txt, the Dockerfile or a pinned
-version in its build arguments.
+when and only when the image would: a trainer source file, the lock of its dependencies (requirements-trainer.lock),
+the Dockerfile or a pinned version in its build arguments.
 
 The ECR repository's tags are immutable, and ECR refuses to push an existing tag again even for an identical
 image. So the pushed tag is the content tag plus a push id that is new whenever the content tag changes (a revert
@@ -22,8 +22,7 @@ DOCKERFILE = Path("docker/Dockerfile")
 # The build context is the project root; docker/Dockerfile.dockerignore lets in only these (BuildKit reads a
 # Dockerfile-specific ignore file before the context's own).
 IMAGE_INPUTS = (
-    Path("requirements-trainer.txt"),
-    Path("requirements-trainer-gpu.txt"),
+    Path("requirements-trainer.lock"),  # compiled from requirements-trainer*.txt by `make lock`
     Path("trainer"),
     DOCKERFILE,
     Path("docker/verify_efa_installer.sh"),

@@ -60,9 +60,7 @@ def test_the_dockerignore_lets_in_exactly_the_tagged_inputs() -> None:
     copied = {Path(entry) for entry in IMAGE_INPUTS} - {Path("docker/Dockerfile")}
     assert {Path(a) for a in allowed} == copied
     assert any(line.strip() == "*" for line in DOCKERIGNORE.splitlines())
-    assert {path.parts[0] for path in image_files()} == {
-        "requirements-trainer.txt", "requirements-trainer-gpu.txt", "trainer", "docker",
-    }  # fmt: skip
+    assert {path.parts[0] for path in image_files()} == {"requirements-trainer.lock", "trainer", "docker"}
 
 
 def test_versions_come_only_from_build_args() -> None:
@@ -77,13 +75,20 @@ def test_the_image_runs_as_a_non_root_user() -> None:
     assert user not in {"root", "0"}
 
 
-def test_the_image_installs_only_the_trainers_requirements() -> None:
+def test_the_image_installs_only_the_trainers_locked_requirements() -> None:
+    """One install, from the lock in hash-checking mode (its contents: tests/workflows/test_locks.py)."""
     installs = re.findall(r"pip install[^\n]*", DOCKERFILE)
-    assert installs == [
-        "pip install --no-cache-dir -r /tmp/requirements-trainer.txt -r /tmp/requirements-trainer-gpu.txt \\"
-    ]
+    assert installs == ["pip install --no-cache-dir --require-hashes -r /tmp/requirements-trainer.lock \\"]
+    assert re.search(r"^COPY requirements-trainer\.lock /tmp/$", DOCKERFILE, re.MULTILINE)
     names = {r.name.lower() for r in REQUIREMENTS}
     assert not {n for n in names if n.startswith("pulumi") or n.startswith("kube")}
+
+
+def test_the_content_tag_changes_with_the_dependency_lock(source_copy: Path) -> None:
+    before = content_tag(source_copy)
+    lock = source_copy / "requirements-trainer.lock"
+    lock.write_text(lock.read_text().replace("transformers==", "transformers==9", 1))
+    assert content_tag(source_copy) != before
 
 
 def test_the_base_images_torch_satisfies_the_requirement() -> None:
