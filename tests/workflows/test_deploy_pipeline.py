@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from ci.github_oidc import DEPLOY_EVENTS, PULL_REQUEST_EVENT
 from tests.workflows.workflows import ROOT, WORKFLOWS, expressions, load, steps, uses
 
@@ -82,6 +84,104 @@ def test_a_new_stack_is_previewed_after_its_creation_and_before_its_update() -> 
 
 # --- the approved plan is what runs -----------------------------------------------------------------------------
 
+WITHOUT_PLAN = "without-plan"
+COMPARISON = re.compile(r"^\s*([\w.-]+|'[^']*'|true|false)\s*(==|!=)\s*([\w.-]+|'[^']*'|true|false)\s*$")
+
+
+def _up_steps(job: dict) -> list[int]:
+    return [
+        i
+        for i, s in enumerate(job["steps"])
+        if str(s.get("uses", "")).startswith("pulumi/actions@") and s["with"].get("command") == "up"
+    ]
+
+
+def _value(operand: str, context: dict) -> object:
+    """A literal, or a context property (a missing one is null, as GitHub reads `inputs.x` on a push)."""
+    if operand.startswith("'"):
+        return operand[1:-1]
+    if operand in ("true", "false"):
+        return operand == "true"
+    value: object = context
+    for part in operand.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _loose(value: object) -> object:
+    """GitHub's `==` between unlike types compares numbers: null 0, true 1, false 0 (docs, "Evaluate expressions
+    in workflows and actions", Operators); strings compare case-insensitively."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return int(value)
+    return value.lower() if isinstance(value, str) else value
+
+
+def holds(condition: str, context: dict) -> bool:
+    """A step's `if:` made only of `==`/`!=` comparisons joined by `&&`, as GitHub evaluates it; anything else is
+    refused, so a condition this cannot read fails the test rather than passing it."""
+    results = []
+    for part in condition.split("&&"):
+        match = COMPARISON.match(part)
+        assert match, f"not a comparison this test reads: {part!r} in {condition!r}"
+        left, op, right = _loose(_value(match[1], context)), match[2], _loose(_value(match[3], context))
+        results.append((left == right) if op == "==" else (left != right))
+    return all(results)
+
+
+RUNS = {
+    "push": {"github": {"event_name": "push"}, "inputs": {}},
+    "dispatch": {"github": {"event_name": "workflow_dispatch"}, "inputs": {"stack": "dev", WITHOUT_PLAN: False}},
+    "dispatch without plan": {
+        "github": {"event_name": "workflow_dispatch"},
+        "inputs": {"stack": "dev", WITHOUT_PLAN: True},
+    },
+}
+
+
+def test_the_without_plan_input_is_a_dispatch_only_boolean_that_defaults_to_false() -> None:
+    (given,) = [event for event, spec in DEPLOY["on"].items() if WITHOUT_PLAN in ((spec or {}).get("inputs") or {})]
+    assert given == "workflow_dispatch"
+    declared = DEPLOY["on"]["workflow_dispatch"]["inputs"][WITHOUT_PLAN]
+    assert declared["type"] == "boolean" and declared["default"] is False and declared.get("required") is not True
+    assert "13765" in declared["description"]
+
+
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_exactly_one_update_runs_and_only_a_dispatch_can_drop_the_plan(run: str) -> None:
+    job = DEPLOY["jobs"]["up"]
+    running = [job["steps"][i] for i in _up_steps(job) if holds(job["steps"][i].get("if", "true == true"), RUNS[run])]
+    (step,) = running
+    assert step["with"]["policyPacks"] == "policy"
+    assert ("plan" in step["with"]) == (run != "dispatch without plan")
+
+
+def test_an_update_without_the_plan_is_approved_like_any_other_and_says_so() -> None:
+    job = DEPLOY["jobs"]["up"]
+    (unplanned,) = [i for i in _up_steps(job) if "plan" not in job["steps"][i]["with"]]
+    condition = job["steps"][unplanned]["if"]
+    assert "github.event_name == 'workflow_dispatch'" in condition and f"inputs.{WITHOUT_PLAN} == true" in condition
+    assert job["environment"]["name"] == DEPLOY_ENV  # the same approval in pulumi-up
+    assert "plan not enforced" in job["steps"][unplanned]["with"]["message"]
+    # The run's summary says it: in the preview the reviewer reads before approving, and in the update itself
+    # before it starts.
+    for job_id in ("preview", "up"):
+        steps_of = DEPLOY["jobs"][job_id]["steps"]
+        (said,) = [i for i, s in enumerate(steps_of) if s.get("if") == condition and "run" in s]
+        assert "$GITHUB_STEP_SUMMARY" in steps_of[said]["run"] and "WITHOUT" in steps_of[said]["run"]
+        if job_id == "up":
+            assert said < unplanned
+    assert "WITHOUT the approved plan" in job["name"] and f"inputs.{WITHOUT_PLAN} == true" in job["name"]
+
+
+def test_the_condition_reader_reads_github_s_loose_equality() -> None:
+    assert holds("inputs.without-plan != true", RUNS["push"])  # null != true
+    assert not holds("inputs.without-plan == true", RUNS["push"])
+    assert holds("github.event_name == 'WORKFLOW_DISPATCH'", RUNS["dispatch"])
+    with pytest.raises(AssertionError):
+        holds("inputs.without-plan || true", RUNS["push"])
+
 
 def test_the_preview_saves_its_plan_and_the_update_runs_exactly_that_plan() -> None:
     preview, up = DEPLOY["jobs"]["preview"], DEPLOY["jobs"]["up"]
@@ -103,7 +203,7 @@ def test_the_registry_login_happens_on_the_runner_before_the_update() -> None:
     run = job["steps"][login]["run"]
     assert "aws ecr get-login-password --region" in run and "--username AWS --password-stdin" in run
     assert '.dkr.ecr.$region.amazonaws.com"' in run
-    assert login < _index_of(job, "pulumi/actions", command="up")
+    assert login < min(_up_steps(job))
     assert login > _index_of(job, "aws-actions/configure-aws-credentials")
 
 
