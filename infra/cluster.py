@@ -3,18 +3,25 @@ stack does not manage is infra/existing_cluster.py's."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
+from pulumi.output import contains_unknowns
 
 from infra.addons import AddonTarget, cluster_addons, eks_addon
 from infra.iam import NODE_POLICIES, PolicyRole, cluster_arn, key_policy, node_trust_policy, role_with_policies
 from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
-from stack.cluster_checks import OWN_CIDR_FIX, SYSTEM_NODE_GROUP_NAME, node_group_name_prefix
+from stack.cluster_checks import (
+    OWN_CIDR_FIX,
+    SYSTEM_NODE_GROUP_NAME,
+    admin_access_entries,
+    creator_warnings,
+    node_group_name_prefix,
+)
 from stack.config import ClusterConfig
 from stack.names import STACK_TAG_KEY
 from stack.node_contract import SYSTEM_NODE_GROUP_LABEL
@@ -32,19 +39,13 @@ def control_plane_log_group_name(cluster_name: str) -> str:
     return f"/aws/eks/{cluster_name}/cluster"
 
 
-def role_key(role_arn: str) -> tuple[str, str] | None:
-    """(account, role name) of an IAM role ARN; a role's name is unique in its account, whatever its path."""
-    match = re.fullmatch(r"arn:[\w-]+:iam::(\d{12}):role/(?:[\w+=,.@/-]*/)?([\w+=,.@-]+)", role_arn)
-    return (match.group(1), match.group(2)) if match else None
-
-
-def creator_role(caller_arn: str) -> tuple[str, str] | None:
-    """(account, role name) of the role behind an assumed-role session ARN (sts:GetCallerIdentity), which is the
-    principal EKS gives the creator's access entry; None for a user or another kind of principal."""
-    match = re.fullmatch(r"arn:[\w-]+:sts::(\d{12}):assumed-role/([\w+=,.@-]+)/.+", caller_arn)
-    if match:
-        return (match.group(1), match.group(2))
-    return role_key(caller_arn)
+def created_by_this_run(computed: pulumi.Output[Any]) -> pulumi.Output[bool]:
+    """Whether this run creates (or replaces) the resource `computed` is an output of: during a preview, a computed
+    output of a resource to be created is unknown, and of one that exists, known from the state. An apply with
+    run_with_unknowns runs on an unknown value too, as UNKNOWN (pulumi sdk/python/lib/pulumi/output.py, apply); the
+    result is known either way. In `pulumi up` itself every output is known: the answer is False there, and the
+    preview that `up` shows first is where it is True."""
+    return computed.apply(contains_unknowns, run_with_unknowns=True)
 
 
 @dataclass
@@ -76,7 +77,8 @@ class Cluster(pulumi.ComponentResource):
         invoke = pulumi.InvokeOutputOptions(parent=self)
         self.name = args.cluster_name
         partition = aws.get_partition_output(opts=invoke).partition
-        account = aws.get_caller_identity_output(opts=invoke).account_id
+        caller = aws.get_caller_identity_output(opts=invoke)
+        account = caller.account_id
         secrets_key = aws.kms.Key(
             f"{name}-secrets",
             description=f"Envelope encryption of Kubernetes secrets in {args.cluster_name}",
@@ -102,7 +104,7 @@ class Cluster(pulumi.ComponentResource):
             if cfg.control_plane_logs
             else []
         )
-        admin_role_arns = self._admin_role_arns(cfg.admin_role_arns, pulumi.InvokeOptions(parent=self))
+        admin_role_arns = self._admin_role_arns(cfg)
         admin_policy = pulumi.Output.concat(
             "arn:", partition, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
         )
@@ -146,6 +148,11 @@ class Cluster(pulumi.ComponentResource):
             kube_proxy_addon_options={"enabled": False},
             opts=pulumi.ResourceOptions(parent=self, depends_on=log_groups),
         )
+        # Who runs `pulumi` decides nothing the stack registers; it matters only to the run that creates the
+        # cluster, whose principal EKS makes the creator's access entry for: that preview says so.
+        pulumi.Output.all(created_by_this_run(self.eks_cluster.eks_cluster.arn), caller.arn).apply(
+            lambda v: self._warn_about_the_creator(cfg, args.cluster_name, v[1]) if v[0] else None
+        )
         if not cfg.endpoint_public_access:
             pulumi.log.warn(
                 f"the API endpoint of {args.cluster_name} is private: pulumi up, pulumi destroy and kubectl must run "
@@ -187,23 +194,21 @@ class Cluster(pulumi.ComponentResource):
         )
         self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
 
-    def _admin_role_arns(self, configured: list[str], invoke: pulumi.InvokeOptions) -> dict[int, str]:
-        """The roles that get an access entry: every configured one but the role deploying the stack. pulumi-eks
-        creates the cluster with bootstrapClusterCreatorAdminPermissions (nodejs/eks/cluster/cluster.ts), so EKS has
-        already made a cluster-admin access entry for that role, and a second entry for it fails the first
-        `pulumi up` with ResourceInUseException. Keyed by the role's place in the list, so the other entries keep
-        their names."""
-        if not configured:
-            return {}
-        creator = creator_role(aws.get_caller_identity(opts=invoke).arn)
-        kept = {index: arn for index, arn in enumerate(configured) if creator is None or role_key(arn) != creator}
-        for arn in sorted(set(configured) - set(kept.values())):
+    def _admin_role_arns(self, cfg: ClusterConfig) -> dict[int, str]:
+        """adminRoleArns but the creator's role, which EKS gives an entry itself (stack/cluster_checks.py
+        admin_access_entries); the same whoever runs `pulumi`."""
+        kept = admin_access_entries(cfg)
+        for arn in sorted(set(cfg.admin_role_arns) - set(kept.values())):
             pulumi.log.info(
-                f"{arn} deploys this stack: EKS gives it cluster admin through the cluster creator's access entry, so "
-                "cluster.adminRoleArns adds no second entry for it",
+                f"{arn} is cluster.creatorRoleArn: EKS gives it cluster admin through the cluster creator's access "
+                "entry, so cluster.adminRoleArns adds no second entry for it",
                 resource=self,
             )
         return kept
+
+    def _warn_about_the_creator(self, cfg: ClusterConfig, cluster_name: str, caller_arn: str) -> None:
+        for warning in creator_warnings(cfg, cluster_name, caller_arn):
+            pulumi.log.warn(warning, resource=self)
 
     def _system_nodes(self, name: str, args: ClusterArgs) -> eks.ManagedNodeGroup:
         cfg = args.config

@@ -1,6 +1,6 @@
 """Checks of the cluster the stack creates that the AWS provider or EKS would otherwise answer mid-`pulumi up`: how
-long its name may be, given the node groups named after it, who may reach its API endpoint, and whether a system
-node runs in the AZ of Prometheus' volume.
+long its name may be, given the node groups named after it, who may reach its API endpoint, whether a system
+node runs in the AZ of Prometheus' volume, and which administrators get an access entry from the stack.
 
 Kept apart from stack/checks.py (the checks across every section) because infra/ names its node groups with
 `node_group_name_prefix` below: the limit and the names it limits are written once, here.
@@ -9,8 +9,9 @@ Kept apart from stack/checks.py (the checks across every section) because infra/
 from __future__ import annotations
 
 import ipaddress
+import re
 
-from stack.config import StackConfig
+from stack.config import ClusterConfig, StackConfig
 from stack.fields import NAMESPACE
 from stack.hub_token_secret import secret_prefix_problems
 from stack.names import CLUSTER_NAME_PREFIX
@@ -88,6 +89,71 @@ def deploy_role_secret_problems(config: StackConfig) -> list[str]:
     return secret_prefix_problems(
         config.job.hf_token_secret, ci_deployed=bool(config.cluster.role_permissions_boundary)
     )
+
+
+def role_key(role_arn: str) -> tuple[str, str] | None:
+    """(account, role name) of an IAM role ARN; a role's name is unique in its account, whatever its path (IAM user
+    guide, "IAM identifiers"), so two ARNs of one role compare equal."""
+    match = re.fullmatch(r"arn:[\w-]+:iam::(\d{12}):role/(?:[\w+=,.@/-]*/)?([\w+=,.@-]+)", role_arn)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def caller_role(caller_arn: str) -> tuple[str, str] | None:
+    """(account, role name) of the role behind sts:GetCallerIdentity's ARN: an assumed-role session's role, which is
+    the principal EKS gives the creator's access entry; None for a user or another kind of principal."""
+    match = re.fullmatch(r"arn:[\w-]+:sts::(\d{12}):assumed-role/([\w+=,.@-]+)/.+", caller_arn)
+    if match:
+        return (match.group(1), match.group(2))
+    return role_key(caller_arn)
+
+
+def admin_access_entries(cluster: ClusterConfig) -> dict[int, str]:
+    """The roles the stack gives an access entry: every one in adminRoleArns but cluster.creatorRoleArn. pulumi-eks
+    creates the cluster with bootstrapClusterCreatorAdminPermissions (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts
+    createCluster), so EKS makes a cluster-admin entry for the creating principal itself, and a principal can be in
+    only one access entry (EKS user guide, "Create access entries"): a second entry for the creator fails
+    CreateAccessEntry with ResourceInUseException. Who created the cluster is a fact of the stack's config, never of
+    who runs `pulumi`: a preview as one role and an update as another register the same entries. Keyed by the role's
+    place in the list, so the other entries keep their names."""
+    creator = role_key(cluster.creator_role_arn) if cluster.creator_role_arn else None
+    return {
+        index: arn for index, arn in enumerate(cluster.admin_role_arns) if creator is None or role_key(arn) != creator
+    }
+
+
+def role_arn(role: tuple[str, str], partition: str) -> str:
+    """An ARN of the role without its path: what the caller's session names; enough for creatorRoleArn, which is
+    compared by account and name."""
+    return f"arn:{partition}:iam::{role[0]}:role/{role[1]}"
+
+
+def creator_warnings(cluster: ClusterConfig, cluster_name: str, caller_arn: str) -> list[str]:
+    """What goes wrong when the run that creates the cluster runs as `caller_arn`: EKS gives the creator's entry to
+    the caller, whatever cluster.creatorRoleArn says. Only for a run that creates (or replaces) the cluster: once it
+    exists, the caller changes nothing. Warnings, never a different plan."""
+    caller = caller_role(caller_arn)
+    partition = caller_arn.split(":")[1]
+    creator = role_key(cluster.creator_role_arn) if cluster.creator_role_arn else None
+    if creator is not None and caller != creator:
+        instead = (
+            f", or set `pulumi config set --path {NAMESPACE}:cluster.creatorRoleArn {role_arn(caller, partition)}`"
+            if caller
+            else ""
+        )
+        return [
+            f"this run creates {cluster_name} as {caller_arn}: EKS gives that principal the creator's cluster-admin "
+            f"access entry, not cluster.creatorRoleArn {cluster.creator_role_arn}, which gets no entry from the stack. "
+            f"Run the first `pulumi up` as {cluster.creator_role_arn}{instead}"
+        ]
+    listed = [arn for arn in cluster.admin_role_arns if caller is not None and role_key(arn) == caller]
+    if creator is None and listed:
+        return [
+            f"this run creates {cluster_name} as {listed[0]}, which cluster.adminRoleArns lists: EKS makes that role's "
+            "cluster-admin access entry itself, and the stack's second entry for it would be refused "
+            "(ResourceInUseException). Name the creator: "
+            f"`pulumi config set --path {NAMESPACE}:cluster.creatorRoleArn {listed[0]}`"
+        ]
+    return []
 
 
 def public_endpoint_problems(config: StackConfig) -> list[str]:

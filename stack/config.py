@@ -128,6 +128,13 @@ class ClusterConfig:
     admin_role_arns: list[str] = setting(
         "adminRoleArns", [], "IAM roles given cluster-admin through EKS access entries.", factory=True
     )
+    creator_role_arn: str | None = setting(
+        "creatorRoleArn",
+        None,
+        "The IAM role that creates (or created) the cluster: the first pulumi up's role, in CI the deploy role. EKS "
+        "gives it a cluster-admin access entry itself, so the stack makes none for it, even if adminRoleArns lists it.",
+        lambda arn: None if IAM_ROLE_ARN.match(arn) else "an IAM role ARN such as arn:aws:iam::123456789012:role/Admin",
+    )
     control_plane_logs: list[str] = setting(
         "controlPlaneLogs", ALL_CONTROL_PLANE_LOGS, "Control-plane log types sent to CloudWatch.", factory=True
     )

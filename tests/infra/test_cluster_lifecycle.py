@@ -1,6 +1,6 @@
 """What the first `pulumi up`, a Kubernetes upgrade and `pulumi destroy` need of the cluster and its node groups: the
 node groups follow the control plane's version, start after and outlive their role's policies, are named within the
-provider's limit, and the access entries leave out the role EKS already made one for."""
+provider's limit, and the access entries leave out the role EKS already made one for, whoever runs `pulumi`."""
 
 from __future__ import annotations
 
@@ -11,17 +11,19 @@ import pytest
 from stack.cluster_checks import (
     NODE_GROUP_NAME_PREFIX_MAX_LENGTH,
     OWN_CIDR_FIX,
+    creator_warnings,
     longest_cluster_name,
     node_group_name_prefix,
     prometheus_volume_problems,
 )
-from stack.config import KUBERNETES_VERSIONS
+from stack.config import KUBERNETES_VERSIONS, ClusterConfig
 from stack.fields import NAMESPACE, ConfigError
 from stack.files import load_stack_config, raw_stack_config, stack_names
 from stack.parse import parse_stack_config
 from tests.harness.destroy_order import dependency_graph, depends_on
 from tests.harness.fake_eks import CREATOR_ROLE_ARN
 from tests.harness.pulumi_program import ProgramRun, run_program
+from tests.infra.caller_runs import run_as
 
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
@@ -72,15 +74,99 @@ def test_add_ons_start_after_and_outlive_the_policies_of_their_pod_identity(stac
         assert attachments and all(depends_on(graph, addon.urn, a) for a in attachments), addon.inputs["addonName"]
 
 
-def test_the_role_deploying_the_stack_gets_no_second_access_entry() -> None:
-    """EKS makes the creator's entry itself (bootstrapClusterCreatorAdminPermissions); a second one is refused."""
-    other = "arn:aws:iam::123456789012:role/platform/admins"
-    with_path = CREATOR_ROLE_ARN.replace("role/", "role/team/")  # the same role: names are unique in an account
+ACCOUNT_ID = CREATOR_ROLE_ARN.split(":")[4]  # the fake cloud's account
+PREVIEW_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/fsdp-eks-ci-preview"  # ci/deploy_policy.py Account's defaults
+DEPLOY_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/fsdp-eks-ci-deploy"
+PERSON_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/team/alice"
+PLATFORM_ADMINS = f"arn:aws:iam::{ACCOUNT_ID}:role/platform/admins"
+
+
+def session(role_arn: str) -> str:
+    """What sts:GetCallerIdentity answers in a session of the role: its name, never its path."""
+    return f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/{role_arn.rsplit('/', 1)[-1]}/GitHubActions"
+
+
+def with_cluster(**keys: object) -> dict[str, object]:
     raw = raw_stack_config(STACK)
-    run = run_program(STACK, {CLUSTER: {**(raw.get(CLUSTER) or {}), "adminRoleArns": [with_path, other]}})
+    return {CLUSTER: {**(raw.get(CLUSTER) or {}), **keys}}
+
+
+def entries(run: ProgramRun) -> dict[str, str]:
     assert run.error is None, run.error
-    entries = run.one("eks:index:Cluster").inputs["accessEntries"]
-    assert {key: entry["principalArn"] for key, entry in entries.items()} == {"admin-1": other}
+    return {key: e["principalArn"] for key, e in run.one("eks:index:Cluster").inputs["accessEntries"].items()}
+
+
+def creator_warnings_of(run: ProgramRun) -> list[str]:
+    return [w for w in run.warnings() if w.startswith("this run creates")]
+
+
+@pytest.mark.parametrize("preview", ["update", "first"])
+def test_a_preview_as_one_role_and_an_update_as_another_register_the_same_resources(preview: str) -> None:
+    """CI previews as the preview role and runs `up --plan` as the deploy role. A cluster created before CI (by the
+    fake's creator) whose adminRoleArns lists the deploy role, as docs/ci.md asks: both runs register the deploy
+    role's entry, so the plan holds what the update does, and the deploy role keeps its own access."""
+    overrides = with_cluster(
+        adminRoleArns=[DEPLOY_ROLE, PLATFORM_ADMINS, CREATOR_ROLE_ARN], creatorRoleArn=CREATOR_ROLE_ARN
+    )
+    previewed = run_as(session(PREVIEW_ROLE), STACK, overrides, preview)
+    updated = run_as(session(DEPLOY_ROLE), STACK, overrides, preview)
+    assert entries(previewed) == entries(updated) == {"admin-0": DEPLOY_ROLE, "admin-1": PLATFORM_ADMINS}
+    # In any order: registrations inside applies and components finish as their inputs resolve.
+    assert {r.urn: r.inputs for r in previewed.resources} == {r.urn: r.inputs for r in updated.resources}
+    assert len(previewed.resources) == len({r.urn for r in previewed.resources})
+    assert previewed.invokes == updated.invokes
+
+
+def test_the_creator_gets_no_second_access_entry_whoever_runs_pulumi() -> None:
+    """EKS makes the creator's entry itself (bootstrapClusterCreatorAdminPermissions); a second one is refused. The
+    creator is the config's, compared by account and role name whatever the path."""
+    with_path = CREATOR_ROLE_ARN.replace("role/", "role/team/")  # the same role: names are unique in an account
+    overrides = with_cluster(adminRoleArns=[with_path, PLATFORM_ADMINS], creatorRoleArn=CREATOR_ROLE_ARN)
+    for caller in (CREATOR_ROLE_ARN, PREVIEW_ROLE):
+        run = run_as(session(caller), STACK, overrides)
+        assert entries(run) == {"admin-1": PLATFORM_ADMINS}, caller
+        assert any(with_path in m["message"] and "no second entry" in m["message"] for m in run.log)
+
+
+def test_a_first_up_by_a_role_it_lists_is_told_to_name_the_creator() -> None:
+    """A person creating the cluster with their own role in adminRoleArns: the stack registers its entry (the caller
+    decides nothing), and the preview that creates the cluster says the one line that avoids the refusal; once the
+    cluster exists, the caller no longer matters and nothing is said."""
+    overrides = with_cluster(adminRoleArns=[PERSON_ROLE])
+    first = run_as(session(PERSON_ROLE), STACK, overrides, "first")
+    (warning,) = creator_warnings_of(first)
+    assert "ResourceInUseException" in warning
+    assert f"`pulumi config set --path fsdp-eks:cluster.creatorRoleArn {PERSON_ROLE}`" in warning
+    assert entries(first) == {"admin-0": PERSON_ROLE}
+    named = run_as(session(PERSON_ROLE), STACK, with_cluster(adminRoleArns=[PERSON_ROLE], creatorRoleArn=PERSON_ROLE))
+    assert creator_warnings_of(named) == [] and entries(named) == {}
+    assert creator_warnings_of(run_as(session(PERSON_ROLE), STACK, overrides, "update")) == []
+
+
+def test_a_first_up_by_another_role_than_the_creator_is_warned() -> None:
+    """cluster.creatorRoleArn names the deploy role, but a person runs the first `up`: EKS would give the creator's
+    entry to the person and none to the deploy role."""
+    overrides = with_cluster(adminRoleArns=[DEPLOY_ROLE], creatorRoleArn=DEPLOY_ROLE)
+    (warning,) = creator_warnings_of(run_as(session(PERSON_ROLE), STACK, overrides, "first"))
+    assert f"Run the first `pulumi up` as {DEPLOY_ROLE}" in warning
+    assert f"cluster.creatorRoleArn arn:aws:iam::{ACCOUNT_ID}:role/alice`" in warning
+    assert creator_warnings_of(run_as(session(DEPLOY_ROLE), STACK, overrides, "first")) == []
+
+
+def test_a_user_creating_the_cluster_is_not_offered_as_the_creator_role() -> None:
+    cluster = ClusterConfig(admin_role_arns=[DEPLOY_ROLE], creator_role_arn=DEPLOY_ROLE)
+    (warning,) = creator_warnings(cluster, "fsdp-eks-x", f"arn:aws:iam::{ACCOUNT_ID}:user/alice")
+    assert warning.endswith(f"Run the first `pulumi up` as {DEPLOY_ROLE}")
+    assert (
+        creator_warnings(ClusterConfig(admin_role_arns=[DEPLOY_ROLE]), "x", f"arn:aws:iam::{ACCOUNT_ID}:user/a") == []
+    )
+
+
+def test_a_creator_that_is_not_a_role_arn_is_refused() -> None:
+    run = run_program(STACK, with_cluster(creatorRoleArn="admin"))
+    assert run.error is not None and run.error["kind"] == "ConfigError"
+    (problem,) = run.error["problems"]
+    assert problem.startswith("fsdp-eks:cluster.creatorRoleArn: 'admin' is not allowed; expected an IAM role ARN")
 
 
 def test_node_group_name_prefixes_fit_the_providers_limit_at_the_longest_cluster_name() -> None:
