@@ -130,7 +130,14 @@ def role_arn(role: tuple[str, str], partition: str) -> str:
 def creator_warnings(cluster: ClusterConfig, cluster_name: str, caller_arn: str) -> list[str]:
     """What goes wrong when the run that creates the cluster runs as `caller_arn`: EKS gives the creator's entry to
     the caller, whatever cluster.creatorRoleArn says. Only for a run that creates (or replaces) the cluster: once it
-    exists, the caller changes nothing. Warnings, never a different plan."""
+    exists, the caller changes nothing. Warnings, never a different plan.
+
+    Nothing on a stack CI deploys (it sets cluster.rolePermissionsBoundary): there the cluster is created by the
+    deploy job's `pulumi up --plan`, as the deploy role, while the preview that shows this ran as the preview role
+    (docs/ci.md), so the preview's caller says nothing about the creator. Locally, `pulumi up` previews and updates
+    as one caller."""
+    if cluster.role_permissions_boundary:
+        return []
     caller = caller_role(caller_arn)
     partition = caller_arn.split(":")[1]
     creator = role_key(cluster.creator_role_arn) if cluster.creator_role_arn else None

@@ -153,6 +153,15 @@ def test_a_first_up_by_another_role_than_the_creator_is_warned() -> None:
     assert creator_warnings_of(run_as(session(DEPLOY_ROLE), STACK, overrides, "first")) == []
 
 
+def test_a_ci_preview_of_a_new_cluster_says_nothing_of_its_own_caller() -> None:
+    """In CI the preview runs as the preview role and `up --plan` as the deploy role, which creates the cluster: the
+    preview's caller is never the creator, and a warning about it would be a false alarm on every new stack."""
+    boundary = f"arn:aws:iam::{ACCOUNT_ID}:policy/fsdp-eks-role-boundary"
+    overrides = with_cluster(adminRoleArns=[DEPLOY_ROLE], creatorRoleArn=DEPLOY_ROLE, rolePermissionsBoundary=boundary)
+    run = run_as(session(PREVIEW_ROLE), STACK, overrides, "first")
+    assert creator_warnings_of(run) == [] and entries(run) == {}
+
+
 def test_a_user_creating_the_cluster_is_not_offered_as_the_creator_role() -> None:
     cluster = ClusterConfig(admin_role_arns=[DEPLOY_ROLE], creator_role_arn=DEPLOY_ROLE)
     (warning,) = creator_warnings(cluster, "fsdp-eks-x", f"arn:aws:iam::{ACCOUNT_ID}:user/alice")
