@@ -40,7 +40,7 @@ def documents(repository: Repository, account: Account, reviewers: list[Reviewer
         "preview-role-policy.json": preview_policy(),
         "deploy-role-trust.json": trust_policy(account.account_id, deploy_subjects(repository), account.partition),
         "deploy-role-policy.json": deploy_policy(account),
-        "role-boundary-policy.json": role_boundary(),
+        "role-boundary-policy.json": role_boundary(account.account_id, account.partition),
         "pulumi-up-environment.json": environment_settings(reviewers),
         "pulumi-up-branch-policy.json": branch_policy(),
     }

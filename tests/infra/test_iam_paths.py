@@ -20,7 +20,7 @@ ROLE = "aws:iam/role:Role"
 POLICY = "aws:iam/policy:Policy"
 ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 ACCOUNT = Account("123456789012")  # the fake cloud's account (tests/harness/fake_eks.py ACCOUNT)
-BOUNDARY = role_boundary()
+BOUNDARY = role_boundary(ACCOUNT.account_id, ACCOUNT.partition)
 # Attached inside pulumi-eks's cluster component, whose children the mocks do not show (nodejs/eks/cluster/cluster.ts:
 # the cluster service role with AmazonEKSClusterPolicy).
 PULUMI_EKS_ATTACHES = ("AmazonEKSClusterPolicy",)
@@ -95,8 +95,11 @@ def test_every_action_a_stack_policy_grants_is_inside_the_boundary(stack_run: Pr
     for policy in _customer_policies(stack_run):
         for statement in (s for s in policy["Statement"] if s["Effect"] == "Allow"):
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
             for action in actions:
-                assert allowed(BOUNDARY, action, "*", _statement_context(statement)), (stack_run.stack, action)
+                for resource in resources:  # the boundary scopes some reads by resource (secrets under a prefix)
+                    context = _statement_context(statement)
+                    assert allowed(BOUNDARY, action, resource, context), (stack_run.stack, action, resource)
 
 
 def test_a_gated_model_stack_has_a_customer_policy_to_check() -> None:
