@@ -31,8 +31,8 @@ from trainer.env import read_env
 from trainer.hardware import PEAK_BF16_FLOPS, chip_for_device_name
 from trainer.main import resolve_device
 from trainer.metrics import training_flops_per_token
-from trainer.model_source import ModelSource
-from trainer.presets import PRESETS, ModelShape
+from trainer.model.presets import PRESETS, ModelShape
+from trainer.model.source import ModelSource
 from trainer.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent

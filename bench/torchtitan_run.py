@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-# The default shape: the `small` preset (trainer/presets.py), the work of bench/vs_torchtitan.py.
+# The default shape: the `small` preset (trainer/model/presets.py), the work of bench/vs_torchtitan.py.
 SMALL = {"vocab": 32000, "dim": 768, "ffn_dim": 2048, "layers": 8, "heads": 12, "kv_heads": 12}
 
 

@@ -32,11 +32,11 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.functional import cross_entropy
 
 from trainer.config import TrainConfig, parse_args
-from trainer.distributed import init_distributed, leave_distributed
 from trainer.env import read_env
-from trainer.model import hf_config
-from trainer.model_source import resolve_model
+from trainer.model.build import hf_config
+from trainer.model.source import resolve_model
 from trainer.optim import ADAM_BETAS
+from trainer.parallel.distributed import init_distributed, leave_distributed
 from trainer.train import load_data, train
 
 GRAD_CLIP = 1.0  # both loops clip, as any training loop does

@@ -15,8 +15,8 @@
                 crashed pod's agent counts a restart and joins a new round; the blocked pod's agent sees a node
                 waiting, restarts its workers for the membership change without counting it (SIGTERM, then SIGKILL
                 after torchrun's 30 s), and the job re-forms with the two nodes' restart counts apart: the workers
-                must agree on their attempt by other means (trainer/attempt.py). On gloo, kill-workers alone makes
-                every peer fail at once and every count go up, which hides this.
+                must agree on their attempt by other means (trainer/launch/attempt.py). On gloo, kill-workers alone
+                makes every peer fail at once and every count go up, which hides this.
 - evict-pod:    a voluntary disruption, as a drain for a node-group update or the end of a capacity block makes it:
                 the pod's agent gets the kubelet's SIGTERM, passes it to its workers (which settle their checkpoint)
                 and exits 143; the pod is created again (a PyTorchJob's ExitCode) or the gang is (a TrainJob's
@@ -25,7 +25,7 @@
                 maxRestarts 1 survives two of them.
 - restart-etcd: the rendezvous store goes away and comes back empty, as when the platform's etcd pod is
                 replaced. Every agent's next call to etcd fails; it stops its workers and the launcher exits 200
-                (trainer/launch_exits.py) with the rendezvous left open. restartPolicy ExitCode creates the pods
+                (trainer/launch/exits.py) with the rendezvous left open. restartPolicy ExitCode creates the pods
                 again, they rejoin in the new etcd, and the trainer resumes from the last checkpoint.
 
 A drill fires when its trigger is met: after the first complete checkpoint (the default: the job then has
@@ -42,7 +42,7 @@ from pathlib import Path
 from local.agents import PodPhase, WorkerPods
 from local.etcd import LocalEtcd
 from local.procs import Proc, process_tree, signal_all
-from trainer.checkpoint_layout import complete_checkpoints
+from trainer.checkpoint.layout import complete_checkpoints
 
 DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod", "restart-etcd")
 POD_DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod")  # drills aimed at one worker pod (--drill-pod)

@@ -10,7 +10,8 @@ Pure functions of the manifest (no processes, no torch import). What changes for
 - the trainer runs on the CPU (gloo), serves its metrics on loopback, and its paths under the pod's volume
   mounts (/checkpoints, /cache) land in the run's local directory, as the volumes would;
 - the Hugging Face token is this machine's HF_TOKEN, passed straight through: the local run reads no AWS secret, so
-  the pod's HF_TOKEN_SECRET (the Secrets Manager secret the launcher would read, trainer/hub_token.py) is dropped.
+  the pod's HF_TOKEN_SECRET (the Secrets Manager secret the launcher would read, trainer/launch/hub_token.py) is
+  dropped.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from typing import Any
 from local.restart_policy import DEFAULT_POLICY, POLICIES, recreation_loops
 from stack.paths import PROJECT_ROOT
 from trainer.config import TrainConfig, parse_args, to_argv
-from trainer.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
-from trainer.launch_exits import LAUNCH_MODULE
-from trainer.launch_stage import split_launcher_options
+from trainer.launch.exits import LAUNCH_MODULE
+from trainer.launch.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
+from trainer.launch.stage import split_launcher_options
 from workloads.job.manifest import CONTAINER_PERMANENT_EXITS
 
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
@@ -107,7 +108,7 @@ def worker_container(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def launcher_options(command: list[str]) -> list[str]:
-    """The launcher's own options (trainer/launch_stage.py LAUNCHER_OPTIONS: --stage-inputs), before torchrun's."""
+    """The launcher's own options (trainer/launch/stage.py LAUNCHER_OPTIONS: --stage-inputs), before torchrun's."""
     _, torchrun_args = split_launcher_options(command[3:])
     return command[3 : len(command) - len(torchrun_args)]
 

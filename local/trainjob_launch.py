@@ -33,7 +33,7 @@ from local.launch import (
     volume_directories,
 )
 from local.restart_policy import NEVER
-from trainer.launch_exits import LAUNCH_MODULE
+from trainer.launch.exits import LAUNCH_MODULE
 
 NODE = "node"  # the replicated job and the container Trainer v2 completes (pkg/constants/constants.go Node)
 TRAINER_V2_PORT = 29500  # PET_MASTER_PORT on the cluster (constants.go ContainerTrainerPort)

@@ -27,7 +27,7 @@ from policy.pytorchjob import PYTORCHJOB, replicas
 from policy.training_runtime import RUNTIME, runtime_replicas
 from sizing.catalog import CATALOG, InstanceType
 from trainer.config import TrainConfig, parse_args
-from trainer.presets import find_shape
+from trainer.model.presets import find_shape
 
 TRAINER_MODULE = "trainer"
 
@@ -150,7 +150,7 @@ def estimate(shape: JobShape) -> MemoryEstimate:
     if model is None:
         raise UnsizedError(
             f"sizing/ does not know the shape of model {t.model.name!r}, so its memory per GPU cannot be estimated",
-            "add its shape to trainer/presets.py, or lower this policy to advisory in the pack's config",
+            "add its shape to trainer/model/presets.py, or lower this policy to advisory in the pack's config",
         )
     try:
         job = sizing.make_job(

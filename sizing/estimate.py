@@ -30,8 +30,8 @@ from sizing.storage import StorageEstimate, storage_summary
 from sizing.throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
 from trainer.config import SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
 from trainer.env import DistEnv
-from trainer.plan import make_plan
-from trainer.presets import PRESETS, ModelShape, find_shape
+from trainer.model.presets import PRESETS, ModelShape, find_shape
+from trainer.parallel.plan import make_plan
 
 GIB = 2**30
 # Memory a GPU process holds outside PyTorch's allocator, which the trainer's `peak_memory_bytes`
@@ -142,7 +142,7 @@ def make_job(
     mixed_precision: str = "bf16",
     activation_checkpointing: str = "none",
 ) -> Job:
-    """A Job with its gradient accumulation derived as the trainer does (trainer/plan.py); SizingError if bad."""
+    """A Job, its gradient accumulation derived as the trainer does (trainer/parallel/plan.py); SizingError if bad."""
     checkpointing = activation_checkpointing
     checks = [
         (

@@ -1,6 +1,6 @@
 """Peak memory per rank of the trainer's FSDP2 fine-tuning step, buffer by buffer. Pure Python, no torch.
 
-What is modelled is what trainer/ builds (trainer/parallelize.py, trainer/train.py, trainer/optim.py):
+What is modelled is what trainer/ builds (trainer/parallel/parallelize.py, trainer/train.py, trainer/optim.py):
 - each decoder layer is one FSDP2 unit, the input embedding one more (gathered for its forward only: its
   backward needs no weight), the final norm with the output layer another (the head: gathered from its forward
   to the end of its backward, its gradients reduce-scattered right after); with tied embeddings the root holds
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from trainer.config import ParallelConfig, TrainConfig
 from trainer.env import DistEnv
-from trainer.plan import mesh_shape
-from trainer.presets import ModelShape
+from trainer.model.presets import ModelShape
+from trainer.parallel.plan import mesh_shape
 
 FP32 = 4
 INT64 = 8
@@ -66,8 +66,9 @@ class Ranks:
     """gpu or cpu: the runtime term and the collectives' staging buffers differ (gloo on CPU, NCCL on GPU)."""
 
     def mesh(self, strategy: str) -> tuple[int, int]:
-        """(replicate, shard): the trainer's own device mesh for the strategy (trainer/plan.py), with torchrun's
-        local world size (never more than the whole world) and one replicate group per node, the trainer's default."""
+        """(replicate, shard): the trainer's own device mesh for the strategy (trainer/parallel/plan.py), with
+        torchrun's local world size (never more than the whole world) and one replicate group per node, the trainer's
+        default."""
         env = DistEnv(world_size=self.world_size, local_world_size=min(self.per_node, self.world_size))
         return mesh_shape(TrainConfig(parallel=ParallelConfig(sharding_strategy=strategy)), env)
 
@@ -151,7 +152,7 @@ def layer_activation_bytes(shape: ModelShape, tokens: int, compute_bytes: int) -
 def checkpointed_layer_bytes(shape: ModelShape, tokens: int, compute_bytes: int, mode: str) -> int:
     """Bytes one layer keeps between its forward and its backward under activation checkpointing.
 
-    full: only the layer's input (the checkpoint wrapper's argument). selective (trainer/parallelize.py's
+    full: only the layer's input (the checkpoint wrapper's argument). selective (trainer/parallel/parallelize.py's
     policy): the input plus the outputs of every matmul (q, k, v, o, gate, up, down projections) and of SDPA
     (output and log-sum-exp); norms, RoPE and SiLU are recomputed.
     """
@@ -268,7 +269,7 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
         held_layer_grad=e * h if shard > 1 else 0,
         held_head_grad=e * v * h if shard > 1 else 0,
         held_embedding_grad=e * numel(embedding) if shard > 1 else 0,
-        # trainer/parallelize.py: reshard_after_forward only for FULL_SHARD and HYBRID_SHARD.
+        # trainer/parallel/parallelize.py: reshard_after_forward only for FULL_SHARD and HYBRID_SHARD.
         keeps_layers_gathered=job.sharding_strategy in ("SHARD_GRAD_OP", "NO_SHARD"),
     )
 

@@ -16,7 +16,7 @@ from typing import Literal
 from sizing.catalog import CATALOG
 from sizing.memory import Job
 from sizing.throughput import estimate_throughput, scaling_efficiency
-from trainer.presets import PRESETS, ModelShape
+from trainer.model.presets import PRESETS, ModelShape
 
 MAX_ERROR = 0.15
 # Llama 3.1 8B (meta-llama/Llama-3.1-8B config.json): not a preset of the trainer, only of this comparison.

@@ -1,8 +1,8 @@
 """Checkpoint storage of a job: bytes per checkpoint, the FSx for Lustre file system that holds them, what a save and
 a load take at its throughput, and what it costs. Pure Python (no torch).
 
-What the trainer writes (trainer/checkpoint.py): fp32 master weights and AdamW's two fp32 moments, 12 bytes per
-parameter (trainer/checkpoint_space.py), whatever the compute dtype. A save writes the new checkpoint before it
+What the trainer writes (trainer/checkpoint/checkpointer.py): fp32 master weights and AdamW's two fp32 moments, 12 bytes
+per parameter (trainer/checkpoint/space.py), whatever the compute dtype. A save writes the new checkpoint before it
 deletes the oldest of the --keep-checkpoints kept, so the file system holds keep + 1 of them at that moment. The same
 file system also holds the run's staged hub weights (trainer/stage.py) and its Hugging Face export.
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from trainer.checkpoint_space import COPIES_PER_PARAMETER, MASTER_WEIGHT_BYTES
+from trainer.checkpoint.space import COPIES_PER_PARAMETER, MASTER_WEIGHT_BYTES
 from trainer.config import CheckpointConfig
-from trainer.presets import ModelShape
+from trainer.model.presets import ModelShape
 
 GIB = 2**30
 TIB_GIB = 1024
@@ -106,7 +106,7 @@ class StorageEstimate:
 
     @property
     def load_s(self) -> float:
-        """Reading it back at start: once, however many replica groups the mesh has (trainer/checkpoint_load.py)."""
+        """Reading it back at start: once, however many replica groups the mesh has (trainer/checkpoint/load.py)."""
         return self.checkpoint_bytes / self.throughput_bytes_per_s
 
     @property
@@ -116,8 +116,8 @@ class StorageEstimate:
     def wait_per_save_s(self, interval_s: float, async_save: bool = JOB_SAVES_IN_BACKGROUND) -> float:
         """Training time one save costs when saves start every `interval_s` seconds of training: all of a synchronous
         save; for a background save, the wait for the one still being written when the next is due (the trainer
-        keeps at most one in flight, trainer/checkpoint.py). The copy of each GPU's shard to host memory that starts
-        a background save (checkpoint bytes / GPUs, a few GiB at PCIe rates) is not counted."""
+        keeps at most one in flight, trainer/checkpoint/checkpointer.py). The copy of each GPU's shard to host memory
+        that starts a background save (checkpoint bytes / GPUs, a few GiB at PCIe rates) is not counted."""
         if not async_save:
             return self.save_s
         return max(0.0, self.save_s - interval_s)

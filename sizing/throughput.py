@@ -14,8 +14,8 @@ A micro step's time is its compute plus the part of its communication that does 
   communication runs under the neighbouring layers' compute. Forward communication hides under forward compute,
   backward communication under backward compute; only the excess is exposed, plus what cannot overlap at all:
   the embedding's all-gather before the first layer and its reduce-scatter (and all-reduce) after the last. The
-  model charges the head's (final norm, output layer) the same way, though it overlaps with the layers' (trainer/
-  parallelize.py): conservative by under 1% of a step for Llama 2 7B on p5.
+  model charges the head's (final norm, output layer) the same way, though it overlaps with the layers'
+  (trainer/parallel/parallelize.py): conservative by under 1% of a step for Llama 2 7B on p5.
   Overlapped communication still takes SMs and memory bandwidth from compute: `overlap_cost` of its time is
   charged to the step (an assumption).
 Not modelled: the optimizer step (a few ms of memory-bound work per step), data loading, stragglers.
@@ -144,7 +144,7 @@ def estimate_throughput(
     shard_link = inter if shard > instance.gpus else intra
     layer, root = numel(layer_parameter_shapes(shape)), numel(root_parameter_shapes(shape))
     layers = shape.num_layers
-    resharded = job.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")  # trainer/parallelize.py
+    resharded = job.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")  # trainer/parallel/parallelize.py
 
     def gather(params: int) -> float:
         return _ring(e * params, shard, shard_link)

@@ -32,7 +32,7 @@ from stack.names import (
     LABEL_VALUE_MAX_LENGTH,
     uncut_job_name,
 )
-from trainer.presets import find_shape
+from trainer.model.presets import find_shape
 
 
 def cross_key_problems(config: StackConfig) -> list[str]:

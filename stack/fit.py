@@ -22,7 +22,7 @@ from sizing.storage import (
 from sizing.throughput import Assumptions
 from stack.config import StackConfig
 from stack.trainer_config import stack_trainer_config
-from trainer.presets import PRESETS, find_shape
+from trainer.model.presets import PRESETS, find_shape
 
 
 def _fleet_job(config: StackConfig, **changes: Any) -> tuple[Job, InstanceType, int] | None:

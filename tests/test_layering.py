@@ -1,8 +1,11 @@
 """The layering of docs/architecture.md, read from the code's own imports (every import statement, also those inside
 functions): no module imports a layer above its own, no two modules import each other through any path, and the
-layers a Pulumi program, the policy pack or the local run load never pull in torch."""
+layers a Pulumi program, the policy pack or the local run load never pull in torch. The trainer's modules that those
+layers load say so (`TORCH_FREE = True`), and a module that says so never pulls in torch."""
 
 from __future__ import annotations
+
+import ast
 
 import pytest
 
@@ -80,13 +83,52 @@ def test_the_layers_above_the_trainer_never_load_torch(module: str) -> None:
     assert not heavy, f"{module} loads {sorted(heavy)}"
 
 
+def marked_torch_free(module: str) -> bool:
+    """Whether the module says `TORCH_FREE = True` at its top level."""
+    return any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(target, ast.Name) and target.id == "TORCH_FREE" for target in node.targets)
+        and isinstance(node.value, ast.Constant)
+        and node.value.value is True
+        for node in ast.parse(MODULES[module].read_text()).body
+    )
+
+
+def trainer_modules_loaded_above() -> set[str]:
+    """The trainer's modules that a torch-free layer loads through any chain of imports (bench/ drives the trainer on
+    torch and is not one of them); packages' __init__ files aside: they hold their docstrings only, and the test above
+    follows the chains through them."""
+    return {
+        loaded
+        for module in MODULES
+        if package_of(module) in TORCH_FREE_PACKAGES
+        for loaded in reachable(module)
+        if package_of(loaded) == "trainer" and MODULES[loaded].name != "__init__.py"
+    }
+
+
+@pytest.mark.parametrize("module", sorted(trainer_modules_loaded_above()))
+def test_the_trainer_modules_the_layers_above_load_are_marked_torch_free(module: str) -> None:
+    """So that whoever edits one sees, in the module itself, that it must stay without torch."""
+    assert marked_torch_free(module), f"{MODULES[module]} is loaded above the trainer: mark it `TORCH_FREE = True`"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if package_of(m) == "trainer" and marked_torch_free(m)))
+def test_a_module_marked_torch_free_never_loads_torch(module: str) -> None:
+    """Through any chain of imports, at module level or in functions."""
+    heavy = {(source, name) for source in reachable(module) for name in third_party(source) & HEAVY}
+    assert not heavy, f"{module} is marked TORCH_FREE but loads {sorted(heavy)}"
+
+
 def test_the_checks_see_the_import_graph() -> None:
     """The graph the checks walk is the real one: known edges of each layer are in it."""
     assert "sizing.catalog" in project_imports("stack.config")
     assert "stack.parse" in project_imports("stack.pulumi_config")
-    assert "trainer.launch_exits" in project_imports("workloads.job.manifest")
+    assert "trainer.launch.exits" in project_imports("workloads.job.manifest")
     assert "workloads.job.component" in project_imports("__main__")
-    assert "torch" in third_party("trainer.model")
+    assert "torch" in third_party("trainer.model.build")
+    assert {"trainer.config", "trainer.launch.exits", "trainer.model.presets"} <= trainer_modules_loaded_above()
+    assert marked_torch_free("trainer.config") and not marked_torch_free("trainer.model.build")
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])

@@ -18,6 +18,8 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+TORCH_FREE = True  # the stack, the job builder and the policy pack parse and render the trainer's flags
+
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 MIXED_PRECISIONS = ("bf16", "fp16", "fp32")
 ACTIVATION_CHECKPOINTING = ("none", "full", "selective")

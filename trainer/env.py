@@ -1,8 +1,9 @@
 """The launch environment torchrun gives each worker, read without torch.
 
 torchrun (and the Kubeflow PyTorchJob, which runs torchrun) sets RANK, WORLD_SIZE, LOCAL_RANK,
-LOCAL_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT; the launcher (trainer/launch.py) adds the attempt id every rank of a
-start agrees on (trainer/attempt.py). A plain `python -m trainer` has none of them and is rank 0 of a world of one.
+LOCAL_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT; the launcher (trainer/launch/launcher.py) adds the attempt id every
+rank of a start agrees on (trainer/launch/attempt.py). A plain `python -m trainer` has none of them and is rank 0 of a
+world of one.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainer.attempt import attempt_id, attempt_start
+from trainer.launch.attempt import attempt_id, attempt_start
+
+TORCH_FREE = True  # sizing/ sizes a job with the trainer's own DistEnv and plan
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class DistEnv:
     local_world_size: int = 1
     restart_count: int = 0
     """How many times this node's agent restarted its workers after they failed (TORCHELASTIC_RESTART_COUNT): a
-    count of this node's own, which other nodes' may differ from (trainer/attempt.py)."""
+    count of this node's own, which other nodes' may differ from (trainer/launch/attempt.py)."""
     attempt: str = "restart-0"
     """This start of the workers, the same on every rank of it: the store prefix and the data cache's error markers
     are keyed by it."""

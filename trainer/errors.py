@@ -1,6 +1,8 @@
 """The one exception type for bad user input found after argument parsing (a data set in the wrong format, a
 tokenizer too large for the model). `trainer.main` turns it into a message and exit status 2."""
 
+TORCH_FREE = True  # model/source.py raises it, and the stack resolves model sources
+
 
 class InputError(ValueError):
     """A problem with the run's inputs, named by flag and value; raised before training starts."""

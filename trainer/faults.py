@@ -15,13 +15,15 @@ Faults fire only in the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a torch
 shows the recovery. SIGKILL gives the process no chance to clean up, like the kernel's OOM killer.
 
 TRAINER_FAKE_DISK_BYTES=<bytes> makes the checkpoint directory a file system of that size, used by nothing but the
-directory itself (trainer/checkpoint_space.py): a full disk without a loop device or root.
+directory itself (trainer/checkpoint/space.py): a full disk without a loop device or root.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+
+TORCH_FREE = True  # checkpoint/space.py reads the simulated disk size, and sizing/ reads that module
 
 FAULT_ENV = "TRAINER_FAULT"
 FAULT_POINTS = (

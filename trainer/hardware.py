@@ -7,6 +7,8 @@ structured sparsity.
 
 from __future__ import annotations
 
+TORCH_FREE = True  # sizing/catalog.py takes each chip's peak from here
+
 PEAK_BF16_FLOPS: dict[str, float] = {
     # H100 SXM5 datasheet: 989 TFLOPS bf16 dense (1,979 with sparsity).
     "H100-SXM": 989e12,

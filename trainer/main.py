@@ -15,12 +15,12 @@ import sys
 from trainer.config import parse_args
 from trainer.env import DistEnv, read_env
 from trainer.errors import InputError, StorageError
-from trainer.launch_exits import EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE
-from trainer.model_source import resolve_model
+from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE
+from trainer.model.source import resolve_model
 from trainer.validate import validate
 
 # argparse's status for bad arguments; invalid combinations use the same, and the launcher takes it as final
-# (trainer/launch_exits.py FINAL_WORKER_EXITS)
+# (trainer/launch/exits.py FINAL_WORKER_EXITS)
 EXIT_BAD_INPUT = EXIT_BAD_ARGUMENTS
 
 log = logging.getLogger("trainer")

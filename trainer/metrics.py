@@ -13,7 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.presets import ModelShape
+from trainer.model.presets import ModelShape
+
+TORCH_FREE = True  # the dashboards and sizing/ read the metric names and the FLOPs formula
 
 # JSON key in --metrics-file -> (Prometheus gauge name, help text). Both outputs carry the same figures.
 METRIC_FIELDS: dict[str, tuple[str, str]] = {
@@ -88,7 +90,7 @@ class StepMetrics:
     checkpoint_bytes: int | None = None
     checkpoint_load_s: float | None = None
     checkpoint_read_bytes: int | None = None
-    """The last save and the load at start (trainer/checkpoint.py CheckpointStats); None until there is one."""
+    """The last save and the load at start (trainer/checkpoint/checkpointer.py CheckpointStats); None before one."""
 
     def log_line(self, total_steps: int) -> str:
         mfu = "n/a" if self.mfu is None else f"{100 * self.mfu:.1f}%"

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from trainer.checkpoint import CheckpointStats
+from trainer.checkpoint.checkpointer import CheckpointStats
 from trainer.config import TrainConfig
 from trainer.env import DistEnv
 from trainer.hardware import PEAK_BF16_FLOPS, chip_for_device_name
 from trainer.metrics import MetricsSink, StepMetrics, model_flops_utilisation, training_flops_per_token
-from trainer.presets import ModelShape
+from trainer.model.presets import ModelShape
 
 log = logging.getLogger(__name__)
 

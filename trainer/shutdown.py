@@ -1,7 +1,7 @@
 """SIGTERM: the checkpoint being saved is finished or abandoned cleanly, then the process ends as SIGTERM ends it.
 
-Kubernetes stops a pod by sending SIGTERM to its main process, the launcher (trainer/launch.py, torchrun in that
-process), which passes it on to its workers and kills them with SIGKILL --shutdown-timeout seconds later
+Kubernetes stops a pod by sending SIGTERM to its main process, the launcher (trainer/launch/launcher.py, torchrun in
+that process), which passes it on to its workers and kills them with SIGKILL --shutdown-timeout seconds later
 (torch.distributed.run; 30 s unless set: the PyTorchJob sets it from the pod's grace period). Python's default for
 SIGTERM ends a worker at once, in the middle of whatever it does. The handler first settles a checkpoint whose shards
 are being (or have been) written but which is not yet committed: it waits up to --checkpoint-stop-wait-seconds for the
@@ -12,7 +12,7 @@ are settled.
 The handler runs in the main thread only, between bytecodes (Python's signal module): a main thread blocked inside a
 collective (NCCL waits for a lost peer until its timeout) never runs it. So the handler is not what saves a
 background write that completes meanwhile: rank 0 commits that in the save's own thread as it completes
-(trainer/checkpoint_commit.py), and settle() here finds it committed, or commits it first, under the same lock.
+(trainer/checkpoint/commit.py), and settle() here finds it committed, or commits it first, under the same lock.
 
 The signal reaches each rank wherever that rank is, also inside the checkpointer's own calls: a save that has begun
 but whose write is not yet registered (the staging copy of an async save takes a while), or a commit half done.

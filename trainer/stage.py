@@ -5,12 +5,12 @@
 
 Takes the trainer's own flags and stages what they name onto shared storage:
 - a hub model's weights (config, safetensors) and tokenizer files into the Hugging Face cache (HF_HOME);
-- the data set, tokenised into --data-cache-dir (trainer/data_cache.py) as the trainer will map it.
+- the data set, tokenised into --data-cache-dir (trainer/data/cache.py) as the trainer will map it.
 The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub, none downloads, none tokenises.
-In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`, trainer/launch_stage.py
+In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`, trainer/launch/stage.py
 says why not in an init container); an exclusive lock on the shared volume (flock: FSx for Lustre is mounted with the
 flock option, workloads/job/manifest.py) lets the first pod stage while the others wait, and a marker naming what was
-staged lets them, and restarts, skip it. Exit status 4 (trainer/launch_exits.py EXIT_STAGING_FAILED) for inputs that
+staged lets them, and restarts, skip it. Exit status 4 (trainer/launch/exits.py EXIT_STAGING_FAILED) for inputs that
 cannot be staged, which no retry changes; 2 for flags the trainer's parser refuses.
 """
 
@@ -27,9 +27,9 @@ from pathlib import Path
 
 from trainer.config import TrainConfig, parse_args
 from trainer.errors import InputError
-from trainer.launch_exits import EXIT_STAGING_FAILED
+from trainer.launch.exits import EXIT_STAGING_FAILED
 from trainer.main import configure_logging
-from trainer.model_source import BYTE_TOKENIZER, ModelSource, resolve_model
+from trainer.model.source import BYTE_TOKENIZER, ModelSource, resolve_model
 from trainer.validate import is_local_dataset
 
 log = logging.getLogger("trainer.stage")
@@ -41,7 +41,7 @@ MARKER = ".staged.json"
 
 def staged_items(config: TrainConfig, source: ModelSource) -> dict[str, object]:
     """What this staging covers; a marker equal to it means there is nothing to do."""
-    from trainer.data_cache import dataset_identity
+    from trainer.data.cache import dataset_identity
 
     return {
         "model": source.name if source.kind == "hub" else None,
@@ -97,8 +97,8 @@ def stage(config: TrainConfig) -> None:
 
 
 def tokenise(config: TrainConfig, source: ModelSource, root: Path) -> None:
-    from trainer.data_cache import build_entry
-    from trainer.tokenizer import load_tokenizer
+    from trainer.data.cache import build_entry
+    from trainer.data.tokenizer import load_tokenizer
 
     dataset = config.data.dataset
     if dataset != "synthetic" and is_local_dataset(dataset) and not Path(dataset).expanduser().is_file():
@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stage(config)
     except InputError as error:
-        one_line = " ".join(str(error).split())  # the launcher quotes this last line as its reason (trainer/launch.py)
+        one_line = " ".join(
+            str(error).split()
+        )  # the launcher quotes this last line as its reason (trainer/launch/launcher.py)
         print(f"python -m trainer.stage: error: {one_line}", file=sys.stderr)
         return EXIT_STAGING_FAILED
     log.info("staged into %s (HF_HOME %s)", config.data.cache_dir, os.environ.get("HF_HOME", "default"))

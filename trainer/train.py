@@ -19,11 +19,13 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.nn.functional import cross_entropy
 
-from trainer.checkpoint import Checkpointer, Progress, TrainState
-from trainer.checkpoint_layout import model_fingerprint
-from trainer.checkpoint_load import Replicas
+from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState
+from trainer.checkpoint.export import export_hf
+from trainer.checkpoint.layout import model_fingerprint
+from trainer.checkpoint.load import Replicas
 from trainer.config import TrainConfig
-from trainer.data import (
+from trainer.data.cache import cached_packed_data
+from trainer.data.packing import (
     IGNORE_INDEX,
     PackedData,
     SampleOrder,
@@ -33,21 +35,19 @@ from trainer.data import (
     epochs_warning,
     step_batch,
 )
-from trainer.data_cache import cached_packed_data
-from trainer.distributed import init_distributed, io_group, leave_distributed, pick_device
+from trainer.data.tokenizer import Tokenizer, load_tokenizer
 from trainer.env import DistEnv
 from trainer.errors import InputError
-from trainer.export import export_hf
 from trainer.faults import maybe_fault
 from trainer.loss_scale import LossScaler
-from trainer.model import build_meta_model, hf_config, init_buffers, init_weights, load_pretrained_weights
-from trainer.model_source import ModelSource
+from trainer.model.build import build_meta_model, hf_config, init_buffers, init_weights, load_pretrained_weights
+from trainer.model.source import ModelSource
 from trainer.optim import build_optimizer, build_scheduler
-from trainer.parallelize import build_mesh, parallelize, precompute_fp8_scales
-from trainer.plan import RunPlan, make_plan
+from trainer.parallel.distributed import init_distributed, io_group, leave_distributed, pick_device
+from trainer.parallel.parallelize import build_mesh, parallelize, precompute_fp8_scales
+from trainer.parallel.plan import RunPlan, make_plan
 from trainer.reporting import StepReporter, StepResult
 from trainer.shutdown import SigtermHandler
-from trainer.tokenizer import Tokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
 DeviceBatch = tuple[torch.Tensor, torch.Tensor]
@@ -111,7 +111,7 @@ def train_step(
 
     Each micro batch's summed token loss is divided by the token count of the whole global batch, so the sum
     over micro batches and ranks is the mean over the global batch for any world size; FSDP sums the gradients over
-    the dp ranks (trainer/parallelize.py: sum_gradients).
+    the dp ranks (trainer/parallel/parallelize.py: sum_gradients).
 
     Nothing here waits for the device except an fp16 step, whose skip decision needs the gradient norm on the host:
     the loss and the norm stay device tensors until a log step reads them (trainer/reporting.py).

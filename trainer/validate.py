@@ -9,12 +9,12 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from trainer.checkpoint_layout import incompatibility, latest_checkpoint, read_meta
+from trainer.checkpoint.layout import incompatibility, latest_checkpoint, read_meta
 from trainer.config import TrainConfig
+from trainer.data.tokenizer_bytes import BYTE_VOCAB_SIZE
 from trainer.env import DistEnv
-from trainer.model_source import BYTE_TOKENIZER, ModelSource
-from trainer.plan import make_plan
-from trainer.tokenizer_bytes import BYTE_VOCAB_SIZE
+from trainer.model.source import BYTE_TOKENIZER, ModelSource
+from trainer.parallel.plan import make_plan
 
 LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".txt")
 

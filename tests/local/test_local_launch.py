@@ -15,7 +15,7 @@ import pytest
 from local.config import LocalJobOptions, local_stack_config
 from local.launch import LocalPlan, ManifestError, local_plan
 from trainer.config import parse_args, to_argv
-from trainer.launch_stage import split_launcher_options
+from trainer.launch.stage import split_launcher_options
 from workloads.job.manifest import job_spec, pytorchjob_manifest
 
 ETCD = "127.0.0.1:23790"

@@ -21,8 +21,8 @@ from local.pod_failure_policy import pod_exit
 from local.run import LocalOptions, LocalRunError
 from local.trainjob_launch import trainjob_plan, with_master_port
 from local.trainjob_run import describe_policy
-from trainer.launch_exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
-from trainer.launch_stage import split_launcher_options
+from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
+from trainer.launch.stage import split_launcher_options
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import training_runtime, trainjob_manifest
 

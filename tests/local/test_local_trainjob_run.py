@@ -16,8 +16,8 @@ from local.report import latest_per_step
 from local.run import LocalOptions, LocalResult, LocalRunError
 from local.trainjob_run import run_trainjob_local
 from tests.local.runs import CHECKPOINT_EVERY, RUN_TIMEOUT_S, STEPS, TEST_TIMEOUT_S, processes_mentioning
-from trainer.checkpoint_layout import checkpoint_name
-from trainer.launch_exits import REASON_PREFIX
+from trainer.checkpoint.layout import checkpoint_name
+from trainer.launch.exits import REASON_PREFIX
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
 

@@ -27,7 +27,7 @@ from local.restart_policy import (
     recreation_loops,
 )
 from tests.workloads.job.job_stacks import STACKS, spec_of
-from trainer.launch_exits import EXIT_NO_SPACE, EXIT_STAGING_FAILED, PERMANENT_EXITS, is_retryable
+from trainer.launch.exits import EXIT_NO_SPACE, EXIT_STAGING_FAILED, PERMANENT_EXITS, is_retryable
 from workloads.job.manifest import CONTAINER_PERMANENT_EXITS, PREPARE_CHECKPOINTS, pytorchjob_manifest
 from workloads.job.spec import job_spec
 

@@ -23,7 +23,7 @@ from sizing.memory import (
 )
 from sizing.throughput import estimate_throughput, scaling_efficiency
 from trainer.metrics import training_flops_per_token
-from trainer.presets import PRESETS
+from trainer.model.presets import PRESETS
 
 P5, P4DE = CATALOG["p5.48xlarge"], CATALOG["p4de.24xlarge"]
 LLAMA_7B = PRESETS["llama2-7b"]

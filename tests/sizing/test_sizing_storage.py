@@ -14,7 +14,7 @@ from stack.files import load_stack_config
 from stack.fit import sizing_summary, stack_storage
 from stack.parse import parse_stack_config
 from tests.harness.pulumi_program import run_program
-from trainer.presets import PRESETS, find_shape
+from trainer.model.presets import PRESETS, find_shape
 
 # A 70B job that fits the GPUs' memory on 16 p5 nodes: only its storage is in question here.
 JOB_70B = {
@@ -58,7 +58,7 @@ def test_a_save_takes_the_checkpoint_over_the_baseline_throughput() -> None:
     assert big.save_s / 60 == pytest.approx(47.1, abs=0.1)
     small = estimate_storage(PRESETS["llama2-7b"], pretrained=False, capacity_gib=1200, per_tib=250)
     assert small.save_s / 60 == pytest.approx(4.6, abs=0.1)
-    assert small.load_s == small.save_s  # read once, whatever the replicas (trainer/checkpoint_load.py)
+    assert small.load_s == small.save_s  # read once, whatever the replicas (trainer/checkpoint/load.py)
 
 
 def test_the_checkpoint_timeout_follows_the_save_time() -> None:

@@ -24,7 +24,7 @@ HOLD_STEP_ENV, HOLD_S_ENV, OUTPUT_ENV = "PROBE_HOLD_STEP", "PROBE_HOLD_S", "PROB
 
 def hold_until_committed(directory: Path, step: int, hold_s: float) -> bool:
     """Sleep-poll the directory (no checkpointer call) until `step` is a complete checkpoint, or `hold_s` passes."""
-    from trainer.checkpoint_layout import complete_checkpoints
+    from trainer.checkpoint.layout import complete_checkpoints
 
     deadline = time.monotonic() + hold_s
     while True:
@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    from trainer.checkpoint import Checkpointer, TrainState
+    from trainer.checkpoint.checkpointer import Checkpointer, TrainState
     from trainer.main import main as trainer_main
 
     hold_step, hold_s = int(os.environ[HOLD_STEP_ENV]), float(os.environ.get(HOLD_S_ENV, "45"))

@@ -2,7 +2,7 @@
 
 Launched like the trainer (`python -m tests.trainer.data_probe <trainer flags>`, or under torchrun), it runs
 `trainer.main.main` unchanged with the two tokenising entry points (`build_packed_data` as trainer/train.py and
-trainer/data_cache.py call it) counted, and the data set the training loop receives inspected. Each rank appends
+trainer/data/cache.py call it) counted, and the data set the training loop receives inspected. Each rank appends
 {"rank", "tokenised", "memory_mapped", "tokens"} as one JSON line to the file named by PROBE_OUTPUT.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 
 def main(argv: list[str]) -> int:
-    import trainer.data_cache
+    import trainer.data.cache
     import trainer.train
     from trainer.env import read_env
     from trainer.main import main as trainer_main
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
         return train(config, env, source, device, data)
 
     trainer.train.build_packed_data = counted_build  # type: ignore[assignment]
-    trainer.data_cache.build_packed_data = counted_build  # type: ignore[assignment]
+    trainer.data.cache.build_packed_data = counted_build  # type: ignore[assignment]
     trainer.train.train = inspected_train  # type: ignore[assignment]
     status = trainer_main(argv)
     with open(os.environ["PROBE_OUTPUT"], "a") as handle:

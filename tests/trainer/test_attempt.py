@@ -1,6 +1,6 @@
 """The workers' attempt id: one per rendezvous round, the same on every node of it, whatever each node's torchrun
-counts (trainer/attempt.py); the launcher's rendezvous wrapper hands it to the workers
-(trainer/launch_rendezvous.py)."""
+counts (trainer/launch/attempt.py); the launcher's rendezvous wrapper hands it to the workers
+(trainer/launch/rendezvous.py)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from torch.distributed.elastic.rendezvous import (
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from local.etcd import free_port
-from trainer.attempt import ATTEMPT_ENV, ATTEMPT_KEY, agree_attempt, attempt_id, attempt_start
 from trainer.env import read_env
-from trainer.launch_rendezvous import HeldShutdown
+from trainer.launch.attempt import ATTEMPT_ENV, ATTEMPT_KEY, agree_attempt, attempt_id, attempt_start
+from trainer.launch.rendezvous import HeldShutdown
 
 TIMEOUT = timedelta(seconds=20)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
-from trainer.checkpoint_layout import complete_checkpoints
+from trainer.checkpoint.layout import complete_checkpoints
 
 pytestmark = pytest.mark.timeout(200)
 

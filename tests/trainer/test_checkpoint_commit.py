@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
-from trainer.checkpoint import Checkpointer
-from trainer.checkpoint_commit import PendingSave
-from trainer.checkpoint_layout import DCP_METADATA_FILE, complete_checkpoints
+from trainer.checkpoint.checkpointer import Checkpointer
+from trainer.checkpoint.commit import PendingSave
+from trainer.checkpoint.layout import DCP_METADATA_FILE, complete_checkpoints
 from trainer.config import CheckpointConfig
 from trainer.env import DistEnv
 
@@ -76,7 +76,8 @@ def test_the_save_is_committed_by_the_thread_that_completes_it_without_the_main_
 def test_a_save_is_committed_exactly_once_when_the_main_thread_races_its_completion(
     caller: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("trainer.checkpoint.dist.barrier", lambda group=None: None)  # finish()'s, in a world of one
+    # finish()'s, in a world of one
+    monkeypatch.setattr("trainer.checkpoint.checkpointer.dist.barrier", lambda group=None: None)
     for attempt in range(25):
         directory = tmp_path / str(attempt)
         future: Future = Future()
@@ -138,7 +139,7 @@ def test_a_commit_that_fails_in_the_writer_thread_is_raised_on_the_main_thread(
     def full_disk(checkpoint: Path, meta: dict) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("trainer.checkpoint.write_meta", full_disk)
+    monkeypatch.setattr("trainer.checkpoint.checkpointer.write_meta", full_disk)
     future: Future = Future()
     checkpointer, _ = save_in_flight(tmp_path, future)
     in_writer_thread(lambda: future.set_result(None)).join()

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
-from trainer.checkpoint_layout import complete_checkpoints
-from trainer.checkpoint_space import Existing, directory_bytes, format_bytes, plan_space
+from trainer.checkpoint.layout import complete_checkpoints
+from trainer.checkpoint.space import Existing, directory_bytes, format_bytes, plan_space
 from trainer.faults import FAKE_DISK_ENV
-from trainer.launch_exits import EXIT_NO_SPACE
+from trainer.launch.exits import EXIT_NO_SPACE
 
 MIB = 2**20
 

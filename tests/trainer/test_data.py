@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trainer.config import DataConfig
-from trainer.data import (
+from trainer.data.packing import (
     IGNORE_INDEX,
     SampleOrder,
     build_packed_data,
@@ -21,8 +21,8 @@ from trainer.data import (
     render,
     step_batch,
 )
+from trainer.data.tokenizer_bytes import BOS_ID, EOS_ID, ByteTokenizer
 from trainer.errors import InputError
-from trainer.tokenizer_bytes import BOS_ID, EOS_ID, ByteTokenizer
 
 ALPACA = {"instruction": "Add.", "input": "2 and 3", "output": "5"}
 DIALOGSUM = {"dialogue": "#Person1#: Hi.\n#Person2#: Hello.", "summary": "They greet."}

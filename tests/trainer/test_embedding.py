@@ -11,8 +11,8 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 
-from trainer.embedding import VocabShardedEmbedding
-from trainer.model import local_rows
+from trainer.model.build import local_rows
+from trainer.parallel.embedding import VocabShardedEmbedding
 
 VOCAB, DIM, BATCH, SEQ = 11, 4, 2, 5  # 11 rows: uneven shards on 2 and 3 ranks
 

@@ -1,6 +1,6 @@
 """FP8 (torchao, CUDA only): refused without torch.compile, and its matmuls kept by selective checkpointing. The FP8
-all-gather and its scales (trainer/parallelize.py apply_fp8, precompute_fp8_scales) need torchao and a GPU: torchao
-is in the GPU image only (requirements-trainer-gpu.txt), not in the CPU test environment."""
+all-gather and its scales (trainer/parallel/parallelize.py apply_fp8, precompute_fp8_scales) need torchao and a GPU:
+torchao is in the GPU image only (requirements-trainer-gpu.txt), not in the CPU test environment."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from torch.utils.checkpoint import CheckpointPolicy
 
 from trainer.config import parse_args
 from trainer.env import DistEnv
-from trainer.model_source import resolve_model
-from trainer.parallelize import _selective_policy
+from trainer.model.source import resolve_model
+from trainer.parallel.parallelize import _selective_policy
 from trainer.validate import validate
 
 

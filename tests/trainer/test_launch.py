@@ -31,9 +31,9 @@ from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from local.etcd import LocalEtcd, free_port
 from tests.harness.trainer_runs import ROOT, trainer_env
-from trainer.launch import ending
-from trainer.launch_exits import EXIT_BACKEND_LOST, REASON_PREFIX, is_retryable
-from trainer.launch_rendezvous import HeldShutdown, held_rendezvous_shutdowns
+from trainer.launch.exits import EXIT_BACKEND_LOST, REASON_PREFIX, is_retryable
+from trainer.launch.launcher import ending
+from trainer.launch.rendezvous import HeldShutdown, held_rendezvous_shutdowns
 
 # --- each way torchrun ends, and its exit
 

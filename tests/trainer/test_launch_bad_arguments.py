@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from trainer import launch
-from trainer.launch_exits import EXIT_BAD_ARGUMENTS, is_retryable
+from trainer.launch import launcher
+from trainer.launch.exits import EXIT_BAD_ARGUMENTS, is_retryable
 
 
 def test_an_unknown_launcher_flag_exits_with_the_bad_arguments_code() -> None:
     with pytest.raises(SystemExit) as ended:
-        launch.main(["--no-such-flag", "-m", "trainer"])
+        launcher.main(["--no-such-flag", "-m", "trainer"])
     assert ended.value.code == EXIT_BAD_ARGUMENTS
     assert not is_retryable(EXIT_BAD_ARGUMENTS)

@@ -1,6 +1,6 @@
 """A worker's exit that no restart can change ends the run at once: the agent spends none of --max-restarts on it, the
 launcher exits with the worker's code (3: checkpoint storage full; 2: bad input) and closes the rendezvous, and the
-operator fails the job (trainer/launch_agent.py, trainer/launch.py)."""
+operator fails the job (trainer/launch/agent.py, trainer/launch/launcher.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from torch.distributed.launcher import api as launcher_api
 
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
 from trainer.faults import FAKE_DISK_ENV
-from trainer.launch import ending
-from trainer.launch_agent import FinalExitsAgent, final_worker_exits_end_the_run
-from trainer.launch_exits import EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_PERMANENT, REASON_PREFIX
+from trainer.launch.agent import FinalExitsAgent, final_worker_exits_end_the_run
+from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_PERMANENT, REASON_PREFIX
+from trainer.launch.launcher import ending
 
 MAX_RESTARTS = 2
 

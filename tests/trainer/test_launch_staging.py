@@ -1,6 +1,6 @@
 """`python -m trainer.launch --stage-inputs`: the run's inputs staged in the pod's main container before torchrun
 starts, so that a staging failure no retry can cure is the launcher's exit 4 with its reason, which fails the job, and
-not an init container's failure, which the operator retries without end (trainer/launch_stage.py)."""
+not an init container's failure, which the operator retries without end (trainer/launch/stage.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import ROOT, TINY, trainer_env, with_flags
-from trainer.launch import staging_ending
-from trainer.launch_exits import EXIT_BAD_ARGUMENTS, EXIT_STAGING_FAILED, REASON_PREFIX
-from trainer.launch_stage import (
+from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_STAGING_FAILED, REASON_PREFIX
+from trainer.launch.launcher import staging_ending
+from trainer.launch.stage import (
     STAGE_INPUTS_OPTION,
     Staged,
     split_launcher_options,

@@ -15,7 +15,7 @@ import pytest
 from tests.harness.trainer_runs import ROOT, TINY, trainer_env, with_flags
 from tests.trainer.test_metrics import REQUIRED_JSON_KEYS, free_port
 from trainer.metrics import PROMETHEUS_METRICS, training_flops_per_token
-from trainer.presets import PRESETS
+from trainer.model.presets import PRESETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
 PEAK_TFLOPS = 0.05  # any figure: on CPU, MFU is only reported when a peak is given

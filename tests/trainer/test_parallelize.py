@@ -13,10 +13,10 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
 from torch.distributed.tensor import DTensor, Shard
 
-from trainer.embedding import VocabShardedEmbedding
-from trainer.model import build_meta_model, hf_config, init_buffers, init_weights
-from trainer.model_source import resolve_model
-from trainer.parallelize import apply_compile, apply_fsdp, embedding_by_rows, mixed_precision_policy
+from trainer.model.build import build_meta_model, hf_config, init_buffers, init_weights
+from trainer.model.source import resolve_model
+from trainer.parallel.embedding import VocabShardedEmbedding
+from trainer.parallel.parallelize import apply_compile, apply_fsdp, embedding_by_rows, mixed_precision_policy
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def all_gathers_per_unit(model: nn.Module, monkeypatch: pytest.MonkeyPatch) -> C
 def test_on_a_1d_mesh_the_embedding_is_never_gathered_and_keeps_its_rows_sharded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The ranks exchange token embeddings and their gradients instead of the table (trainer/embedding.py)."""
+    """The ranks exchange token embeddings and their gradients instead of the table (trainer/parallel/embedding.py)."""
     model = sharded_tiny(reshard_after_forward=True)
     gathered = all_gathers_per_unit(model, monkeypatch)
     assert not any("embed_tokens" in unit for unit in gathered), gathered

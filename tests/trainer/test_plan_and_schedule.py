@@ -8,7 +8,7 @@ import pytest
 
 from trainer.config import OptimConfig, parse_args
 from trainer.env import DistEnv, read_env
-from trainer.plan import make_plan, mesh_shape
+from trainer.parallel.plan import make_plan, mesh_shape
 
 TWO_NODES_OF_FOUR = DistEnv(rank=5, world_size=8, local_rank=1, local_world_size=4)
 

@@ -10,8 +10,8 @@ import torch
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
 from trainer.config import DataConfig
-from trainer.data import IGNORE_INDEX, SampleOrder, build_packed_data, step_batch
-from trainer.tokenizer_bytes import ByteTokenizer
+from trainer.data.packing import IGNORE_INDEX, SampleOrder, build_packed_data, step_batch
+from trainer.data.tokenizer_bytes import ByteTokenizer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SEQ_LEN, GLOBAL_BATCH, SEED = 32, 8, 7

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
-from trainer.checkpoint_layout import complete_checkpoints, read_meta
+from trainer.checkpoint.layout import complete_checkpoints, read_meta
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
-from trainer.checkpoint import Checkpointer
-from trainer.checkpoint_commit import PendingSave
-from trainer.checkpoint_layout import complete_checkpoints
+from trainer.checkpoint.checkpointer import Checkpointer
+from trainer.checkpoint.commit import PendingSave
+from trainer.checkpoint.layout import complete_checkpoints
 from trainer.config import CheckpointConfig
 from trainer.env import DistEnv
-from trainer.launch_exits import LAUNCH_MODULE, REASON_PREFIX
+from trainer.launch.exits import LAUNCH_MODULE, REASON_PREFIX
 
 
 def saving(tmp_path: Path, *extra: str) -> list[str]:

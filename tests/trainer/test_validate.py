@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from trainer.checkpoint_layout import checkpoint_name, model_fingerprint, write_meta
+from trainer.checkpoint.layout import checkpoint_name, model_fingerprint, write_meta
 from trainer.config import parse_args
 from trainer.env import DistEnv
-from trainer.model_source import resolve_model
-from trainer.presets import PRESETS
+from trainer.model.presets import PRESETS
+from trainer.model.source import resolve_model
 from trainer.validate import validate
 
 TWO_NODES_OF_FOUR = DistEnv(rank=0, world_size=8, local_rank=0, local_world_size=4)

@@ -1,6 +1,6 @@
 """The training job as Kubernetes objects: a kubeflow.org/v1 PyTorchJob running torchrun (through the trainer's
-launcher, trainer/launch.py), its namespace and the service account its pods run as. No object holds the Hugging Face
-token: the pods name the Secrets Manager secret and read it themselves (trainer/hub_token.py).
+launcher, trainer/launch/launcher.py), its namespace and the service account its pods run as. No object holds the
+Hugging Face token: the pods name the Secrets Manager secret and read it themselves (trainer/launch/hub_token.py).
 
 Pure functions of a JobSpec (workloads/job/spec.py) returning plain dicts. The job component registers them, the
 render CLI prints them, the local runner executes the same container command, and the tests check them.
@@ -31,9 +31,9 @@ from stack.names import (
     TRAINER_METRICS_PORT_NAME,
 )
 from trainer.config import to_argv
-from trainer.hub_token import REGION_VARIABLE, SECRET_VARIABLE
-from trainer.launch_exits import LAUNCH_MODULE, PERMANENT_EXITS
-from trainer.launch_stage import STAGE_INPUTS_OPTION
+from trainer.launch.exits import LAUNCH_MODULE, PERMANENT_EXITS
+from trainer.launch.hub_token import REGION_VARIABLE, SECRET_VARIABLE
+from trainer.launch.stage import STAGE_INPUTS_OPTION
 from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
 from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec, job_spec
 from workloads.job.staging import worker_env
@@ -60,8 +60,8 @@ CACHE_MOUNT = "/cache"
 # What the training operator does when a worker's container exits (kubeflow/trainer v1.9.4,
 # pkg/controller.v1/common/pod.go ReconcilePods, pkg/util/train/train_util.go IsRetryableExitCode): with ExitCode
 # it gives the pod restartPolicy Never (pkg/core/pod.go SetRestartPolicy), creates the pod again when the code is
-# 128 or more and fails the whole job on 1 to 127. The launcher ends on exactly these terms (trainer/launch.py, the
-# codes in trainer/launch_exits.py): 128 + the signal after SIGTERM (a pod deleted, evicted or drained; torchrun has
+# 128 or more and fails the whole job on 1 to 127. The launcher ends on exactly these terms (trainer/launch/launcher.py,
+# the codes in trainer/launch/exits.py): 128 + the signal after SIGTERM (a pod deleted, evicted or drained; torchrun has
 # passed it to the workers, which settle their checkpoint first) and EXIT_BACKEND_LOST after a lost rendezvous
 # backend (an etcd restart) are created again; 1 once torchrun's --max-restarts are spent, when it closes the
 # rendezvous on its way out, fails the job. OnFailure would restart that container in place, into the closed rendezvous
@@ -152,7 +152,7 @@ def network_env(spec: JobSpec) -> list[dict[str, Any]]:
 
 
 def hub_token_env(spec: JobSpec) -> list[dict[str, Any]]:
-    """Where the launcher reads the Hugging Face token (trainer/hub_token.py): the secret's name or ARN and the
+    """Where the launcher reads the Hugging Face token (trainer/launch/hub_token.py): the secret's name or ARN and the
     region to call, when the stack names a secret; nothing otherwise (public models and the synthetic data set need
     no token, and the config check refuses a gated model without a secret). Neither value is secret."""
     if spec.hub_token is None:

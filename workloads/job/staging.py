@@ -5,13 +5,13 @@ The launcher stages them in every pod's main container before torchrun starts (`
 online, with the HF token from the Secret that the container already has; the first pod to take the lock on the shared
 volume downloads the hub model and tokenises the data set into the run's directory, the others wait and find them
 there (trainer/stage.py). The workers then run with the hub offline, read the weights from the staged Hugging Face
-cache and map the tokenised data (trainer/data_cache.py): no pod downloads the weights itself, no rank calls the hub
+cache and map the tokenised data (trainer/data/cache.py): no pod downloads the weights itself, no rank calls the hub
 or tokenises. Pure functions of a JobSpec, like workloads/job/manifest.py.
 
 Not an init container: the Training Operator reads exit codes from the `pytorch` container only (kubeflow/trainer
 v1.9.4, pkg/controller.v1/common/pod.go ReconcilePods), and a pod failed by an init container reads as 0xbeef,
 retryable under restartPolicy ExitCode: a gated model without a token created the pod again without end, holding every
-GPU node. In the launcher the same failure is its exit 4 (trainer/launch_exits.py EXIT_STAGING_FAILED), which fails
+GPU node. In the launcher the same failure is its exit 4 (trainer/launch/exits.py EXIT_STAGING_FAILED), which fails
 the job with the reason on its last line. It also uses the container's CPU and memory, which it had to ask for again
 as an init container, and leaves the pod in Guaranteed QoS with nothing more to keep equal.
 """
@@ -44,7 +44,7 @@ def worker_env(spec: JobSpec) -> list[dict[str, Any]]:
     return [
         {"name": "HF_HOME", "value": hf_home(spec)},
         # Everything is staged: a hub call would be a bug, so none is made. The launcher's staging step, the one that
-        # downloads, runs without these two (trainer/launch_stage.py staging_environment).
+        # downloads, runs without these two (trainer/launch/stage.py staging_environment).
         {"name": "HF_HUB_OFFLINE", "value": "1"},
         {"name": "HF_DATASETS_OFFLINE", "value": "1"},
         {"name": "PYTORCH_ALLOC_CONF", "value": ALLOCATOR_CONFIG},

@@ -8,8 +8,8 @@ Why one member and an emptyDir are enough: the rendezvous keys are ephemeral. Th
 forming or re-forming a group, expire with their TTLs, and each run uses a rendezvous id of its own (the job bumps
 it per run), so nothing of lasting value is ever stored. A restart while a job runs costs it the steps since its
 last checkpoint: every agent loses the store, stops its workers and exits with a retryable code, leaving the
-rendezvous open (trainer/launch.py); the job's restartPolicy ExitCode creates the pods again, they rejoin in the new
-etcd and the trainer resumes from the checkpoint.
+rendezvous open (trainer/launch/launcher.py); the job's restartPolicy ExitCode creates the pods again, they rejoin in
+the new etcd and the trainer resumes from the checkpoint.
 
 Who may reach it: a NetworkPolicy admits only the stack's training pods, on the client port.
 """

@@ -17,9 +17,9 @@ import sys
 
 from trainer.config import parse_args
 from trainer.env import read_env
-from trainer.model import build_meta_model, hf_config
-from trainer.model_source import resolve_model
-from trainer.plan import make_plan
+from trainer.model.build import build_meta_model, hf_config
+from trainer.model.source import resolve_model
+from trainer.parallel.plan import make_plan
 from trainer.reporting import peak_rss_bytes
 from trainer.train import init_distributed, load_data, pick_device
 

@@ -18,8 +18,8 @@ from sizing.catalog import CATALOG
 from stack.config import KUBERNETES_VERSIONS
 from stack.job_api import rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
-from trainer.launch_exits import LAUNCH_MODULE
-from trainer.launch_stage import split_launcher_options
+from trainer.launch.exits import LAUNCH_MODULE
+from trainer.launch.stage import split_launcher_options
 from workloads.job.manifest import (
     PREPARE_CHECKPOINTS,
     TERMINATION_GRACE_S,
@@ -233,7 +233,7 @@ def test_the_pods_name_the_token_secret_and_region_where_the_stack_names_a_secre
         assert "HF_TOKEN_SECRET" not in env and "AWS_REGION" not in env
     else:
         assert (env["HF_TOKEN_SECRET"], env["AWS_REGION"]) == (config.job.hf_token_secret, config.region)
-    assert "HF_TOKEN" not in env  # the launcher sets it, from Secrets Manager (trainer/hub_token.py)
+    assert "HF_TOKEN" not in env  # the launcher sets it, from Secrets Manager (trainer/launch/hub_token.py)
 
 
 def test_the_pods_run_as_the_jobs_own_service_account(stack: str) -> None:

@@ -1,6 +1,6 @@
 """No object of the job holds the Hugging Face token, or a way to it but the secret's name: no Kubernetes Secret, no
 HF_TOKEN in any pod spec. The pods name the Secrets Manager secret (HF_TOKEN_SECRET) and read it themselves
-(trainer/hub_token.py), so the stack's state and its preview hold nothing worth stealing."""
+(trainer/launch/hub_token.py), so the stack's state and its preview hold nothing worth stealing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from stack.files import load_stack_config, stack_names
-from trainer.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
+from trainer.launch.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
 from workloads.job.manifest import job_objects
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import trainjob_objects

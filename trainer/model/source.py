@@ -1,6 +1,6 @@
 """Where a model comes from and what shape it has, decided without torch (so validation runs before any work).
 
-Three kinds: a preset (random init from trainer/presets.py), a local directory with config.json and
+Three kinds: a preset (random init from trainer/model/presets.py), a local directory with config.json and
 *.safetensors, or a Hugging Face hub id (its config.json is fetched first; weights only when the model is built).
 """
 
@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trainer.errors import InputError
-from trainer.presets import PRESETS, ModelShape
+from trainer.model.presets import PRESETS, ModelShape
+
+TORCH_FREE = True  # the stack's gated-model check tells a local path from a hub id with it
 
 BYTE_TOKENIZER = "byte"
 

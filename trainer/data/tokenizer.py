@@ -6,8 +6,8 @@ import hashlib
 import json
 from typing import Any, Protocol
 
-from trainer.model_source import BYTE_TOKENIZER
-from trainer.tokenizer_bytes import ByteTokenizer
+from trainer.data.tokenizer_bytes import ByteTokenizer
+from trainer.model.source import BYTE_TOKENIZER
 
 
 class Tokenizer(Protocol):

@@ -1,5 +1,5 @@
-"""A reduce-scatter of sums for gloo (CPU), point to point: FSDP's custom reduce-scatter (trainer/parallelize.py)
-and the vocabulary-sharded embedding's lookups (trainer/embedding.py) use it."""
+"""A reduce-scatter of sums for gloo (CPU), point to point: FSDP's custom reduce-scatter (parallelize.py) and the
+vocabulary-sharded embedding's lookups (embedding.py) use it."""
 
 from __future__ import annotations
 

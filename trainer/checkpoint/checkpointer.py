@@ -3,17 +3,17 @@
 A checkpoint holds the model and optimizer (as sharded DTensors, so DCP reshards them for a different world
 size or strategy on load), the LR scheduler, the fp16 loss scale, the data position (samples consumed), the RNG
 state and the step.
-Layout and the commit protocol are in trainer/checkpoint_layout.py: every rank writes into step_<N>.tmp; once every
+Layout and the commit protocol are in trainer/checkpoint/layout.py: every rank writes into step_<N>.tmp; once every
 rank has written, rank 0 writes meta.json and renames the directory, so a crash at any moment leaves only complete
-checkpoints under their final names. Before a save, trainer/checkpoint_space.py decides whether it fits.
+checkpoints under their final names. Before a save, trainer/checkpoint/space.py decides whether it fits.
 
 Saves are synchronous, or with --async-checkpoint written in the background: the step waits while the state is
 copied to host memory (DCP's DefaultStager; pinned on CUDA), a thread writes it, and rank 0 commits it in that thread
-the moment the save completes, whatever its main thread is doing (trainer/checkpoint_commit.py). DCP's coordinator
+the moment the save completes, whatever its main thread is doing (trainer/checkpoint/commit.py). DCP's coordinator
 (rank 0) completes a save only after gathering every rank's write result (state_dict_saver: the "write" all_reduce
 before finish), so rank 0's save finishing means every shard is on disk. At most one save is in flight: the next one,
 and the end of training, wait for it. All checkpoint collectives use the long-timeout gloo group
-(trainer/distributed.py `io_group`).
+(trainer/parallel/distributed.py `io_group`).
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.tensor import DTensor, Shard
 
-from trainer.checkpoint_commit import Commits, Outcome, PendingSave
-from trainer.checkpoint_layout import (
+from trainer.checkpoint.commit import Commits, Outcome, PendingSave
+from trainer.checkpoint.layout import (
     TMP_SUFFIX,
     checkpoint_name,
     complete_checkpoints,
     read_meta,
     write_meta,
 )
-from trainer.checkpoint_load import Replicas, load_state
-from trainer.checkpoint_space import (
+from trainer.checkpoint.load import Replicas, load_state
+from trainer.checkpoint.space import (
     COPIES_PER_PARAMETER,
     ITEM_OVERHEAD_BYTES,
     Existing,
@@ -67,7 +67,7 @@ class Progress:
     step: int = 0
     """Optimizer steps completed."""
     consumed_samples: int = 0
-    """Position in the sample order (trainer/data.py): the next step's global batch starts here."""
+    """Position in the sample order (trainer/data/packing.py): the next step's global batch starts here."""
 
 
 @dataclass

@@ -14,7 +14,7 @@ BYTE_VOCAB_SIZE = 260  # 256 byte values, pad, bos, eos, one reserved id
 class ByteTokenizer:
     name = "byte"
     fingerprint = "byte-v1"
-    """What its ids depend on (the tokenised data cache's key, trainer/data_cache.py)."""
+    """What its ids depend on (the tokenised data cache's key, trainer/data/cache.py)."""
     vocab_size = BYTE_VOCAB_SIZE
     bos_id: int | None = BOS_ID
     eos_id: int | None = EOS_ID

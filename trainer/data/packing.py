@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from trainer.config import DataConfig
+from trainer.data.tokenizer import Tokenizer
 from trainer.errors import InputError
-from trainer.tokenizer import Tokenizer
 
 IGNORE_INDEX = -100  # the label value torch.nn.functional.cross_entropy skips
 # Beyond this many passes over the data set, a fine-tuning run is almost surely mis-sized: Llama 2's supervised

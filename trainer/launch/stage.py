@@ -27,6 +27,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+TORCH_FREE = True  # the manifests, the local run and the policy pack read the launcher's options from here
+
 STAGE_INPUTS_OPTION = "--stage-inputs"
 # The launcher's own options, before torchrun's arguments; each is a switch.
 LAUNCHER_OPTIONS = (STAGE_INPUTS_OPTION,)

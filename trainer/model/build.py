@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor, Shard
 
-from trainer.attention import causal_sdpa
-from trainer.model_source import ModelSource
+from trainer.model.attention import causal_sdpa
+from trainer.model.source import ModelSource
 
 # Wrappers that activation checkpointing and torch.compile may add to a module's parameter names.
 WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.")

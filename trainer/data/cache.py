@@ -9,7 +9,7 @@ process group exists. With --data-cache-dir (shared by all ranks, like --checkpo
 
 The key is a digest of everything the token stream depends on: the data set (id, config and split, or a local
 file's path, size and modification time), its format, the tokenizer's fingerprint and this module's layout version.
---seq-len is not in it: packing cuts the same stream into blocks of any length (trainer/data.py), so one entry
+--seq-len is not in it: packing cuts the same stream into blocks of any length (trainer/data/packing.py), so one entry
 serves every sequence length. Global rank 0 tokenises if the entry is missing; the other ranks wait for the entry
 (or for the error, which they raise alike) by polling the file system, since no process group exists yet.
 """
@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.attempt import attempt_id
 from trainer.config import DataConfig
-from trainer.data import PackedData, build_packed_data
+from trainer.data.packing import PackedData, build_packed_data
+from trainer.data.tokenizer import Tokenizer
 from trainer.env import DistEnv
 from trainer.errors import InputError
-from trainer.tokenizer import Tokenizer
+from trainer.launch.attempt import attempt_id
 
 log = logging.getLogger(__name__)
 LAYOUT_VERSION = 1
@@ -60,7 +60,7 @@ def cache_key(config: DataConfig, tokenizer: Tokenizer) -> str:
 
 def current_attempt() -> str:
     """This start of the job's workers (torchrun's run id and the attempt id every rank agrees on,
-    trainer/attempt.py): an error marker from another is stale."""
+    trainer/launch/attempt.py): an error marker from another is stale."""
     return f"{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}/{attempt_id(os.environ)}"
 
 

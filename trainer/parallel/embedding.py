@@ -23,7 +23,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
 
-from trainer.reduce_scatter import PairwiseReduceScatter
+from trainer.parallel.reduce_scatter import PairwiseReduceScatter
 
 
 def reduce_scatter_sum(output: torch.Tensor, input: torch.Tensor, group: dist.ProcessGroup) -> None:

@@ -19,10 +19,10 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from trainer.config import ParallelConfig
-from trainer.embedding import VocabShardedEmbedding
-from trainer.model import decoder_layers, final_norm
-from trainer.plan import RunPlan
-from trainer.reduce_scatter import PairwiseReduceScatter
+from trainer.model.build import decoder_layers, final_norm
+from trainer.parallel.embedding import VocabShardedEmbedding
+from trainer.parallel.plan import RunPlan
+from trainer.parallel.reduce_scatter import PairwiseReduceScatter
 
 COMPUTE_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -116,7 +116,8 @@ def sum_gradients(module: FSDPModule, device_type: str) -> None:
 
 
 def embedding_by_rows(mesh: DeviceMesh, tokens_per_rank: int, vocab_size: int) -> bool:
-    """Whether the input embedding is sharded by vocabulary rows (trainer/embedding.py) rather than an FSDP unit.
+    """Whether the input embedding is sharded by vocabulary rows (trainer/parallel/embedding.py) rather than an FSDP
+    unit.
 
     By rows, every rank receives every rank's token embeddings in forward and their gradients in backward:
     mesh size x tokens per rank rows each way. As a unit, it gathers the table and reduce-scatters its gradient:
@@ -140,7 +141,7 @@ def apply_fsdp(
 
     - When fewer tokens than vocabulary rows are in flight on a 1-D mesh (embedding_by_rows), the embedding is
       never gathered: each rank looks up the tokens in its rows and the ranks exchange token embeddings and their
-      gradients instead (trainer/embedding.py). Otherwise it is an FSDP unit, resharded after forward and not
+      gradients instead (trainer/parallel/embedding.py). Otherwise it is an FSDP unit, resharded after forward and not
       gathered again in backward (set_unshard_in_backward: its backward needs the token ids and its output's
       gradient, never its weight).
     - The output layer runs last in forward and first in backward: it stays gathered in between (gathering it

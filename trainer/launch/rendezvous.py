@@ -11,14 +11,14 @@ rendezvous/etcd_rendezvous_backend.py EtcdRendezvousBackend) and fails every pod
 
 So while `held_rendezvous_shutdowns()` is active, every handler torchrun creates comes wrapped in HeldShutdown, which
 passes everything to torch's handler but shutdown(): that only records the request, and `finish(close=...)` carries it
-out once the launcher knows how the run ended (trainer/launch.py).
+out once the launcher knows how the run ended (trainer/launch/launcher.py).
 
 The wrapper also sees every round the agent joins, and so is where the nodes of a round agree on the workers' attempt
-id (trainer/attempt.py): each next_rendezvous sets it in the agent's environment, which the workers it starts next
-inherit. And it is where a node that is stopped (the kubelet's SIGTERM: a drain for a node-group update, the end of a
-capacity block, an eviction) says so in the round's store (`announce_leaving`), before its workers go: the other
+id (trainer/launch/attempt.py): each next_rendezvous sets it in the agent's environment, which the workers it starts
+next inherit. And it is where a node that is stopped (the kubelet's SIGTERM: a drain for a node-group update, the end of
+a capacity block, an eviction) says so in the round's store (`announce_leaving`), before its workers go: the other
 nodes' agents then restart their workers without spending one of their --max-restarts on it
-(trainer/launch_agent.py), since a node that leaves on request is no fault of the job.
+(trainer/launch/agent.py), since a node that leaves on request is no fault of the job.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from torch.distributed.elastic.rendezvous import (
     rendezvous_handler_registry,
 )
 
-from trainer.attempt import ATTEMPT_ENV, agree_attempt
+from trainer.launch.attempt import ATTEMPT_ENV, agree_attempt
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 SHARED_STORE_SWITCH = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 ATTEMPT_LINE_PREFIX = "trainer.launch rendezvous: "
-# In the round's store: how many nodes of the round were stopped by a signal (trainer/launch_agent.py reads it).
+# In the round's store: how many nodes of the round were stopped by a signal (trainer/launch/agent.py reads it).
 NODES_LEAVING_KEY = "trainer/nodes-leaving"
 
 

@@ -10,7 +10,7 @@ workers failed at once, as they do on gloo.
 
 What every node of a restart does share is the round of the rendezvous it just joined: its store
 (RendezvousInfo.store, a prefix per round in torch's dynamic rendezvous, dynamic_rendezvous.py _get_store). The node
-of rank 0 writes a fresh id there and every node reads it (`agree_attempt`); the launcher (trainer/launch_rendezvous.py)
+of rank 0 writes a fresh id there and every node reads it (`agree_attempt`); the launcher (trainer/launch/rendezvous.py)
 does this on each rendezvous and hands the id to the workers in their environment (the agent's own environment,
 which torch's SubprocessHandler copies into every worker it starts). Torch-free: the store is anything with set,
 get and add.
@@ -25,6 +25,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Protocol
+
+TORCH_FREE = True  # env.py reads the attempt id, and sizing/ reads env.py
 
 ATTEMPT_ENV = "TRAINER_ATTEMPT_ID"
 ATTEMPT_KEY = "trainer/attempt-id"

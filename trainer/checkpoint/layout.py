@@ -17,11 +17,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from trainer.presets import ModelShape
+from trainer.model.presets import ModelShape
+
+TORCH_FREE = True  # the local run's drills find the checkpoints by these names
 
 META_FILE = "meta.json"
 # DCP's own metadata file (torch/distributed/checkpoint/filesystem.py `_metadata_fn`): rank 0 writes it (under a
-# temporary name, then renamed) only after gathering every rank's successful write (trainer/checkpoint_commit.py).
+# temporary name, then renamed) only after gathering every rank's successful write (trainer/checkpoint/commit.py).
 DCP_METADATA_FILE = ".metadata"
 TMP_SUFFIX = ".tmp"
 _COMPLETE = re.compile(r"^step_(\d{8})$")

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from trainer.config import TrainConfig
 from trainer.env import DistEnv
 
+TORCH_FREE = True  # sizing/ derives the trainer's own mesh and accumulation with it
+
 
 @dataclass(frozen=True)
 class RunPlan:

@@ -2,19 +2,19 @@
 on a peer node that left on request.
 
 A worker (trainer/main.py) exits 3 when the checkpoint file system cannot take the next save and 2 for bad input found
-after parsing (trainer/launch_exits.py FINAL_WORKER_EXITS). torchrun restarts a failed worker group --max-restarts times
+after parsing (trainer/launch/exits.py FINAL_WORKER_EXITS). torchrun restarts a failed worker group --max-restarts times
 whatever the code (torch 2.13, elastic/agent/server/api.py SimpleElasticAgent._invoke_run: a FAILED group is
 restarted while _remaining_restarts > 0), and each restart reloads the model and the last checkpoint only to fail at
 the same point: on a 70B job, minutes of every node per restart, before the job fails anyway.
 
 The hook: launch_agent (torch/distributed/launcher/api.py) builds the agent itself from the module's name
-`LocalElasticAgent`, so for the length of a launch that name is this subclass (as trainer/launch_rendezvous.py swaps
+`LocalElasticAgent`, so for the length of a launch that name is this subclass (as trainer/launch/rendezvous.py swaps
 the rendezvous handler registry). Its _monitor_workers sees each failure first; for a final code it spends the
 remaining restarts, so _invoke_run stops the workers and returns the failure, launch_agent raises ChildFailedError
-and closes the rendezvous (the job is over), and the launcher exits with the worker's code (trainer/launch.py).
+and closes the rendezvous (the job is over), and the launcher exits with the worker's code (trainer/launch/launcher.py).
 
 A node stopped by the kubelet (a drain for a node-group update, the end of a capacity block, an eviction: the pod's
-SIGTERM) announces it in the round's store before its workers go (trainer/launch_rendezvous.py announce_leaving).
+SIGTERM) announces it in the round's store before its workers go (trainer/launch/rendezvous.py announce_leaving).
 Where the other nodes' workers fail with it (gloo fails a collective whose peer has gone; NCCL blocks until its timeout
 when the stopped pod is not back sooner), their agents would count that failure against --max-restarts, and a few
 voluntary disruptions would end a healthy run. So a failure of a group whose round has a node leaving on request is
@@ -37,8 +37,8 @@ from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 from torch.distributed.elastic.rendezvous import RendezvousHandler
 from torch.distributed.launcher import api as launcher_api
 
-from trainer.launch_exits import FINAL_WORKER_EXITS, describe_exit
-from trainer.launch_rendezvous import NODES_LEAVING_KEY, HeldShutdown
+from trainer.launch.exits import FINAL_WORKER_EXITS, describe_exit
+from trainer.launch.rendezvous import NODES_LEAVING_KEY, HeldShutdown
 
 # The signals a pod is stopped with (the kubelet's SIGTERM) or a person stops a launch with; torchrun handles these
 # two and SIGHUP, SIGQUIT by default (torch/distributed/run.py --signals-to-handle).

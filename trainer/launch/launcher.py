@@ -1,15 +1,15 @@
 """`python -m trainer.launch [--stage-inputs] <torchrun's arguments>`: torchrun, run in this process as the pod's main
-process, ending with an exit code the Training Operator reads right (the codes: trainer/launch_exits.py).
+process, ending with an exit code the Training Operator reads right (the codes: trainer/launch/exits.py).
 
     python -m trainer.launch --stage-inputs --nnodes=2:4 --nproc-per-node=8 --rdzv-backend=etcd-v2 \\
         --rdzv-endpoint=HOST:2379 --rdzv-id=JOB --max-restarts=3 --shutdown-timeout=105 -m trainer --model ...
 
 First, where the pod names a Secrets Manager secret (HF_TOKEN_SECRET), the launcher reads the Hugging Face token
-from it into HF_TOKEN, which staging and the workers inherit (trainer/hub_token.py); a secret it cannot read ends
+from it into HF_TOKEN, which staging and the workers inherit (trainer/launch/hub_token.py); a secret it cannot read ends
 the launcher with 4 (EXIT_STAGING_FAILED), naming the secret and AWS's error.
 
 --stage-inputs, the launcher's own option, stages the trainer's inputs first (`python -m trainer.stage` with the
-flags after `-m trainer`; trainer/launch_stage.py says why here and not in an init container). A staging failure
+flags after `-m trainer`; trainer/launch/stage.py says why here and not in an init container). A staging failure
 ends the launcher with 4 (EXIT_STAGING_FAILED; 2 where the trainer's parser refused its flags) before any
 rendezvous, the reason on the last line.
 
@@ -26,12 +26,12 @@ of them:
   (elastic/rendezvous/etcd_rendezvous_backend.py: EtcdRendezvousBackend.get_state, set_state, _create_etcd_client),
   the agent's store lets python-etcd's EtcdException through (etcd_store.py EtcdStore), the c10d backend raises
   RendezvousConnectionError too (c10d_rendezvous_backend.py _call_store). The agent stops its workers (SIGTERM
-  first) and raises. -> 200, retryable, and the rendezvous stays open (trainer/launch_rendezvous.py says why).
+  first) and raises. -> 200, retryable, and the rendezvous stays open (trainer/launch/rendezvous.py says why).
 - The workers failed with --max-restarts spent: launch_agent raises ChildFailedError and closes the rendezvous.
   -> 1, permanent: the job fails, and no pod is created again into the closed rendezvous.
 - The rendezvous is closed (RendezvousClosedError: another agent gave up, or the job finished). -> 1, permanent.
 - A worker exited with a code no restart can change (FINAL_WORKER_EXITS: 2, bad input; 3, checkpoint storage full):
-  the agent spends no restart on it and stops at once (trainer/launch_agent.py); launch_agent raises
+  the agent spends no restart on it and stops at once (trainer/launch/agent.py); launch_agent raises
   ChildFailedError and closes the rendezvous. -> the worker's code, permanent: the job is over.
 - Anything else (a rendezvous that timed out waiting for --nnodes, a corrupt rendezvous state, a bug). -> 1.
 Bad arguments end as torchrun's parser ends them (exit 2). The last line on stderr gives the exit and its reason.
@@ -50,9 +50,8 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousClosedError, RendezvousConnectionError
 
-from trainer.hub_token import HubTokenError, load_hub_token
-from trainer.launch_agent import STOP_SIGNALS, final_worker_exits_end_the_run, first_final_failure
-from trainer.launch_exits import (
+from trainer.launch.agent import STOP_SIGNALS, final_worker_exits_end_the_run, first_final_failure
+from trainer.launch.exits import (
     EXIT_BACKEND_LOST,
     EXIT_BAD_ARGUMENTS,
     EXIT_PERMANENT,
@@ -63,8 +62,9 @@ from trainer.launch_exits import (
     exit_for_signal,
     is_retryable,
 )
-from trainer.launch_rendezvous import held_rendezvous_shutdowns
-from trainer.launch_stage import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
+from trainer.launch.hub_token import HubTokenError, load_hub_token
+from trainer.launch.rendezvous import held_rendezvous_shutdowns
+from trainer.launch.stage import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
 
 
 def _backend_errors() -> tuple[type[BaseException], ...]:
@@ -210,7 +210,3 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exception(error)
     print(end.line(), file=sys.stderr, flush=True)
     return end.code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,7 +16,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from trainer.env import DistEnv
-from trainer.model import canonical_name
+from trainer.model.build import canonical_name
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 4 * 2**30

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+TORCH_FREE = True  # sizing/, the stack's checks and the policy pack read the model shapes
+
 
 @dataclass(frozen=True)
 class ModelShape:

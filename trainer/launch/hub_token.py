@@ -29,6 +29,8 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+TORCH_FREE = True  # the manifest, the local run and the policy pack name the token's variables from here
+
 # What the pod's container is given (workloads/job/manifest.py), and what the launcher sets.
 SECRET_VARIABLE = "HF_TOKEN_SECRET"
 REGION_VARIABLE = "AWS_REGION"

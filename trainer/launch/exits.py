@@ -5,7 +5,7 @@ A PyTorchJob's Worker replicas run with restartPolicy ExitCode (workloads/job/ma
 kubeflow/trainer v1.9.4, then creates a pod again whose container exited with a code of 128 or more, and fails the whole
 job on a code from 1 to 127 (pkg/util/train/train_util.go IsRetryableExitCode: `exitCode >= 128`;
 pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torchrun can end onto one of the two
-(trainer/launch.py):
+(trainer/launch/launcher.py):
 
 | Exit | Class | When |
 | --- | --- | --- |
@@ -15,9 +15,9 @@ pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torc
 | 1 | permanent | the workers failed with torchrun's restarts spent; the rendezvous is closed; anything else |
 | 2 | permanent | torchrun's parser rejected the arguments (argparse exits 2), before anything started |
 | 2 | permanent | a worker found bad input after parsing (trainer/main.py); torchrun restarts no worker for it |
-| 3 | permanent | a worker found the checkpoint file system full (trainer/checkpoint_space.py): no restart cures it, |
-|   |           | so torchrun restarts no worker for it either (trainer/launch_agent.py) |
-| 4 | permanent | staging the inputs failed (the launcher's --stage-inputs, trainer/launch_stage.py): a gated model |
+| 3 | permanent | a worker found the checkpoint file system full (trainer/checkpoint/space.py): no restart cures it, |
+|   |           | so torchrun restarts no worker for it either (trainer/launch/agent.py) |
+| 4 | permanent | staging the inputs failed (the launcher's --stage-inputs, trainer/launch/stage.py): a gated model |
 |   |           | without a token, a missing data set, an unwritable run directory |
 
 Codes 2, 3 and 4 are final on both job APIs (FINAL_EXITS): the PyTorchJob fails on any code from 1 to 127, and the
@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import signal
 
+TORCH_FREE = True  # the job's manifests and the local run read the launcher's exit codes
+
 LAUNCH_MODULE = "trainer.launch"  # `python -m trainer.launch <torchrun's arguments>`
 FIRST_RETRYABLE_EXIT = 128  # IsRetryableExitCode, kubeflow/trainer v1.9.4
 EXIT_SUCCEEDED = 0
 EXIT_PERMANENT = 1
 # argparse's ArgumentParser.error exits with status 2 (Python docs, argparse); the launcher parses torchrun's arguments
-# first (trainer/launch.py main), so 2 means nothing ran. A TrainJob's runtime fails the job on it alone
+# first (trainer/launch/launcher.py main), so 2 means nothing ran. A TrainJob's runtime fails the job on it alone
 # (workloads/job/trainjob.py says why).
 EXIT_BAD_ARGUMENTS = 2
 # A worker (trainer/main.py) and then the launcher end with 3 when the checkpoint file system cannot take the next
@@ -49,7 +51,7 @@ FINAL_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_STAGING_FAILED)
 PERMANENT_EXITS = (EXIT_PERMANENT, *FINAL_EXITS)
 # A worker's (trainer/main.py) exit codes that no restart of the worker group can change: bad input found after
 # parsing (its EXIT_BAD_INPUT, 2) and a checkpoint file system too full for the next save (3). torchrun spends none of
-# its --max-restarts on them; the launcher ends with the worker's code (trainer/launch_agent.py).
+# its --max-restarts on them; the launcher ends with the worker's code (trainer/launch/agent.py).
 FINAL_WORKER_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE)
 # Retryable, and above 128 + 64 (Linux's highest signal number, SIGRTMAX; signal(7)), so that neither `kubectl
 # describe pod` readers nor tools ever take it for a process killed by a signal.

@@ -1,6 +1,6 @@
 """A save in flight and its commit: resolved once, by whichever thread sees the save complete first.
 
-Rank 0 commits a background save (trainer/checkpoint_layout.py: meta.json, then the rename) from the save's own
+Rank 0 commits a background save (trainer/checkpoint/layout.py: meta.json, then the rename) from the save's own
 future, in DCP's writer thread, the moment the save completes: not when its main thread next comes by. With NCCL, a
 peer that is lost leaves the main thread blocked inside a training collective until that collective's timeout (NCCL
 does not fail, it waits), and Python runs a signal handler only in the main thread, between bytecodes: neither the
@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.checkpoint_layout import DCP_METADATA_FILE
+from trainer.checkpoint.layout import DCP_METADATA_FILE
 
 log = logging.getLogger(__name__)
 
