@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -33,11 +32,6 @@ def reference_table() -> str:
         for doc in section_docs(cls, name):
             rows.append(f"| `{NAMESPACE}:{doc.key}` | {doc.type_name} | {_shown(doc.default)} | {doc.doc} |")
     return "\n".join(rows)
-
-
-def declared_defaults() -> dict[str, Any]:
-    """What Pulumi.yaml must declare: each object key's defaults."""
-    return {name: section_defaults(cls) for name, cls in SECTIONS.items()}
 
 
 PROJECT_DESCRIPTION = (
@@ -70,11 +64,6 @@ def pulumi_yaml_document() -> dict[str, Any]:
 def readme_table(readme: str) -> str:
     start, end = readme.index(TABLE_START) + len(TABLE_START), readme.index(TABLE_END)
     return readme[start:end].strip()
-
-
-def pulumi_yaml_defaults(project_file: Path = ROOT / "Pulumi.yaml") -> dict[str, Any]:
-    template = yaml.safe_load(project_file.read_text())["template"]["config"]
-    return {name: template[f"{NAMESPACE}:{name}"]["default"] for name in SECTIONS}
 
 
 def main(argv: list[str] | None = None) -> int:

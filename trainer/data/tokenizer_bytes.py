@@ -5,7 +5,6 @@ The `tiny` preset's vocabulary (260) is sized for it.
 
 from __future__ import annotations
 
-PAD_ID = 256
 BOS_ID = 257
 EOS_ID = 258
 BYTE_VOCAB_SIZE = 260  # 256 byte values, pad, bos, eos, one reserved id

@@ -101,11 +101,3 @@ def dcgm_exporter_chart() -> ChartRelease:
         NODE_AGENT_NAMESPACE,
         dcgm_exporter_values(),
     )
-
-
-def platform_charts(config: StackConfig) -> list[ChartRelease]:
-    """Every chart a stack installs, in install order."""
-    charts = device_plugin_charts(config)
-    if config.monitoring.enabled:
-        charts += [monitoring_chart(config), dcgm_exporter_chart()]
-    return charts

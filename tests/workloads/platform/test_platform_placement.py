@@ -10,7 +10,7 @@ from typing import Any
 from stack.files import load_stack_config
 from stack.names import NODE_GROUP_LABEL, SYSTEM_NODE_GROUP
 from stack.paths import PROJECT_ROOT
-from workloads.platform.charts import platform_charts
+from workloads.platform.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
 from workloads.platform.objects import platform_objects
 
 EXISTING_CLUSTER_DOC = (PROJECT_ROOT / "docs" / "aws.md").read_text().split("## An existing cluster", 1)[1]
@@ -28,8 +28,16 @@ def _selectors(value: Any) -> Iterator[dict[str, str]]:
             yield from _selectors(inner)
 
 
+def _charts(config) -> list[ChartRelease]:
+    """The charts workloads/platform/component.py installs that place pods of their own."""
+    charts = device_plugin_charts(config)
+    if config.monitoring.enabled:
+        charts += [monitoring_chart(config), dcgm_exporter_chart()]
+    return charts
+
+
 def _everything(config) -> list[Any]:
-    return [*platform_objects(config), *(chart.values for chart in platform_charts(config))]
+    return [*platform_objects(config), *(chart.values for chart in _charts(config))]
 
 
 def _existing_cluster():
