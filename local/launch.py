@@ -33,7 +33,7 @@ from trainer.config import TrainConfig, parse_args, to_argv
 from trainer.launch.exits import LAUNCH_MODULE
 from trainer.launch.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
 from trainer.launch.stage import split_launcher_options
-from workloads.job.manifest import CONTAINER_PERMANENT_EXITS
+from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS
 
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
 LOOPBACK = "127.0.0.1"

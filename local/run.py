@@ -24,7 +24,8 @@ from local.report import MetricsFollower, Record, Summary, progress_line, summar
 from stack.config import StackConfig
 from stack.fields import ConfigError
 from stack.paths import PROJECT_ROOT
-from workloads.job.manifest import job_spec, pytorchjob_manifest
+from workloads.job.pytorchjob import pytorchjob_manifest
+from workloads.job.spec import job_spec
 
 POLL_S = 0.1  # how often pods, metrics and drills are looked at: short, so a drill lands right after its trigger
 DEFAULT_TIMEOUT_S = 1800.0

@@ -124,7 +124,7 @@ def test_the_checks_see_the_import_graph() -> None:
     """The graph the checks walk is the real one: known edges of each layer are in it."""
     assert "sizing.catalog" in project_imports("stack.config")
     assert "stack.parse" in project_imports("stack.pulumi_config")
-    assert "trainer.launch.exits" in project_imports("workloads.job.manifest")
+    assert "trainer.launch.exits" in project_imports("workloads.job.pytorchjob")
     assert "workloads.job.component" in project_imports("__main__")
     assert "torch" in third_party("trainer.model.build")
     assert {"trainer.config", "trainer.launch.exits", "trainer.model.presets"} <= trainer_modules_loaded_above()

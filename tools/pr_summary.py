@@ -24,14 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policy.memory import estimate, job_shape
-from policy.training_runtime import RUNTIME
 from stack.fields import ConfigError
 from stack.files import load_stack_config, stack_names
-from stack.job_api import TRAINJOB
 from stack.paths import PROJECT_ROOT
-from workloads.job.manifest import pytorchjob_manifest
+from workloads.job.api import custom_resource_type, job_api_for
 from workloads.job.spec import job_spec
-from workloads.job.trainjob import training_runtime
 
 COMMENT_MARKER = "<!-- fsdp-eks:pr-summary -->"
 # job_spec wants an image reference; the summary is about shapes, and reading the image's content tag would hash
@@ -71,8 +68,9 @@ def summarize(stack: str, root: Path = PROJECT_ROOT) -> StackSummary:
     if not job.enabled or gpu.count < 1:
         return summary
     spec = job_spec(config, image=PLACEHOLDER_IMAGE)
-    # The object that holds the job's pods: the PyTorchJob, or a TrainJob's runtime.
-    shape = job_shape(training_runtime(spec), RUNTIME) if job.api == TRAINJOB else job_shape(pytorchjob_manifest(spec))
+    # The object that holds the job's pods (the PyTorchJob, or a TrainJob's runtime), judged as the pack judges it.
+    owner = job_api_for(job.api).pod_owner(spec)
+    shape = job_shape(owner, custom_resource_type(owner))
     memory = estimate(shape) if shape is not None else None
     return dataclasses.replace(
         summary,

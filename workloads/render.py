@@ -18,21 +18,16 @@ import yaml
 
 from stack.config import StackConfig
 from stack.files import load_stack_config, stack_names
-from stack.job_api import TRAINJOB
-from workloads.job.manifest import job_objects as build_job_objects
+from workloads.job.api import job_api_for
 from workloads.job.spec import job_spec
-from workloads.job.trainjob import trainjob_objects
 from workloads.platform.objects import platform_objects
 
 
 def job_objects(config: StackConfig) -> list[dict[str, Any]]:
-    """The training job's objects, from the job's own builders (workloads/job/manifest.py, or trainjob.py for
-    job.api trainjob), when the stack runs a job."""
+    """The training job's objects, from its job API's builders (workloads/job/api.py), when the stack runs a job."""
     if not config.job.enabled:
         return []
-    if config.job.api == TRAINJOB:
-        return trainjob_objects(job_spec(config))
-    return list(build_job_objects(config))
+    return job_api_for(config.job.api).objects(job_spec(config))
 
 
 def all_objects(config: StackConfig) -> list[dict[str, Any]]:

@@ -16,7 +16,8 @@ from local.config import LocalJobOptions, local_stack_config
 from local.launch import LocalPlan, ManifestError, local_plan
 from trainer.config import parse_args, to_argv
 from trainer.launch.stage import split_launcher_options
-from workloads.job.manifest import job_spec, pytorchjob_manifest
+from workloads.job.pytorchjob import pytorchjob_manifest
+from workloads.job.spec import job_spec
 
 ETCD = "127.0.0.1:23790"
 RUN_DIR = Path("/tmp/fsdp-eks-local-test")

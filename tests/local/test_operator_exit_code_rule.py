@@ -28,7 +28,8 @@ from local.restart_policy import (
 )
 from tests.workloads.job.job_stacks import STACKS, spec_of
 from trainer.launch.exits import EXIT_NO_SPACE, EXIT_STAGING_FAILED, PERMANENT_EXITS, is_retryable
-from workloads.job.manifest import CONTAINER_PERMANENT_EXITS, PREPARE_CHECKPOINTS, pytorchjob_manifest
+from workloads.job.pod import PREPARE_CHECKPOINTS
+from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS, pytorchjob_manifest
 from workloads.job.spec import job_spec
 
 BACKOFF_LIMIT = 3

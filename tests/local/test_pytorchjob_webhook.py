@@ -16,7 +16,8 @@ from local.pytorchjob_webhook import AdmissionDeniedError, admit_pytorchjob, pyt
 from local.run import LocalRunError
 from stack.job_api import PYTORCHJOB
 from tests.workloads.job.job_stacks import IMAGE, STACKS, config_of, spec_of
-from workloads.job.manifest import job_objects, pytorchjob_manifest
+from workloads.job.api import PyTorchJobApi
+from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
 
 Job = dict[str, Any]
@@ -43,7 +44,7 @@ def test_every_stacks_pytorchjob_is_admitted_without_warnings(stack: str) -> Non
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_render_clis_pytorchjob_is_admitted(stack: str) -> None:
-    objects = job_objects(config_of(stack), IMAGE)
+    objects = PyTorchJobApi().objects(job_spec(config_of(stack), IMAGE))
     for job in (o for o in objects if o["kind"] == "PyTorchJob"):
         admit_pytorchjob(job)
 

@@ -9,7 +9,7 @@ from typing import Any
 from policy.props import StackResource
 from sizing.catalog import CATALOG
 from stack.files import load_stack_config
-from workloads.job.manifest import pytorchjob_manifest
+from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
 
 TEMPLATE_URN = "urn:pulumi:s::fsdp-eks::fsdp-eks:infra:GpuNodeGroup$aws:ec2/launchTemplate:LaunchTemplate::gpu-template"

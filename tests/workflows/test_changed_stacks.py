@@ -32,7 +32,7 @@ def test_a_changed_stack_file_previews_that_stack() -> None:
         "requirements.txt",
         "requirements.lock",
         "infra/gpu_nodes.py",
-        "workloads/job/manifest.py",
+        "workloads/job/pod.py",
         "trainer/train.py",
         "docker/Dockerfile",
         "policy/efa.py",

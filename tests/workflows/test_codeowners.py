@@ -135,5 +135,5 @@ def test_ordinary_code_is_not_gated() -> None:
 
 
 def test_the_job_whose_pods_the_policies_judge_and_whose_role_reads_the_secret_is_gated() -> None:
-    for path in ("workloads/job/manifest.py", "workloads/job/component.py", "workloads/job/image_source.py"):
+    for path in ("workloads/job/pod.py", "workloads/job/component.py", "workloads/job/image_source.py"):
         assert owners_of(path) == ["@fsdp-eks/maintainers"], path

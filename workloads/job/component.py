@@ -3,7 +3,8 @@ its pods run as and, when the stack names the Hugging Face token's secret, that 
 (infra/hub_token_access.py) as resources of the stack. No resource holds the token.
 
 `pulumi up` starts the run; any change to the job (config, image, run counter) replaces the job, deleting the old
-one first (it has a fixed name); `pulumi destroy` removes it. The objects are workloads/job/manifest.py's dicts.
+one first (it has a fixed name); `pulumi destroy` removes it. The objects are the job API's dicts
+(workloads/job/api.py).
 """
 
 from __future__ import annotations
@@ -17,23 +18,10 @@ import pulumi_kubernetes as k8s
 from infra.hub_token_access import HubTokenAccess, HubTokenAccessArgs
 from infra.iam import PodIdentity
 from stack.file_system import LustreFileSystem
-from stack.job_api import (
-    PYTORCHJOB_API_VERSION,
-    PYTORCHJOB_KIND,
-    RUNTIME_KIND,
-    TRAINER_API_VERSION,
-    TRAINJOB,
-    TRAINJOB_KIND,
-)
-from workloads.job.manifest import (
-    checkpoint_volume_objects,
-    namespace_manifest,
-    pytorchjob_manifest,
-    service_account_manifest,
-    with_image,
-)
+from workloads.job.api import job_api_for
+from workloads.job.checkpoint_volume import checkpoint_volume_objects
+from workloads.job.pod import namespace_manifest, service_account_manifest
 from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec
-from workloads.job.trainjob import training_runtime, trainjob_manifest, with_trainjob_image
 
 
 @dataclass(frozen=True)
@@ -79,10 +67,10 @@ class TrainingJob(pulumi.ComponentResource):
             prerequisites.append(self._hub_token_access(name, static, args))
         prerequisites += self._checkpoint_claim(name, static, args, child)
 
-        if static.api == TRAINJOB:
-            self.job = self._trainjob(name, static, args, child, prerequisites)
-        else:
-            self.job = self._pytorchjob(name, static, args, child, prerequisites)
+        # The job API's custom resources in order (workloads/job/api.py): the PyTorchJob, or a TrainJob's runtime and
+        # the TrainJob. Only the image field waits for the push; the rest of the job (rendezvous id included, derived
+        # from the image's content tag) is known at preview time and matches what the render CLI prints.
+        self.job = self._custom_resources(name, static, args, child, prerequisites)
         self.job_name = static.name
         self.namespace = static.namespace
         self.rendezvous_id = static.rendezvous_id
@@ -90,7 +78,7 @@ class TrainingJob(pulumi.ComponentResource):
             {"jobName": self.job_name, "namespace": self.namespace, "rendezvousId": self.rendezvous_id}
         )
 
-    def _pytorchjob(
+    def _custom_resources(
         self,
         name: str,
         spec: JobSpec,
@@ -98,50 +86,23 @@ class TrainingJob(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions,
         prerequisites: list[pulumi.Resource],
     ) -> k8s.apiextensions.CustomResource:
-        manifest = pytorchjob_manifest(spec)
-        if args.image is not None:
-            # Only the image field waits for the push; the rest of the job (rendezvous id included, derived from
-            # the image's content tag) is known at preview time and matches what the render CLI prints.
-            manifest = with_image(manifest, args.image)
-        return k8s.apiextensions.CustomResource(
-            f"{name}-pytorchjob",
-            api_version=PYTORCHJOB_API_VERSION,
-            kind=PYTORCHJOB_KIND,
-            metadata=manifest["metadata"],
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions.merge(opts, _replaced(prerequisites)),
-        )
-
-    def _trainjob(
-        self,
-        name: str,
-        spec: JobSpec,
-        args: TrainingJobArgs,
-        opts: pulumi.ResourceOptions,
-        prerequisites: list[pulumi.Resource],
-    ) -> k8s.apiextensions.CustomResource:
-        """The job's ClusterTrainingRuntime after the platform (Trainer v2's CRDs and webhooks), and the TrainJob
-        after the runtime: Trainer v2's webhook rejects a TrainJob whose runtime does not exist yet. Both are replaced
-        on any change: the runtime's JobSet failure policy is immutable, a TrainJob's trainer too."""
-        runtime, trainjob = training_runtime(spec), trainjob_manifest(spec)
-        if args.image is not None:
-            runtime, trainjob = with_trainjob_image((runtime, trainjob), args.image)
-        runtime_resource = k8s.apiextensions.CustomResource(
-            f"{name}-runtime",
-            api_version=TRAINER_API_VERSION,
-            kind=RUNTIME_KIND,
-            metadata=runtime["metadata"],
-            spec=runtime["spec"],
-            opts=pulumi.ResourceOptions.merge(opts, _replaced(list(args.depends_on))),
-        )
-        return k8s.apiextensions.CustomResource(
-            f"{name}-trainjob",
-            api_version=TRAINER_API_VERSION,
-            kind=TRAINJOB_KIND,
-            metadata=trainjob["metadata"],
-            spec=trainjob["spec"],
-            opts=pulumi.ResourceOptions.merge(opts, _replaced([*prerequisites, runtime_resource])),
-        )
+        """Each resource after those before it and after the prerequisites it names (a cluster-scoped runtime after
+        the platform alone); all replaced on any change (a TrainJob's runtime's JobSet failure policy is immutable,
+        its trainer too). Returns the last: the job itself."""
+        created: list[pulumi.Resource] = []
+        for resource in job_api_for(spec.api).custom_resources(spec, args.image):
+            after = prerequisites if resource.after_prerequisites else list(args.depends_on)
+            created.append(
+                k8s.apiextensions.CustomResource(
+                    f"{name}-{resource.suffix}",
+                    api_version=resource.object["apiVersion"],
+                    kind=resource.object["kind"],
+                    metadata=resource.object["metadata"],
+                    spec=resource.object["spec"],
+                    opts=pulumi.ResourceOptions.merge(opts, _replaced([*after, *created])),
+                )
+            )
+        return created[-1]
 
     def _hub_token_access(self, name: str, spec: JobSpec, args: TrainingJobArgs) -> HubTokenAccess:
         """The service account's Pod Identity role, allowed to read the token's secret alone."""

@@ -1,7 +1,7 @@
 """JobSpec: every decision about the training job, made once from the stack config and the instance catalog.
 
-Pure and torch-free. workloads/job/manifest.py turns a JobSpec into Kubernetes objects; the job component registers
-them; the local runner and the tests read the same objects.
+Pure and torch-free. Each job API (workloads/job/api.py) turns a JobSpec into Kubernetes objects; the job component
+registers them; the render CLI, the local runner and the tests read the same objects.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE,
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 from stack.trainer_config import stack_trainer_config
 from trainer.config import TrainConfig
-from workloads.job.trainer_flags import pod_trainer_config
+from workloads.job.pod_trainer_config import pod_trainer_config
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
 # FSx for Lustre file system when there is one (see docs/job.md).
@@ -75,7 +75,10 @@ class Rendezvous:
 
 
 @dataclass(frozen=True)
-class CheckpointStorage:
+class CheckpointVolume:
+    """The volume the pods keep checkpoints on (a claim, or a pod's emptyDir) and this run's directory on it; the
+    stack's checkpoint file system itself is infra/'s CheckpointStorage component."""
+
     claim: str | None  # a ReadWriteMany PVC; None means an emptyDir (one node only)
     run_directory: str  # this run's checkpoints, metrics and export, under CHECKPOINT_MOUNT
     # The stack makes the claim (DEFAULT_CHECKPOINT_CLAIM) on its FSx file system: no job.checkpointClaim of the user's.
@@ -117,7 +120,7 @@ class JobSpec:
     node: NodeShape
     rendezvous: Rendezvous
     trainer: TrainConfig  # what every worker's trainer runs with; its flags are trainer.config.to_argv of it
-    checkpoint: CheckpointStorage
+    checkpoint: CheckpointVolume
     nccl_debug: str
     distributed_debug: str
     service_account: str  # the pods' (trainer_service_account)
@@ -146,7 +149,7 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
         node=node,
         rendezvous=_rendezvous(job, name),
         trainer=pod_trainer_config(trainer, run_directory, node.peak_tflops),
-        checkpoint=CheckpointStorage(
+        checkpoint=CheckpointVolume(
             # The stack's FSx file system when it has one (also on one node: checkpoints then outlive the node);
             # a pod-local emptyDir only without it, which the config allows on a single node alone.
             claim=job.checkpoint_claim or (DEFAULT_CHECKPOINT_CLAIM if config.storage.fsx else None),

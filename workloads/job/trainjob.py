@@ -1,7 +1,7 @@
 """The training job as Kubeflow Trainer v2 objects (job.api trainjob): a ClusterTrainingRuntime holding the worker pod,
 and the TrainJob that runs it on `nodes` nodes.
 
-Pure functions of a JobSpec, like workloads/job/manifest.py, whose builders make the pod: the same init containers,
+Pure functions of a JobSpec. The pod is the shared worker pod (workloads/job/pod.py): the same init containers,
 /dev/shm, checkpoint volume, service account, token secret's name, EFA/GPU/huge-page resources, toleration, node
 selector and labels (so the PodMonitor and the dashboards find the pods whichever API ran them). What differs, with
 the facts behind it (kubeflow/trainer v2.3.0 and kubernetes-sigs/jobset v0.12.0):
@@ -48,16 +48,18 @@ from stack.job_api import (
     TRAINER_API_VERSION,
     TRAINJOB_KIND,
 )
-from stack.names import TRAINER_METRICS_PORT, TRAINER_METRICS_PORT_NAME
 from trainer.launch.exits import FINAL_EXITS, LAUNCH_MODULE
 from trainer.launch.stage import STAGE_INPUTS_OPTION
-from workloads.job.manifest import (
+from workloads.job.pod import (
     PYTHON,
+    TrainerContainer,
     labels,
+    metrics_port,
     namespace_manifest,
-    pod_template,
     service_account_manifest,
     trainer_args,
+    with_pod_image,
+    worker_pod,
 )
 from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
 from workloads.job.spec import JobSpec
@@ -102,17 +104,10 @@ def trainjob_launcher_command(spec: JobSpec) -> list[str]:
 
 
 def node_pod_template(spec: JobSpec) -> dict[str, Any]:
-    """The PyTorchJob's worker pod (workloads/job/manifest.py pod_template), as Trainer v2's "node": the container
-    renamed, its command the TrainJob's, its ports the metrics port alone (the torch plugin adds 29500), and
-    restartPolicy Never, which podFailurePolicy requires (JobSet's webhook would default it to OnFailure)."""
-    template = copy.deepcopy(pod_template(spec))
-    pod = template["spec"]
-    (container,) = pod["containers"]
-    container["name"] = NODE
-    container["command"] = trainjob_launcher_command(spec)
-    container["ports"] = [{"name": TRAINER_METRICS_PORT_NAME, "containerPort": TRAINER_METRICS_PORT, "protocol": "TCP"}]
-    pod["restartPolicy"] = "Never"
-    return template
+    """The shared worker pod (workloads/job/pod.py) as Trainer v2's "node": its container named "node", its command
+    the TrainJob's, its ports the metrics port alone (the torch plugin adds 29500), and restartPolicy Never, which
+    podFailurePolicy requires (JobSet's webhook would default it to OnFailure)."""
+    return worker_pod(spec, TrainerContainer(NODE, trainjob_launcher_command(spec), [metrics_port()]), "Never")
 
 
 def final_exit_rule() -> dict[str, Any]:
@@ -238,9 +233,7 @@ def with_trainjob_image(objects: tuple[dict[str, Any], dict[str, Any]], image: A
     """Copies of (runtime, TrainJob) with every container running `image`: the pushed image, a pulumi Output."""
     runtime, trainjob = copy.deepcopy(objects[0]), copy.deepcopy(objects[1])
     for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
-        pod = replicated["template"]["spec"]["template"]["spec"]
-        for container in [*pod.get("initContainers", []), *pod["containers"]]:
-            container["image"] = image
+        with_pod_image(replicated["template"]["spec"]["template"]["spec"], image)
     trainjob["spec"]["trainer"]["image"] = image
     return runtime, trainjob
 

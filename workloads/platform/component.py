@@ -27,9 +27,9 @@ import pulumi_kubernetes as k8s
 
 from infra.iam import PodIdentity, cluster_arn, pod_identity_trust_policy, role_with_policies
 from stack.config import StackConfig
-from stack.job_api import PYTORCHJOB, TRAINJOB
 from stack.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
 from stack.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
+from workloads.job.api import Controller, job_api_for
 from workloads.k8s_resources import kubernetes_resource, resource_name
 from workloads.platform.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
 from workloads.platform.monitoring import stack_prometheus_volume
@@ -51,7 +51,6 @@ from workloads.platform.trainer_v2 import trainer_v2_chart
 TRAINING_OPERATOR_MANIFESTS = (
     f"https://github.com/kubeflow/trainer//manifests/overlays/standalone?ref={TRAINING_OPERATOR_VERSION}"
 )
-TRAINING_OPERATOR_NAMESPACE = "kubeflow"
 OCI_PREFIX = "oci://"
 CLOUDWATCH_ADDON = "amazon-cloudwatch-observability"
 CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
@@ -96,7 +95,7 @@ class Platform(pulumi.ComponentResource):
 
         self.platform_namespace = PLATFORM_NAMESPACE
         self.training_namespace = TRAINING_NAMESPACE
-        self.etcd_endpoint = ETCD_ENDPOINT if cfg.job.api == PYTORCHJOB else None
+        self.etcd_endpoint = ETCD_ENDPOINT if job_api_for(cfg.job.api).platform.etcd else None
         self.next_commands = next_commands(cfg)
         self.register_outputs(
             {
@@ -109,8 +108,10 @@ class Platform(pulumi.ComponentResource):
 
     def _job_controller(self, cfg: StackConfig) -> pulumi.Resource:
         """The Training Operator v1 for a PyTorchJob; Kubeflow Trainer v2 with JobSet for a TrainJob. The job depends
-        on the whole platform, so it is created after either is ready and deleted before either goes."""
-        if cfg.job.api == TRAINJOB:
+        on the whole platform, so it is created after either is ready and deleted before either goes. The one place
+        the platform tells the controllers apart: each is a Pulumi resource of its own kind (a Helm release, a
+        kustomize build)."""
+        if job_api_for(cfg.job.api).platform.controller is Controller.TRAINER_V2:
             namespace = [self._object(obj) for obj in trainer_v2_objects(cfg)]
             return self._release(trainer_v2_chart(), depends_on=namespace)
         return k8s.kustomize.v2.Directory(

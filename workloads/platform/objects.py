@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from stack.config import StackConfig
-from stack.job_api import PYTORCHJOB, TRAINJOB, leader_labels
 from stack.names import (
     COMPONENT_LABEL,
     PART_OF,
@@ -18,6 +17,7 @@ from stack.names import (
     TRAINER_COMPONENT,
     TRAINING_NAMESPACE,
 )
+from workloads.job.api import Controller, job_api_for
 from workloads.platform.dashboards import dashboard_configmaps
 from workloads.platform.etcd import etcd_objects
 from workloads.platform.monitoring import (
@@ -39,7 +39,7 @@ VOLUME_ID_PLACEHOLDER = "<created by pulumi up: an EBS volume in the GPU nodes' 
 
 def leader_selector(config: StackConfig) -> str:
     """The pod of global rank 0, as a kubectl selector: the PyTorchJob's Worker 0 or the TrainJob's node 0."""
-    return ",".join(f"{key}={value}" for key, value in leader_labels(config.job.api).items())
+    return ",".join(f"{key}={value}" for key, value in job_api_for(config.job.api).leader_labels().items())
 
 
 def platform_namespace() -> dict[str, Any]:
@@ -77,15 +77,15 @@ def node_tools_objects(config: StackConfig) -> list[dict[str, Any]]:
 
 
 def rendezvous_objects(config: StackConfig) -> list[dict[str, Any]]:
-    """etcd for the PyTorchJob's rendezvous; nothing for a TrainJob, whose torchrun meets on its node 0."""
-    if config.job.api != PYTORCHJOB:
+    """etcd for the job's rendezvous where its API needs it: the PyTorchJob's; a TrainJob's torchrun meets on node 0."""
+    if not job_api_for(config.job.api).platform.etcd:
         return []
     return etcd_objects(config.stack, node_selector=platform_node_selector(config))
 
 
 def trainer_v2_objects(config: StackConfig) -> list[dict[str, Any]]:
-    """Trainer v2's namespace, for a TrainJob (the chart itself goes in as a Helm release)."""
-    return [trainer_v2_namespace()] if config.job.api == TRAINJOB else []
+    """Trainer v2's namespace, where the job's API runs under it (the chart itself goes in as a Helm release)."""
+    return [trainer_v2_namespace()] if job_api_for(config.job.api).platform.controller is Controller.TRAINER_V2 else []
 
 
 def platform_objects(config: StackConfig) -> list[dict[str, Any]]:

@@ -20,15 +20,9 @@ from stack.job_api import rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 from trainer.launch.exits import LAUNCH_MODULE
 from trainer.launch.stage import split_launcher_options
-from workloads.job.manifest import (
-    PREPARE_CHECKPOINTS,
-    TERMINATION_GRACE_S,
-    launcher_command,
-    namespace_manifest,
-    pytorchjob_manifest,
-    service_account_manifest,
-)
-from workloads.job.shutdown import torchrun_shutdown_timeout
+from workloads.job.pod import PREPARE_CHECKPOINTS, namespace_manifest, service_account_manifest
+from workloads.job.pytorchjob import launcher_command, pytorchjob_manifest
+from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
 
 from .job_stacks import STACKS, config_of, spec_of
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from stack.config import StackConfig
-from workloads.job.manifest import pytorchjob_manifest
+from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
 
 from .job_stacks import IMAGE, STACKS, config_of

@@ -8,15 +8,16 @@ import pytest
 import yaml
 
 from stack.files import load_stack_config, stack_names
+from stack.job_api import JOB_APIS
 from trainer.launch.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
-from workloads.job.manifest import job_objects
+from workloads.job.api import job_api_for
 from workloads.job.spec import job_spec
-from workloads.job.trainjob import trainjob_objects
 
 
 def rendered(stack: str) -> list[dict]:
     config = load_stack_config(stack)
-    return [*job_objects(config, image="example/trainer:1"), *trainjob_objects(job_spec(config, "example/trainer:1"))]
+    spec = job_spec(config, "example/trainer:1")
+    return [obj for api in JOB_APIS for obj in job_api_for(api).objects(spec)]
 
 
 @pytest.mark.parametrize("stack", stack_names())

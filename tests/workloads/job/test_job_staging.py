@@ -11,7 +11,8 @@ import pytest
 from stack.parse import parse_stack_config
 from trainer.config import parse_args
 from trainer.launch.stage import split_launcher_options, staging_environment
-from workloads.job.manifest import pytorchjob_manifest, trainer_args
+from workloads.job.pod import trainer_args
+from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
 
 from .job_stacks import IMAGE, STACKS, spec_of

@@ -9,7 +9,7 @@ import pytest
 
 from trainer.config import TrainConfig, parse_args
 from trainer.launch.exits import LAUNCH_MODULE
-from workloads.job.manifest import pytorchjob_manifest
+from workloads.job.pytorchjob import pytorchjob_manifest
 
 from .job_stacks import STACKS, config_of, spec_of
 

@@ -18,7 +18,7 @@ from stack.config import KUBERNETES_VERSIONS
 from trainer.config import TrainConfig, parse_args
 from trainer.launch.exits import FINAL_EXITS, LAUNCH_MODULE
 from trainer.launch.stage import STAGE_INPUTS_OPTION, split_launcher_options
-from workloads.job.manifest import pod_template, pytorchjob_manifest
+from workloads.job.pytorchjob import pod_template, pytorchjob_manifest
 from workloads.job.spec import JOIN_TIMEOUT_S
 from workloads.job.trainjob import (
     ANCESTOR_LABEL,

@@ -11,7 +11,8 @@ import pytest
 
 from stack.config import KUBERNETES_VERSIONS, MonitoringConfig
 from stack.files import load_stack_config, stack_names
-from workloads.job.manifest import job_spec, pytorchjob_manifest
+from workloads.job.pytorchjob import pytorchjob_manifest
+from workloads.job.spec import job_spec
 from workloads.platform.monitoring import (
     PROMETHEUS_RESOURCE,
     kube_prometheus_stack_values,

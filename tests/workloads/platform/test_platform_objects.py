@@ -25,7 +25,8 @@ from stack.names import (
     TRAINING_NAMESPACE,
 )
 from stack.versions import ETCD_IMAGE, NODE_TOOLS_IMAGE
-from workloads.job.manifest import job_spec, pytorchjob_manifest
+from workloads.job.pytorchjob import pytorchjob_manifest
+from workloads.job.spec import job_spec
 from workloads.platform.etcd import etcd_deployment, etcd_network_policy, etcd_service
 from workloads.platform.monitoring import trainer_pod_monitor
 from workloads.platform.objects import next_commands, platform_objects
