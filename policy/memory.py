@@ -144,6 +144,7 @@ def estimate(shape: JobShape) -> MemoryEstimate:
     give. UnsizedError where it cannot size the job (a model known only by the config.json in its checkpoint, a
     value the sizing model refuses)."""
     from sizing import estimate as sizing  # imported here: the rest of the pack needs none of the sizing model
+    from trainer.units import GIB
 
     t = shape.train
     model = find_shape(t.model.name)
@@ -166,7 +167,7 @@ def estimate(shape: JobShape) -> MemoryEstimate:
     except sizing.SizingError as error:  # a value the trainer's own checks refuse too (seq len, global batch)
         raise UnsizedError(f"the sizing model refuses the job ({error})", "fix the job's flags") from error
     result = sizing.size_job(job, shape.instance, shape.nodes)
-    return MemoryEstimate(result.needed_bytes / sizing.GIB, float(shape.instance.gpu_memory_gib), result.fits)
+    return MemoryEstimate(result.needed_bytes / GIB, float(shape.instance.gpu_memory_gib), result.fits)
 
 
 def memory_fit_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:

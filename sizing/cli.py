@@ -8,7 +8,6 @@ import json
 import sys
 
 from sizing.estimate import (
-    GIB,
     GPU_RUNTIME_BYTES,
     PRESETS,
     Sizing,
@@ -19,7 +18,7 @@ from sizing.estimate import (
     size_job,
     strategies_for,
 )
-from sizing.memory import CHECKPOINTING, COMPUTE_BYTES
+from sizing.memory import CHECKPOINTING
 from sizing.storage import (
     DEFAULT_FSX_THROUGHPUT_PER_TIB,
     FSX_THROUGHPUT_PER_TIB,
@@ -29,8 +28,9 @@ from sizing.storage import (
 )
 from sizing.throughput import Assumptions
 from trainer.config import SHARDING_STRATEGIES
+from trainer.launch.exits import EXIT_BAD_INPUT
+from trainer.units import DTYPE_BYTES, GIB
 
-EXIT_BAD_INPUT = 2  # argparse's status for bad arguments
 # Column labels of the memory breakdown, in sizing_memory.TERMS order (runtime is shown as "needed").
 TERM_LABELS = {
     "parameters": "params",
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--strategy", choices=SHARDING_STRATEGIES, action="append", help="only this strategy (repeatable)"
     )
-    parser.add_argument("--mixed-precision", choices=tuple(COMPUTE_BYTES), default="bf16")
+    parser.add_argument("--mixed-precision", choices=tuple(DTYPE_BYTES), default="bf16")
     parser.add_argument("--activation-checkpointing", choices=CHECKPOINTING, default="none")
     parser.add_argument("--mfu", type=float, default=None, help="assumed model FLOPs utilisation (default: per chip)")
     parser.add_argument(

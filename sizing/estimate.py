@@ -20,7 +20,6 @@ from typing import Any
 from sizing.catalog import CATALOG, InstanceType
 from sizing.memory import (
     CHECKPOINTING,
-    COMPUTE_BYTES,
     Job,
     MemoryEstimate,
     Ranks,
@@ -32,8 +31,8 @@ from trainer.config import SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
 from trainer.env import DistEnv
 from trainer.model.presets import PRESETS, ModelShape, find_shape
 from trainer.parallel.plan import make_plan
+from trainer.units import DTYPE_BYTES, GIB
 
-GIB = 2**30
 # Memory a GPU process holds outside PyTorch's allocator, which the trainer's `peak_memory_bytes`
 # (torch.cuda.max_memory_allocated) does not see: the CUDA context (about 0.5 GiB with lazy module loading,
 # CUDA 11.7+) and NCCL's communication buffers (NCCL_BUFFSIZE, 4 MiB by default, per channel and peer; with EFA
@@ -150,7 +149,7 @@ def make_job(
             f"sharding strategy {sharding_strategy!r}",
             ", ".join(SHARDING_STRATEGIES),
         ),
-        (mixed_precision in COMPUTE_BYTES, f"mixed precision {mixed_precision!r}", ", ".join(COMPUTE_BYTES)),
+        (mixed_precision in DTYPE_BYTES, f"mixed precision {mixed_precision!r}", ", ".join(DTYPE_BYTES)),
         (checkpointing in CHECKPOINTING, f"checkpointing {checkpointing!r}", ", ".join(CHECKPOINTING)),
         (1 <= seq_len <= shape.max_position_embeddings, f"seq len {seq_len}", f"1..{shape.max_position_embeddings}"),
         (batch_size >= 1, f"batch size {batch_size}", "at least 1"),

@@ -26,10 +26,10 @@ from trainer.config import ParallelConfig, TrainConfig
 from trainer.env import DistEnv
 from trainer.model.presets import ModelShape
 from trainer.parallel.plan import mesh_shape
+from trainer.units import DTYPE_BYTES
 
 FP32 = 4
 INT64 = 8
-COMPUTE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 CHECKPOINTING = ("none", "selective", "full")
 
 
@@ -53,7 +53,7 @@ class Job:
 
     @property
     def compute_bytes(self) -> int:
-        return COMPUTE_BYTES[self.mixed_precision]
+        return DTYPE_BYTES[self.mixed_precision]
 
 
 @dataclass(frozen=True)

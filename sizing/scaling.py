@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from sizing.metrics_file import MetricsFileError, read_records
-
-EXIT_BAD_INPUT = 2
+from trainer.launch.exits import EXIT_BAD_INPUT
+from trainer.units import GIB
 
 
 class ScalingError(ValueError):
@@ -78,7 +78,7 @@ def scaling_points(runs: list[list[dict[str, Any]]], gpus_per_node: int = 1) -> 
                 scaling_efficiency=throughput / size / base_per_gpu,
                 step_time_s=statistics.median(r.get("step_time_s", 0.0) for r in group),
                 mfu=statistics.median(mfus) if mfus else None,
-                peak_memory_gib=max(r.get("peak_memory_bytes", 0) for r in group) / 2**30,
+                peak_memory_gib=max(r.get("peak_memory_bytes", 0) for r in group) / GIB,
                 records=len(group),
             )
         )

@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from trainer.checkpoint.space import COPIES_PER_PARAMETER, MASTER_WEIGHT_BYTES
 from trainer.config import CheckpointConfig
 from trainer.model.presets import ModelShape
+from trainer.units import GIB
 
-GIB = 2**30
 TIB_GIB = 1024
 MB = 10**6  # FSx quotes throughput in MB/s (decimal)
 FSX_THROUGHPUT_PER_TIB = (125, 250, 500, 1000)

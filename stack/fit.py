@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sizing.catalog import CATALOG, InstanceType
-from sizing.estimate import GIB, MAX_NODES_SUGGESTED, Sizing, SizingError, make_job, size_job
+from sizing.estimate import MAX_NODES_SUGGESTED, Sizing, SizingError, make_job, size_job
 from sizing.memory import CHECKPOINTING, Job
 from sizing.storage import (
     StorageEstimate,
@@ -23,6 +23,7 @@ from sizing.throughput import Assumptions
 from stack.config import StackConfig
 from stack.trainer_config import stack_trainer_config
 from trainer.model.presets import PRESETS, find_shape
+from trainer.units import GIB
 
 
 def _fleet_job(config: StackConfig, **changes: Any) -> tuple[Job, InstanceType, int] | None:

@@ -15,13 +15,9 @@ import sys
 from trainer.config import parse_args
 from trainer.env import DistEnv, read_env
 from trainer.errors import InputError, StorageError
-from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE
+from trainer.launch.exits import EXIT_BAD_INPUT, EXIT_NO_SPACE
 from trainer.model.source import resolve_model
 from trainer.validate import validate
-
-# argparse's status for bad arguments; invalid combinations use the same, and the launcher takes it as final
-# (trainer/launch/exits.py FINAL_WORKER_EXITS)
-EXIT_BAD_INPUT = EXIT_BAD_ARGUMENTS
 
 log = logging.getLogger("trainer")
 
@@ -39,7 +35,7 @@ def refuse(errors: list[str], env: DistEnv) -> int:
     if env.is_leader:
         for error in errors:
             print(f"python -m trainer: error: {error}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return EXIT_BAD_INPUT  # final: the launcher restarts no worker for it (exits.py FINAL_WORKER_EXITS)
 
 
 def resolve_device(requested: str) -> str:

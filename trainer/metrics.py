@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.model.presets import ModelShape
+from trainer.units import GIB
 
 TORCH_FREE = True  # the dashboards and sizing/ read the metric names and the FLOPs formula
 
@@ -97,8 +98,8 @@ class StepMetrics:
         return (
             f"step {self.step}/{total_steps} | loss {self.loss:.4f} | lr {self.lr:.2e} | grad norm {self.grad_norm:.3f}"
             f" | {self.tokens_per_second:,.0f} tok/s ({self.tokens_per_second_per_gpu:,.0f}/rank) | mfu {mfu}"
-            f" | step {self.step_time_s:.3f}s | peak mem {self.peak_memory_bytes / 2**30:.2f} GiB"
-            + ("" if self.peak_reserved_bytes is None else f" ({self.peak_reserved_bytes / 2**30:.2f} reserved)")
+            f" | step {self.step_time_s:.3f}s | peak mem {self.peak_memory_bytes / GIB:.2f} GiB"
+            + ("" if self.peak_reserved_bytes is None else f" ({self.peak_reserved_bytes / GIB:.2f} reserved)")
         )
 
 

@@ -50,9 +50,9 @@ def test_fewer_ranks_need_more_memory_per_gpu_when_sharding() -> None:
 
 
 def test_the_figure_is_the_sizing_models_own() -> None:
-    from sizing.estimate import GIB
     from stack.files import load_stack_config
     from stack.fit import stack_sizing
+    from trainer.units import GIB
 
     expected = stack_sizing(load_stack_config("p5-16"))
     assert estimate(job_shape(pytorchjob("p5-16"))).needed_gib == expected.needed_bytes / GIB

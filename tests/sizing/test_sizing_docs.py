@@ -8,9 +8,9 @@ import pytest
 
 from sizing.cli import main
 from stack.paths import PROJECT_ROOT
+from trainer.units import GIB
 
 DOC = PROJECT_ROOT / "docs" / "sizing.md"
-GIB = 2**30
 # Column of the doc's sizing table -> where the --json output has it (bytes).
 MEMORY_COLUMNS = {
     "parameters": ("memory_bytes", "parameters"),

@@ -8,13 +8,14 @@ import json
 import pytest
 
 from sizing.cli import main
-from sizing.storage import GIB, estimate_storage, fsx_capacity_for
+from sizing.storage import estimate_storage, fsx_capacity_for
 from stack.fields import ConfigError
 from stack.files import load_stack_config
 from stack.fit import sizing_summary, stack_storage
 from stack.parse import parse_stack_config
 from tests.harness.pulumi_program import run_program
 from trainer.model.presets import PRESETS, find_shape
+from trainer.units import GIB
 
 # A 70B job that fits the GPUs' memory on 16 p5 nodes: only its storage is in question here.
 JOB_70B = {

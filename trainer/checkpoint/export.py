@@ -15,12 +15,13 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from trainer.dtypes import TORCH_DTYPES
 from trainer.env import DistEnv
 from trainer.model.build import canonical_name
+from trainer.units import GIB
 
 log = logging.getLogger(__name__)
-MAX_FILE_BYTES = 4 * 2**30
-EXPORT_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+MAX_FILE_BYTES = 4 * GIB
 
 
 def plan_files(params: list[tuple[str, nn.Parameter]], itemsize: int) -> list[list[tuple[str, nn.Parameter]]]:
@@ -41,7 +42,7 @@ def plan_files(params: list[tuple[str, nn.Parameter]], itemsize: int) -> list[li
 def export_hf(model: nn.Module, hf_config: Any, directory: str, dtype_name: str, env: DistEnv, tokenizer: Any) -> None:
     from safetensors.torch import save_file
 
-    dtype = EXPORT_DTYPES[dtype_name]
+    dtype = TORCH_DTYPES[dtype_name]
     out = Path(directory)
     params = [(canonical_name(name), param) for name, param in model.named_parameters()]
     files = plan_files(params, torch.empty((), dtype=dtype).element_size())

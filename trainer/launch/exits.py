@@ -38,6 +38,10 @@ EXIT_PERMANENT = 1
 # first (trainer/launch/launcher.py main), so 2 means nothing ran. A TrainJob's runtime fails the job on it alone
 # (workloads/job/trainjob.py says why).
 EXIT_BAD_ARGUMENTS = 2
+# Input found wrong after parsing: a worker's invalid combination of flags (trainer/main.py), a `python -m sizing`
+# question it cannot answer. The same code as argparse's, so that 2 always means "the input is wrong, running it again
+# will not help".
+EXIT_BAD_INPUT = EXIT_BAD_ARGUMENTS
 # A worker (trainer/main.py) and then the launcher end with 3 when the checkpoint file system cannot take the next
 # checkpoint: a retry would reload the model only to fail at the same save.
 EXIT_NO_SPACE = 3
@@ -50,7 +54,7 @@ FINAL_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_STAGING_FAILED)
 # the job (local/restart_policy.py recreation_loops checks every rendered PyTorchJob for it).
 PERMANENT_EXITS = (EXIT_PERMANENT, *FINAL_EXITS)
 # A worker's (trainer/main.py) exit codes that no restart of the worker group can change: bad input found after
-# parsing (its EXIT_BAD_INPUT, 2) and a checkpoint file system too full for the next save (3). torchrun spends none of
+# parsing (EXIT_BAD_INPUT, 2) and a checkpoint file system too full for the next save (3). torchrun spends none of
 # its --max-restarts on them; the launcher ends with the worker's code (trainer/launch/agent.py).
 FINAL_WORKER_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE)
 # Retryable, and above 128 + 64 (Linux's highest signal number, SIGRTMAX; signal(7)), so that neither `kubectl

@@ -19,12 +19,11 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from trainer.config import ParallelConfig
+from trainer.dtypes import TORCH_DTYPES
 from trainer.model.build import decoder_layers, final_norm
 from trainer.parallel.embedding import VocabShardedEmbedding
 from trainer.parallel.plan import RunPlan
 from trainer.parallel.reduce_scatter import PairwiseReduceScatter
-
-COMPUTE_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def build_mesh(strategy: str, plan: RunPlan, device_type: str) -> DeviceMesh:
@@ -170,7 +169,7 @@ def apply_fsdp(
 
 def mixed_precision_policy(name: str) -> MixedPrecisionPolicy:
     """Compute in the chosen dtype; gradients are reduced (and parameters kept) in fp32."""
-    return MixedPrecisionPolicy(param_dtype=COMPUTE_DTYPES[name], reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy(param_dtype=TORCH_DTYPES[name], reduce_dtype=torch.float32)
 
 
 def parallelize(model: nn.Module, config: ParallelConfig, mesh: DeviceMesh, tokens_per_rank: int) -> nn.Module:

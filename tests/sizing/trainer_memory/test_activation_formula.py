@@ -11,13 +11,13 @@ import torch
 from torch.nn import functional
 
 from sizing.memory import FP32, Job, Ranks, layer_activation_bytes, memory_moments
+from trainer.dtypes import TORCH_DTYPES
 from trainer.model.build import build_meta_model, decoder_layers, hf_config, init_buffers, init_weights
 from trainer.model.presets import ModelShape
 from trainer.model.source import ModelSource
 
 MHA = ModelShape("mha", None, 300, 128, 352, 2, 8, 8, 256)
 GQA = ModelShape("gqa", None, 300, 128, 352, 2, 8, 2, 256)  # grouped-query attention, as Llama 2 70B
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def saved_bytes_by_module(shape: ModelShape, precision: str, batch: int, seq_len: int) -> dict[str, int]:
@@ -26,7 +26,7 @@ def saved_bytes_by_module(shape: ModelShape, precision: str, batch: int, seq_len
     model.to_empty(device="cpu")
     init_buffers(model, torch.device("cpu"))
     init_weights(model, seed=0, std=0.02)
-    model.to(DTYPES[precision])
+    model.to(TORCH_DTYPES[precision])
     parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
     where, seen = ["root"], {}
     for index, layer in enumerate(decoder_layers(model)):
