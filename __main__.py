@@ -9,8 +9,8 @@ from infra.cluster import Cluster, ClusterArgs
 from infra.existing_cluster import ExistingCluster
 from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.iam_scope import IamScope, scope_iam_resources
+from infra.lustre import CheckpointStorage, CheckpointStorageArgs
 from infra.network import Network, NetworkArgs
-from infra.storage import CheckpointStorage, CheckpointStorageArgs
 from stack.fit import checkpoint_warning, sizing_summary
 from stack.pulumi_config import read_stack_config
 from workloads.job.component import TrainingJob, TrainingJobArgs

@@ -29,7 +29,7 @@ own:
   (workloads/job/image_source.py) and control-plane log groups; the actions that support no resource (eks:CreateCluster,
   eks:ListClusters, ecr:GetAuthorizationToken, logs:DescribeLogGroups, ...) on "*" in statements of their own.
 - EC2 and FSx stay service-wide: a stack's VPC, subnets, gateways, security groups and launch templates are dozens of
-  resource types whose ARNs are only known once created, and neither infra/network.py nor infra/storage.py tags them
+  resource types whose ARNs are only known once created, and neither infra/network.py nor infra/lustre.py tags them
   with the stack's tag; the EC2 actions that reach into instances, disks and images the stacks do not own (user data,
   sharing snapshots and images, exports, Windows passwords) are denied instead.
 - The boundary policy, the removal of a boundary and the CI roles themselves are out of reach (explicit denies).

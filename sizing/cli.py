@@ -18,14 +18,14 @@ from sizing.estimate import (
     size_job,
     strategies_for,
 )
-from sizing.memory import CHECKPOINTING
-from sizing.storage import (
+from sizing.fsx import (
     DEFAULT_FSX_THROUGHPUT_PER_TIB,
     FSX_THROUGHPUT_PER_TIB,
     StorageEstimate,
     estimate_storage,
     fsx_capacity_problem,
 )
+from sizing.memory import CHECKPOINTING
 from sizing.throughput import Assumptions
 from trainer.config import SHARDING_STRATEGIES
 from trainer.launch.exits import EXIT_BAD_INPUT

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizing.catalog import CATALOG, InstanceType
+from sizing.fsx import StorageEstimate, storage_summary
 from sizing.memory import (
     CHECKPOINTING,
     Job,
@@ -25,7 +26,6 @@ from sizing.memory import (
     Ranks,
     peak_memory,
 )
-from sizing.storage import StorageEstimate, storage_summary
 from sizing.throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
 from trainer.config import SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
 from trainer.env import DistEnv
@@ -61,7 +61,7 @@ class Sizing:
     """None in fp32: the catalog's peaks are bf16 tensor-core rates, and the trainer leaves TF32 off."""
     scaling_efficiency: float | None
     storage: StorageEstimate | None = None
-    """Its checkpoints on an FSx for Lustre file system (sizing/storage.py), when one is given."""
+    """Its checkpoints on an FSx for Lustre file system (sizing/fsx.py), when one is given."""
 
     @property
     def gpus(self) -> int:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from sizing.catalog import CATALOG, InstanceType
-from sizing.storage import (
+from sizing.fsx import (
     DEFAULT_FSX_CAPACITY_GIB,
     DEFAULT_FSX_THROUGHPUT_PER_TIB,
     FSX_THROUGHPUT_PER_TIB,

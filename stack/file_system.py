@@ -1,7 +1,7 @@
 """The stack's checkpoint file system as the AWS side makes it and the job mounts it: one shape for both.
 
-infra/storage.py fills it with the FSx for Lustre file system's outputs (Pulumi outputs); the job's component
-resolves them and its pure builder (workloads/job/manifest.py) writes the PersistentVolume from plain strings.
+infra/lustre.py fills it with the FSx for Lustre file system's outputs (Pulumi outputs); the job's component
+resolves them and its pure builder (workloads/job/checkpoint_volume.py) writes the PersistentVolume from plain strings.
 """
 
 from __future__ import annotations

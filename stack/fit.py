@@ -11,14 +11,14 @@ from typing import Any
 
 from sizing.catalog import CATALOG, InstanceType
 from sizing.estimate import MAX_NODES_SUGGESTED, Sizing, SizingError, make_job, size_job
-from sizing.memory import CHECKPOINTING, Job
-from sizing.storage import (
+from sizing.fsx import (
     StorageEstimate,
     checkpoint_wait_warning,
     estimate_storage,
     storage_problem,
     storage_summary,
 )
+from sizing.memory import CHECKPOINTING, Job
 from sizing.throughput import Assumptions
 from stack.config import StackConfig
 from stack.trainer_config import stack_trainer_config

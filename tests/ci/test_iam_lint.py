@@ -37,7 +37,7 @@ ALLOWED: dict[Finding, str] = {
         "stack's tag; the reach-ins are denied (ci/deploy_policy.py EC2_REACH_INS)"
     ),
     ("deploy", "CheckpointFileSystems", "RESOURCE_STAR"): (
-        "fsx:* stays service-wide: infra/storage.py does not tag the file system with the stack's tag"
+        "fsx:* stays service-wide: infra/lustre.py does not tag the file system with the stack's tag"
     ),
     ("deploy", "TheStacksClusters", "RESOURCE_MISMATCH"): (
         "eks:* on the stacks' cluster ARNs: the EKS actions that take no resource get nothing from this statement "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sizing.storage import checkpoint_wait_warning, estimate_storage
+from sizing.fsx import checkpoint_wait_warning, estimate_storage
 from stack.files import load_stack_config, raw_stack_config, stack_names
 from stack.fit import checkpoint_warning, sizing_summary
 from tests.harness.pulumi_program import run_program

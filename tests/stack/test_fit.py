@@ -19,7 +19,7 @@ from stack.paths import PROJECT_ROOT as ROOT
 STACK_FILES = sorted(p for p in ROOT.glob("Pulumi.*.yaml"))
 
 
-# Room for a 70B model's checkpoints (tests/sizing/test_sizing_storage.py): these tests are about GPU memory.
+# Room for a 70B model's checkpoints (tests/sizing/test_sizing_fsx.py): these tests are about GPU memory.
 LARGE_FSX = {"fsxCapacityGiB": 4800}
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from trainer.faults import fake_disk_bytes
 
-TORCH_FREE = True  # sizing/storage.py takes the bytes per parameter from here
+TORCH_FREE = True  # sizing/fsx.py takes the bytes per parameter from here
 
 # AdamW (trainer/optim.py) keeps two moments per parameter, each shaped like it and in its dtype (torch.optim.AdamW:
 # exp_avg, exp_avg_sq), and the master weights are fp32 (trainer/model/build.py): a checkpoint is the fp32 parameters
-# three times over, 12 bytes per parameter (plus a step counter per parameter tensor). sizing/storage.py uses it.
+# three times over, 12 bytes per parameter (plus a step counter per parameter tensor). sizing/fsx.py uses it.
 COPIES_PER_PARAMETER = 3
 MASTER_WEIGHT_BYTES = 4
 # What DCP stores per item beyond its data: torch.save's framing in the .distcp file and the item's entry in

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sizing.storage import JOB_SAVES_IN_BACKGROUND
+from sizing.fsx import JOB_SAVES_IN_BACKGROUND
 from stack.names import TRAINER_METRICS_PORT
 from trainer.config import TrainConfig
 from workloads.job.shutdown import TERMINATION_GRACE_S, checkpoint_stop_wait

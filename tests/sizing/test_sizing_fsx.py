@@ -8,7 +8,7 @@ import json
 import pytest
 
 from sizing.cli import main
-from sizing.storage import estimate_storage, fsx_capacity_for
+from sizing.fsx import estimate_storage, fsx_capacity_for
 from stack.fields import ConfigError
 from stack.files import load_stack_config
 from stack.fit import sizing_summary, stack_storage

@@ -1,4 +1,6 @@
-"""Shared checkpoint storage: FSx for Lustre in the GPU nodes' AZ, and the CSI driver that mounts it.
+"""The FSx for Lustre file system that holds the checkpoints, in the GPU nodes' AZ, and the CSI driver that mounts it.
+
+The component keeps its type token `fsdp-eks:infra:CheckpointStorage`: it is part of every deployed stack's URNs.
 
 Every rank writes its shard of a checkpoint at once, and a save commits by renaming a directory: Lustre takes both
 (S3 mounts cannot rename; EFS is far slower for many parallel writers). See docs/job.md.

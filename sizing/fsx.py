@@ -1,12 +1,12 @@
-"""Checkpoint storage of a job: bytes per checkpoint, the FSx for Lustre file system that holds them, what a save and
-a load take at its throughput, and what it costs. Pure Python (no torch).
+"""The FSx for Lustre file system a job's checkpoints need: bytes per checkpoint, the capacity that holds them, what a
+save and a load take at its throughput, and what it costs. Pure Python (no torch).
 
 What the trainer writes (trainer/checkpoint/checkpointer.py): fp32 master weights and AdamW's two fp32 moments, 12 bytes
 per parameter (trainer/checkpoint/space.py), whatever the compute dtype. A save writes the new checkpoint before it
 deletes the oldest of the --keep-checkpoints kept, so the file system holds keep + 1 of them at that moment. The same
 file system also holds the run's staged hub weights (trainer/stage.py) and its Hugging Face export.
 
-FSx for Lustre facts (PERSISTENT_2 SSD, the deployment type infra/storage.py creates):
+FSx for Lustre facts (PERSISTENT_2 SSD, the deployment type infra/lustre.py creates):
 - capacity: 1200 GiB, or a multiple of 2400 GiB (Amazon FSx API reference, CreateFileSystem StorageCapacity);
 - throughput: capacity in TiB x the per-unit storage throughput, 125, 250, 500 or 1000 MB/s/TiB (API reference,
   LustreFileSystemConfiguration PerUnitStorageThroughput; FSx for Lustre user guide, "Managing provisioned
