@@ -310,58 +310,139 @@ def _reduce_scatter(grads: int, staged: int, output: int, temporary: int, held: 
     return {"unsharded_gradients": held, "communication_buffers": staged + output + temporary}
 
 
-def memory_moments(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> list[MemoryEstimate]:
-    """Every modelled moment of a step, in `MOMENTS` order, each with its live buffers by kind (`TERMS`)."""
-    z = _sizes(job, ranks)
-    total_shard = z.layers * z.layer_shard + z.head_shard + z.embedding_shard
-    recompute = z.recomputed_layer
-    all_gathered = z.layers * z.gathered_layer if z.keeps_layers_gathered else 0
-    prefetch_buffer = 0 if z.keeps_layers_gathered else z.all_gather_buffer
+@dataclass(frozen=True)
+class _Step:
+    """What every moment of one step's backward shares: the sizes, and what the sharding strategy and a tied
+    embedding keep alive throughout."""
+
+    job: Job
+    z: _Sizes
+    runtime_bytes: int
+    total_shard: int  # numel of the rank's whole shard
+    all_gathered: int  # every layer gathered (SHARD_GRAD_OP, NO_SHARD keep them after the forward)
+    prefetch_buffer: int  # the next layer's all-gather output, when layers are resharded after use
     # Untied: the head is resharded and reduced right after its backward, before the layers'. Tied: the root stays
     # gathered to the end of the step, its output-layer gradient waiting for its reduce-scatter there.
-    head_after_backward = 0 if z.split else z.gathered_head
-    output_grad_after_backward = 0 if z.split else z.output_layer_grad
-    head_reduced = z.head_shard if z.split else 0
+    head_after_backward: int
+    output_grad_after_backward: int
+    head_reduced: int  # numel of the head's gradient shard once reduced (untied only)
 
-    def moment(name: str, gradient_shards: int, **terms: int) -> MemoryEstimate:
+    def moment(self, name: str, gradient_shards: int, **terms: int) -> MemoryEstimate:
         """The sharded state plus `terms`. `gradient_shards` (numel) have been reduced so far in this backward;
         from the second micro step of an accumulating step on, all of them exist throughout."""
-        reduced = total_shard if job.grad_accum > 1 else gradient_shards
+        reduced = self.total_shard if self.job.grad_accum > 1 else gradient_shards
         state = {
-            "runtime": runtime_bytes,
-            "parameters": FP32 * total_shard,
+            "runtime": self.runtime_bytes,
+            "parameters": FP32 * self.total_shard,
             "gradients": FP32 * reduced,
-            "optimizer_states": 2 * FP32 * total_shard,
+            "optimizer_states": 2 * FP32 * self.total_shard,
         }
         return MemoryEstimate(name, {term: state.get(term, terms.get(term, 0)) for term in TERMS})
 
-    def saved(layers: int) -> int:
-        return layers * z.saved_layer + z.shared_saved
+    def saved(self, layers: int) -> int:
+        """Activations saved for backward by `layers` layers and by what all layers share."""
+        return layers * self.z.saved_layer + self.z.shared_saved
 
-    # While layer i (the last or the first) runs backward: layers up to i still saved (and layer i recomputed
-    # under checkpointing), layer i gathered and the next one prefetched (SHARD_GRAD_OP, NO_SHARD: every layer not
-    # yet reduced stays gathered), the previous layer's reduce-scatter input kept (after the head's, for the last).
-    def layer_backward(name: str, index: int) -> MemoryEstimate:
-        gathered = (index + 1 if z.keeps_layers_gathered else 1) * z.gathered_layer
-        kept_input = z.reduce_scatter_layer if index < z.layers - 1 else (z.reduce_scatter_head if z.split else 0)
-        return moment(
-            name,
-            head_reduced + (z.layers - 1 - index) * z.layer_shard,
-            unsharded_parameters=head_after_backward + gathered,
-            unsharded_gradients=output_grad_after_backward,
-            communication_buffers=(prefetch_buffer if index > 0 else 0) + kept_input,
-            activations=saved(index + 1) + recompute + z.in_flight_grads,
-            loss_buffers=z.logits,
-        )
 
+def _step(job: Job, ranks: Ranks, runtime_bytes: int) -> _Step:
+    z = _sizes(job, ranks)
+    return _Step(
+        job=job,
+        z=z,
+        runtime_bytes=runtime_bytes,
+        total_shard=z.layers * z.layer_shard + z.head_shard + z.embedding_shard,
+        all_gathered=z.layers * z.gathered_layer if z.keeps_layers_gathered else 0,
+        prefetch_buffer=0 if z.keeps_layers_gathered else z.all_gather_buffer,
+        head_after_backward=0 if z.split else z.gathered_head,
+        output_grad_after_backward=0 if z.split else z.output_layer_grad,
+        head_reduced=z.head_shard if z.split else 0,
+    )
+
+
+def _loss_and_head_moments(s: _Step) -> list[MemoryEstimate]:
+    """From the loss's backward to the head's reduce-scatter: MOMENTS[0:4]."""
+    z, job = s.z, s.job
     head_reduce = _reduce_scatter(
         z.head_grad, z.reduce_scatter_head, FP32 * z.head_shard, z.head_reduce_scatter_temporary, z.held_head_grad
     )
-    head_reduce["communication_buffers"] += prefetch_buffer
+    head_reduce["communication_buffers"] += s.prefetch_buffer
+    return [
+        # Cross-entropy backward: nll_loss's dense gradient and log_softmax's input gradient, both fp32, next to
+        # the saved fp32 log-probabilities and the logits.
+        s.moment(
+            MOMENTS[0],
+            0,
+            unsharded_parameters=z.gathered_head + s.all_gathered,
+            activations=s.saved(z.layers),
+            loss_buffers=z.logits + z.log_softmax + 2 * FP32 * job.shape.vocab_size * job.tokens,
+        ),
+        # Once the logits' gradient (compute dtype) exists, the head's pre-backward all-gathers layer L-1 ...
+        s.moment(
+            MOMENTS[1],
+            0,
+            unsharded_parameters=z.gathered_head + s.all_gathered,
+            communication_buffers=s.prefetch_buffer + (0 if z.keeps_layers_gathered else z.all_gather_temporary),
+            activations=s.saved(z.layers),
+            loss_buffers=2 * z.logits,
+        ),
+        # ... and the output layer's backward makes its unsharded weight gradient.
+        s.moment(
+            MOMENTS[2],
+            0,
+            unsharded_parameters=z.gathered_head + s.all_gathered,
+            unsharded_gradients=z.output_layer_grad,
+            communication_buffers=s.prefetch_buffer,
+            activations=s.saved(z.layers),
+            loss_buffers=2 * z.logits,
+        ),
+        # Untied: the head's reduce-scatter, its parameters resharded first, layer L-1 prefetched. Tied: nothing
+        # is reduced yet, as at the output layer's backward.
+        s.moment(
+            MOMENTS[3],
+            0,
+            unsharded_parameters=s.all_gathered,
+            **head_reduce,
+            activations=s.saved(z.layers),
+            loss_buffers=z.logits,
+        )
+        if z.split
+        else s.moment(
+            MOMENTS[3],
+            0,
+            unsharded_parameters=z.gathered_head + s.all_gathered,
+            unsharded_gradients=z.output_layer_grad,
+            communication_buffers=s.prefetch_buffer,
+            activations=s.saved(z.layers),
+            loss_buffers=z.logits,
+        ),
+    ]
+
+
+def _layer_backward(s: _Step, name: str, index: int) -> MemoryEstimate:
+    """While layer `index` (the last or the first) runs backward: layers up to it still saved (and it recomputed
+    under checkpointing), it gathered and the next one prefetched (SHARD_GRAD_OP, NO_SHARD: every layer not yet
+    reduced stays gathered), the previous layer's reduce-scatter input kept (after the head's, for the last)."""
+    z = s.z
+    gathered = (index + 1 if z.keeps_layers_gathered else 1) * z.gathered_layer
+    kept_input = z.reduce_scatter_layer if index < z.layers - 1 else (z.reduce_scatter_head if z.split else 0)
+    return s.moment(
+        name,
+        s.head_reduced + (z.layers - 1 - index) * z.layer_shard,
+        unsharded_parameters=s.head_after_backward + gathered,
+        unsharded_gradients=s.output_grad_after_backward,
+        communication_buffers=(s.prefetch_buffer if index > 0 else 0) + kept_input,
+        activations=s.saved(index + 1) + z.recomputed_layer + z.in_flight_grads,
+        loss_buffers=z.logits,
+    )
+
+
+def _last_reductions_and_update(s: _Step) -> list[MemoryEstimate]:
+    """From layer 0's reduce-scatter to the optimizer step: MOMENTS[6:10]."""
+    z = s.z
     first_layer_reduce = _reduce_scatter(
         z.layer_grad, z.reduce_scatter_layer, FP32 * z.layer_shard, z.reduce_scatter_temporary, z.held_layer_grad
     )
-    first_layer_reduce["unsharded_gradients"] += output_grad_after_backward
+    first_layer_reduce["unsharded_gradients"] += s.output_grad_after_backward
     # The last unit reduced: the embedding's own (untied), else the root with everything outside the layers.
     last_grad, last_input, last_shard, last_temporary, last_held = (
         (z.embedding_grad, z.reduce_scatter_embedding, z.embedding_shard, z.embedding_reduce_scatter_temporary,
@@ -372,83 +453,45 @@ def memory_moments(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> list[Memor
     last_reduce = _reduce_scatter(last_grad, last_input, FP32 * last_shard, last_temporary, last_held)
     layer_shards = z.layers * z.layer_shard
     return [
-        # Cross-entropy backward: nll_loss's dense gradient and log_softmax's input gradient, both fp32, next to
-        # the saved fp32 log-probabilities and the logits.
-        moment(
-            MOMENTS[0],
-            0,
-            unsharded_parameters=z.gathered_head + all_gathered,
-            activations=saved(z.layers),
-            loss_buffers=z.logits + z.log_softmax + 2 * FP32 * job.shape.vocab_size * job.tokens,
-        ),
-        # Once the logits' gradient (compute dtype) exists, the head's pre-backward all-gathers layer L-1 ...
-        moment(
-            MOMENTS[1],
-            0,
-            unsharded_parameters=z.gathered_head + all_gathered,
-            communication_buffers=prefetch_buffer + (0 if z.keeps_layers_gathered else z.all_gather_temporary),
-            activations=saved(z.layers),
-            loss_buffers=2 * z.logits,
-        ),
-        # ... and the output layer's backward makes its unsharded weight gradient.
-        moment(
-            MOMENTS[2],
-            0,
-            unsharded_parameters=z.gathered_head + all_gathered,
-            unsharded_gradients=z.output_layer_grad,
-            communication_buffers=prefetch_buffer,
-            activations=saved(z.layers),
-            loss_buffers=2 * z.logits,
-        ),
-        # Untied: the head's reduce-scatter, its parameters resharded first, layer L-1 prefetched. Tied: nothing
-        # is reduced yet, as at the output layer's backward.
-        moment(
-            MOMENTS[3],
-            0,
-            unsharded_parameters=all_gathered,
-            **head_reduce,
-            activations=saved(z.layers),
-            loss_buffers=z.logits,
-        )
-        if z.split
-        else moment(
-            MOMENTS[3],
-            0,
-            unsharded_parameters=z.gathered_head + all_gathered,
-            unsharded_gradients=z.output_layer_grad,
-            communication_buffers=prefetch_buffer,
-            activations=saved(z.layers),
-            loss_buffers=z.logits,
-        ),
-        layer_backward(MOMENTS[4], z.layers - 1),
-        layer_backward(MOMENTS[5], 0),
         # Layer 0's reduce-scatter: its parameters are resharded before the fp32 input is allocated.
-        moment(
+        s.moment(
             MOMENTS[6],
-            head_reduced + (z.layers - 1) * z.layer_shard,
-            unsharded_parameters=head_after_backward,
+            s.head_reduced + (z.layers - 1) * z.layer_shard,
+            unsharded_parameters=s.head_after_backward,
             **first_layer_reduce,
             activations=z.shared_saved,
             loss_buffers=z.logits,
         ),
         # Embedding backward: its whole unsharded gradient exists (its weight is not gathered for it; a tied root's
         # is); layer 0's reduce-scatter input is kept until the next reduce-scatter.
-        moment(
+        s.moment(
             MOMENTS[7],
-            head_reduced + layer_shards,
-            unsharded_parameters=head_after_backward,
+            s.head_reduced + layer_shards,
+            unsharded_parameters=s.head_after_backward,
             unsharded_gradients=last_grad,
             communication_buffers=z.reduce_scatter_layer,
             loss_buffers=z.logits,
         ),
         # The last reduce-scatter of the step: the embedding's (or the tied root's, after it is resharded).
-        moment(MOMENTS[8], head_reduced + layer_shards, **last_reduce, loss_buffers=z.logits),
-        moment(
+        s.moment(MOMENTS[8], s.head_reduced + layer_shards, **last_reduce, loss_buffers=z.logits),
+        s.moment(
             MOMENTS[9],
-            total_shard,
+            s.total_shard,
             loss_buffers=z.logits,
             optimizer_temporaries=z.optimizer_temporaries,
         ),
+    ]
+
+
+def memory_moments(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> list[MemoryEstimate]:
+    """Every modelled moment of a step, in `MOMENTS` order, each with its live buffers by kind (`TERMS`): the loss
+    and the head, the last and the first layer's backward, then the last reductions and the optimizer step."""
+    s = _step(job, ranks, runtime_bytes)
+    return [
+        *_loss_and_head_moments(s),
+        _layer_backward(s, MOMENTS[4], s.z.layers - 1),
+        _layer_backward(s, MOMENTS[5], 0),
+        *_last_reductions_and_update(s),
     ]
 
 
