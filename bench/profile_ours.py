@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
@@ -24,7 +25,7 @@ from trainer.main import main as trainer_main
 
 
 def bench_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3, help="profiled steps")
     parser.add_argument("--rows", type=int, default=20)
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     inner = trainer.train.train_step
     calls = [0]
 
-    def profiled_step(*step_args: object, **kwargs: object) -> object:
+    # The train step's own arguments and result, passed through unchanged.
+    def profiled_step(*step_args: Any, **kwargs: Any) -> Any:
         calls[0] += 1
         if calls[0] == args.warmup + 1:
             profiler.start()

@@ -20,6 +20,9 @@ metrics file gives); peak memory is the busiest rank's VmHWM on CPU, torch.cuda.
 It imports only torchtitan, torch and the standard library: it runs in torchtitan's environment, not ours.
 """
 
+# torchtitan is installed in its own environment (bench/torchtitan_setup.py), not in the one the type checker reads.
+# pyright: reportMissingImports=false
+
 from __future__ import annotations
 
 import argparse

@@ -138,7 +138,7 @@ def set_up(environment: Path = VENV) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--venv", type=Path, default=VENV)
     args = parser.parse_args(argv)
     python = set_up(args.venv)

@@ -43,7 +43,7 @@ GRAD_CLIP = 1.0  # both loops clip, as any training loop does
 
 
 def bench_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--model", default="small", help="preset to train (default: small, ~100M parameters)")
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=2, help="sequences per rank per step")
@@ -102,17 +102,23 @@ def bare_throughput(args: argparse.Namespace, world_size: int) -> Throughput:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=ADAM_BETAS, weight_decay=0.0)
     tokens = torch.randint(0, 256, (args.batch_size, args.seq_len + 1))
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-    for step in range(args.warmup + args.steps):
-        if step == args.warmup:
-            dist.barrier()
-            started, started_cpu = time.perf_counter(), time.process_time()
+
+    def train_step() -> torch.Tensor:
         logits = model(input_ids=inputs).logits
         loss = cross_entropy(logits.float().flatten(0, 1), targets.flatten())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    loss.item()
+        return loss
+
+    for _ in range(args.warmup):
+        train_step()
+    dist.barrier()
+    started, started_cpu = time.perf_counter(), time.process_time()
+    for _ in range(args.steps - 1):
+        train_step()
+    train_step().item()  # the last step's loss read back: the timed steps have all run
     wall, cpu = time.perf_counter() - started, time.process_time() - started_cpu
     dist.barrier()
     tokens_trained = args.steps * args.batch_size * world_size * args.seq_len

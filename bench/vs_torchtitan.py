@@ -51,7 +51,7 @@ class Run:
 
 
 def bench_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--model", default="small", choices=PRESETS, help="the preset both train (default: small)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps")
@@ -120,6 +120,7 @@ LAUNCH_ATTEMPTS = 3
 
 
 def launch(command: list[str], log: Path) -> None:
+    what = ""  # each attempt says how it ended; there is at least one (LAUNCH_ATTEMPTS)
     for attempt in range(1, LAUNCH_ATTEMPTS + 1):
         with log.open("w") as out:
             done = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)

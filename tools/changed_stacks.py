@@ -72,7 +72,7 @@ def changed_files(base: str, root: Path = PROJECT_ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--base", required=True, help="the pull request's base commit or ref")
     parser.add_argument("--github-output", type=Path, help="append `stacks=<json>` to this file ($GITHUB_OUTPUT)")
     args = parser.parse_args(argv)

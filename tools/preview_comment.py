@@ -106,7 +106,7 @@ def comment_body(project: str, stack: str, output: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="the stack name as the Pulumi action was given it")
     parser.add_argument("--log", type=Path, required=True, help="the failed preview's output")
     parser.add_argument("--project", help="default: Pulumi.yaml's name")

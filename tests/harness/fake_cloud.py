@@ -32,7 +32,7 @@ def unmodeled(type_token: str, output: str) -> str:
     return f"{UNMODELED} {type_token}.{output}"
 
 
-def refuse_unmodeled(typ: str, custom: bool) -> None:
+def refuse_unmodeled(typ: str, custom: bool | None) -> None:
     """Every registration the fake does not answer as its provider would fails the run: a type outside the models,
     unless it is the program's own component (no provider, outputs only those it registers)."""
     if not custom and resource_class(typ) is None:
@@ -81,7 +81,10 @@ class FakeCloud(mocks.Mocks):
             return self.current_urn, computed
         if typ == "eks:index:ManagedNodeGroup":
             known = self._eks_clusters.get(inputs.get("cluster") or "")
-            cluster = (inputs.get("clusterName") or known[0], known[1] if known else None)
+            cluster_name = inputs.get("clusterName") or (known[0] if known else None)
+            if cluster_name is None:
+                raise ValueError(f"{name}: a ManagedNodeGroup with neither a clusterName nor a cluster of this run")
+            cluster = (cluster_name, known[1] if known else None)
             template_id = (inputs.get("launchTemplate") or {}).get("id")
             template = self._launch_templates.get(template_id) if template_id else None
             return self.current_urn, node_group_outputs(name, inputs, self.region, cluster, template)

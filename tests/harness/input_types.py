@@ -67,7 +67,9 @@ def _camel(snake: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def _check_object(value: Any, cls: type, path: str, provider: bool, extra: set[str] = frozenset()) -> list[str]:
+def _check_object(
+    value: Any, cls: type, path: str, provider: bool, extra: collections.abc.Set[str] = frozenset()
+) -> list[str]:
     if provider and isinstance(value, str):
         value = _json_or_none(value)
     if not isinstance(value, dict):

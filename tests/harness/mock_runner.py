@@ -24,6 +24,7 @@ import pulumi
 from pulumi.runtime import mocks, rpc
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.stack import Stack
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from stack.fields import ConfigError
@@ -76,7 +77,9 @@ class RecordingMonitor(mocks.MockMonitor):
         kept = [f for f in info.supportedFeatures if f != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
         return resource_pb2.DeploymentInfo(supportedFeatures=kept)
 
-    def SupportsFeature(self, request):  # noqa: N802 - the gRPC method name
+    # The base builds its response as a class of its own per call, and so does this override: the checker reads the
+    # two classes as different types.
+    def SupportsFeature(self, request):  # noqa: N802 - the gRPC method name  # pyright: ignore[reportIncompatibleMethodOverride]
         if request.id == "resourceReferences":
             return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
         return super().SupportsFeature(request)
@@ -157,6 +160,7 @@ class LogRecorder(logging.Handler):
 
 def _resolve_outputs() -> dict[str, Any]:
     stack = get_root_resource()
+    assert isinstance(stack, Stack), "the program ran without its root stack resource"
     resolved: dict[str, Any] = {}
     for name, value in stack.outputs.items():
         output = pulumi.Output.from_input(value)
@@ -164,6 +168,10 @@ def _resolve_outputs() -> dict[str, Any]:
         resolved[name] = SECRET_SENTINEL if _sync_await(output.is_secret()) else _plain(plain)
         resolved[f"{name}.__plain"] = _plain(plain)  # the value itself, for tests that look for leaks
     return resolved
+
+
+def _run_program() -> None:
+    runpy.run_path(str(PROJECT_ROOT / "__main__.py"), run_name="__main__")
 
 
 def stack_region() -> str:
@@ -182,9 +190,7 @@ def run(stack: str, preview: str = "update") -> dict[str, Any]:
     mocks.set_mocks(fake, project="fsdp-eks", stack=stack, preview=True, logger=logger, monitor=monitor)
     result: dict[str, Any] = {"stack": stack, "error": None, "resources": [], "outputs": {}, "log": []}
     try:
-        _sync_await(
-            mocks.run_pulumi_func(lambda: runpy.run_path(str(PROJECT_ROOT / "__main__.py"), run_name="__main__"))
-        )
+        _sync_await(mocks.run_pulumi_func(_run_program))
         result["outputs"] = _resolve_outputs()
     except ConfigError as error:
         result["error"] = {"kind": "ConfigError", "problems": error.problems, "message": str(error)}

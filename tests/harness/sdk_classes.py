@@ -81,7 +81,7 @@ def computed_outputs(type_token: str) -> tuple[str, ...]:
     """Wire names of the outputs the provider computes (no input sets them), for custom resources."""
     cls = resource_class(type_token)
     init = getattr(cls, "_internal_init", None)
-    if init is None:
+    if cls is None or init is None:
         return ()
     python_names = _COMPUTED.findall(inspect.getsource(init))
     wire = output_wire_names(cls)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ TRAINJOB = LocalJobOptions(nodes=2, steps=STEPS, checkpoint_every=CHECKPOINT_EVE
 LOSS_TOLERANCE = 1e-6
 
 
-def run_trainjob(work_dir: Path, **changes: object) -> LocalResult:
+def run_trainjob(work_dir: Path, **changes: Any) -> LocalResult:
     options = LocalOptions(stack="dev", job=TRAINJOB, work_dir=work_dir, timeout_s=RUN_TIMEOUT_S, **changes)
     return run_trainjob_local(options)
 

@@ -165,7 +165,7 @@ def test_an_ingress_to_other_services_needs_no_scheme() -> None:
         ({"prometheus": {"ingress": {"enabled": True, "annotations": UNKNOWN}}}, "values.prometheus.ingress"),
     ],
 )
-def test_chart_values_unknown_where_an_endpoint_could_be_are_not_checked(values: object, where: str) -> None:
+def test_chart_values_unknown_where_an_endpoint_could_be_are_not_checked(values: dict, where: str) -> None:
     assert where in _not_checked(RELEASE, _release(values))
 
 

@@ -55,6 +55,7 @@ def test_the_figure_is_the_sizing_models_own() -> None:
     from trainer.units import GIB
 
     expected = stack_sizing(load_stack_config("p5-16"))
+    assert expected is not None
     assert estimate(job_shape(pytorchjob("p5-16"))).needed_gib == expected.needed_bytes / GIB
 
 

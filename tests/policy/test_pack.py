@@ -38,8 +38,16 @@ NOT_IN_THE_PACKS_ENVIRONMENT = (
 )
 
 
-def _policy(name: str) -> ResourceValidationPolicy | StackValidationPolicy:
-    return next(p for p in POLICIES if p.name == name)
+def _resource_policy(name: str) -> ResourceValidationPolicy:
+    policy = next(p for p in POLICIES if p.name == name)
+    assert isinstance(policy, ResourceValidationPolicy), f"{name} is not a resource policy"
+    return policy
+
+
+def _stack_policy(name: str) -> StackValidationPolicy:
+    policy = next(p for p in POLICIES if p.name == name)
+    assert isinstance(policy, StackValidationPolicy), f"{name} is not a stack policy"
+    return policy
 
 
 def test_policy_names_are_unique() -> None:
@@ -68,7 +76,8 @@ def test_an_unknown_image_does_not_stop_the_job_checks() -> None:
     args = ResourceValidationArgs(
         "kubernetes:kubeflow.org/v1:PyTorchJob", unknown_checking_proxy(job), "urn", "job", _opts(), None, {}
     )
-    _policy("hf-token-only-from-secrets-manager").validate(args, lambda message, urn=None: found.append(message))
+    policy = _resource_policy("hf-token-only-from-secrets-manager")
+    policy.validate(args, lambda message, urn=None: found.append(message))
     assert len(found) == 1 and "HF_TOKEN" in found[0]
 
 
@@ -81,7 +90,7 @@ def test_the_cost_budget_takes_its_limit_from_the_pack_config() -> None:
             group.type, unknown_checking_proxy(dict(group.props)), group.urn, "g", _opts(), None, None, [], {}
         )
     ]
-    policy, found = _policy("gpu-cost-per-hour-budget"), []
+    policy, found = _stack_policy("gpu-cost-per-hour-budget"), []
     policy.validate(StackValidationArgs(resources, {}), lambda m, urn=None: found.append(m))
     assert found == []  # 4 x p5 at list price is under the default budget
     policy.validate(StackValidationArgs(resources, {"maxCostPerHour": 100}), lambda m, urn=None: found.append(m))
@@ -113,6 +122,7 @@ def served_pack():
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert process.stdout is not None and process.stderr is not None  # both piped above
     try:
         line = process.stdout.readline()
         if not line.strip().isdigit():

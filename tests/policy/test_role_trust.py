@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from pulumi_policy import ResourceValidationArgs
+from pulumi_policy import ResourceValidationArgs, ResourceValidationPolicy
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 from policy.pack import POLICIES
@@ -152,6 +152,7 @@ def test_other_resources_are_not_this_policys_business() -> None:
 def test_the_pack_takes_the_account_from_its_config() -> None:
     """Through the SDK: the policy's config reaches the check, and an unknown trust policy arrives as the sentinel."""
     policy = next(p for p in POLICIES if p.name == "role-trust-within-account")
+    assert isinstance(policy, ResourceValidationPolicy)
 
     def run(props: dict[str, Any], config: dict[str, Any]) -> list[str]:
         found: list[str] = []

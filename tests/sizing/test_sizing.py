@@ -125,7 +125,9 @@ def test_mfu_is_the_trainers_definition() -> None:
 def test_gradient_accumulation_comes_from_the_global_batch() -> None:
     job = make_job(LLAMA_7B, gpus=8, seq_len=4096, batch_size=1, global_batch_size=128)
     assert job.grad_accum == 16
-    assert size_job(job, P5, 1).throughput.step_s == pytest.approx(16 * size_job(job, P5, 1).throughput.micro_step_s)
+    throughput = size_job(job, P5, 1).throughput
+    assert throughput is not None
+    assert throughput.step_s == pytest.approx(16 * throughput.micro_step_s)
 
 
 @pytest.mark.parametrize(

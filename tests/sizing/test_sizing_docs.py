@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_hand_calculated_memory_matches_the_printed_figures(capsys: pytest.Captu
     result = printed(capsys, row)
     assert result["peak_moment"] == row["peak at"]
     for column, path in MEMORY_COLUMNS.items():
-        value = result
+        value: Any = result
         for key in path:
             value = value[key]
         assert value / GIB == pytest.approx(float(row[column]), abs=0.0006), column

@@ -11,7 +11,7 @@ from stack.parse import parse_stack_config
 from stack.paths import PROJECT_ROOT as ROOT
 
 
-def _config(**sections: dict) -> StackConfig:
+def _config(**sections: dict | str) -> StackConfig:
     return parse_stack_config({"aws:region": "us-west-2", **{f"fsdp-eks:{k}": v for k, v in sections.items()}}, "t")
 
 

@@ -43,7 +43,8 @@ def test_a_gated_model_without_a_secret_is_refused_naming_the_key_and_the_comman
     assert problem.startswith(f"{SECRET_KEY}: None is not allowed")
     assert "aws secretsmanager create-secret --name fsdp-eks/hf-token --secret-string hf_..." in problem
     assert f"pulumi config set --path {SECRET_KEY} fsdp-eks/hf-token" in problem
-    assert gated_repo(model) in problem
+    repo = gated_repo(model)
+    assert repo and repo in problem
 
 
 def test_a_gated_model_with_a_secret_passes() -> None:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import vs_torchtitan
+from bench import vs_torchtitan
 
 
 def flaky(counter: Path, failures: int) -> list[str]:

@@ -52,7 +52,7 @@ def recorded_commits(checkpointer: Checkpointer) -> list[str]:
     return threads
 
 
-def in_writer_thread(action: Callable[[], None]) -> threading.Thread:
+def in_writer_thread(action: Callable[[], object]) -> threading.Thread:
     """DCP's writer thread (_ThreadBasedAsyncCheckpointExecutor) finishing the save: it sets the future's result."""
     thread = threading.Thread(target=action, name="AsyncCheckpointExecutor")
     thread.start()
