@@ -43,7 +43,6 @@ class InstanceType:
     network_gbps: int
     nvlink_gb_per_s: int  # per GPU, NVIDIA's figure: both directions summed over links; 0 where PCIe only
     price_per_hour_usd: float
-    local_nvme_gib: int = 0
 
     @property
     def supports_efa(self) -> bool:
@@ -52,11 +51,6 @@ class InstanceType:
     @property
     def peak_bf16_flops_per_gpu(self) -> float:
         return PEAK_BF16_FLOPS[self.gpu_chip]
-
-    @property
-    def efa_gbps_per_node(self) -> int:
-        """Inter-node bandwidth available to collectives: all of it goes through EFA on these types."""
-        return self.network_gbps if self.supports_efa else 0
 
 
 CATALOG: dict[str, InstanceType] = {
@@ -77,7 +71,6 @@ CATALOG: dict[str, InstanceType] = {
             network_gbps=400,
             nvlink_gb_per_s=600,
             price_per_hour_usd=32.77,
-            local_nvme_gib=8000,
         ),
         # 8x A100 80 GB; otherwise as p4d. The reference experiment's 16-node A100 point.
         InstanceType(
@@ -94,7 +87,6 @@ CATALOG: dict[str, InstanceType] = {
             network_gbps=400,
             nvlink_gb_per_s=600,
             price_per_hour_usd=40.97,
-            local_nvme_gib=8000,
         ),
         # 8x H100 80 GB, 32 network cards with one EFA each (32 x 100 Gbps = 3200 Gbps), NVSwitch.
         InstanceType(
@@ -111,7 +103,6 @@ CATALOG: dict[str, InstanceType] = {
             network_gbps=3200,
             nvlink_gb_per_s=900,
             price_per_hour_usd=98.32,
-            local_nvme_gib=30400,
         ),
         # 8x H200 141 GB, network as p5.
         InstanceType(
@@ -128,7 +119,6 @@ CATALOG: dict[str, InstanceType] = {
             network_gbps=3200,
             nvlink_gb_per_s=900,
             price_per_hour_usd=108.50,
-            local_nvme_gib=30400,
         ),
         # 8x H200 141 GB, 16 network cards with EFAv3 (16 x 200 Gbps = 3200 Gbps).
         InstanceType(
@@ -145,7 +135,6 @@ CATALOG: dict[str, InstanceType] = {
             network_gbps=3200,
             nvlink_gb_per_s=900,
             price_per_hour_usd=84.80,
-            local_nvme_gib=30400,
         ),
         # 8x L40S 48 GB over PCIe, 4 network cards with EFA (400 Gbps): the cheaper multi-node dev type.
         InstanceType(
@@ -162,7 +151,6 @@ CATALOG: dict[str, InstanceType] = {
             network_gbps=400,
             nvlink_gb_per_s=0,
             price_per_hour_usd=30.13,
-            local_nvme_gib=7600,
         ),
         # 1x L40S 48 GB, no EFA: the smallest GPU node, for a single-node smoke test of the stack.
         InstanceType(
@@ -179,7 +167,6 @@ CATALOG: dict[str, InstanceType] = {
             network_gbps=20,
             nvlink_gb_per_s=0,
             price_per_hour_usd=1.86,
-            local_nvme_gib=250,
         ),
     )
 }

@@ -1,6 +1,6 @@
 """Training metrics: the figures, their formulas, and where they go (JSON lines and Prometheus).
 
-Importable without torch: the Grafana dashboards and their test read PROMETHEUS_METRICS, the single list of
+Importable without torch: the Grafana dashboards and their test read METRIC_FIELDS, the single list of
 metric names the trainer serves. Only rank 0 creates a MetricsSink; the other ranks stay quiet.
 """
 
@@ -47,7 +47,6 @@ METRIC_FIELDS: dict[str, tuple[str, str]] = {
         "Bytes read from the checkpoint files by all ranks at start",
     ),
 }
-PROMETHEUS_METRICS: tuple[str, ...] = tuple(name for name, _ in METRIC_FIELDS.values())
 
 
 def training_flops_per_token(shape: ModelShape, seq_len: int) -> float:

@@ -27,7 +27,6 @@ from tests.harness.trainer_runs import ROOT
 from tests.trainer.hub_token_probe import EXPECTED_DIGEST_VARIABLE, token_digest
 from trainer.launch.exits import EXIT_STAGING_FAILED, REASON_PREFIX
 from trainer.launch.hub_token import (
-    ENDPOINT_VARIABLE,
     REGION_VARIABLE,
     SECRET_VARIABLE,
     TOKEN_VARIABLE,
@@ -46,6 +45,11 @@ BINARY_SECRET = "fsdp-eks/binary"
 # admin user, its policy, its access key: the calls moto lets through before it checks every request.
 SETUP_CALLS_WITHOUT_CREDENTIALS = 3
 LAUNCH = ["--standalone", "--nnodes=1", "--nproc-per-node=1", "--max-restarts=0", "-m", "tests.trainer.hub_token_probe"]
+
+# botocore's service-specific endpoint override for Secrets Manager (AWS SDKs and Tools reference guide,
+# "Service-specific endpoints"; botocore configprovider.py builds AWS_ENDPOINT_URL_<SERVICE ID>): these tests point
+# the launcher at a local Secrets Manager with it; nothing in the pod sets it.
+ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_SECRETS_MANAGER"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The Hugging Face token, read by the launcher from AWS Secrets Manager at the pod's start. Torch-free: the manifest
-(workloads/job/manifest.py) names the variables from here.
+(workloads/job/pod.py) names the variables from here.
 
 The stack never holds the token: it names the secret (job.hfTokenSecret), the pod gets HF_TOKEN_SECRET (the secret's
 name or ARN) and AWS_REGION, and its service account a Pod Identity role allowed GetSecretValue on that secret alone
@@ -31,14 +31,10 @@ from typing import Any
 
 TORCH_FREE = True  # the manifest, the local run and the policy pack name the token's variables from here
 
-# What the pod's container is given (workloads/job/manifest.py), and what the launcher sets.
+# What the pod's container is given (workloads/job/pod.py), and what the launcher sets.
 SECRET_VARIABLE = "HF_TOKEN_SECRET"
 REGION_VARIABLE = "AWS_REGION"
 TOKEN_VARIABLE = "HF_TOKEN"
-# botocore's service-specific endpoint override for Secrets Manager (AWS SDKs and Tools reference guide,
-# "Service-specific endpoints"; botocore configprovider.py builds AWS_ENDPOINT_URL_<SERVICE ID>): the tests point the
-# launcher at a local Secrets Manager with it, and nothing in the pod sets it.
-ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_SECRETS_MANAGER"
 # How long a fresh pod waits for its credentials and grant to take effect before a denial counts; the variable
 # overrides it (the tests set 0).
 WAIT_SECONDS = 120.0

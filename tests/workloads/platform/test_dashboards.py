@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from stack.config import MonitoringConfig
-from trainer.metrics import PROMETHEUS_METRICS
+from tests.workloads.platform.grafana_dashboard_schema import GRAFANA_DASHBOARD_SCHEMA
+from trainer.metrics import METRIC_FIELDS
 from workloads.platform.dashboards import (
     DASHBOARDS,
     DCGM_METRICS,
@@ -21,12 +22,11 @@ from workloads.platform.dashboards import (
     dashboard_queries,
     metric_names,
 )
-from workloads.platform.dashboards.schema import GRAFANA_DASHBOARD_SCHEMA
 from workloads.platform.monitoring import kube_prometheus_stack_values
 
 from .prometheus_tools import require
 
-EXPORTED = set(DCGM_METRICS) | set(PROMETHEUS_METRICS)
+EXPORTED = set(DCGM_METRICS) | {name for name, _ in METRIC_FIELDS.values()}
 BOARDS = {name: build() for name, build in DASHBOARDS.items()}
 
 

@@ -1,7 +1,8 @@
 """Small builders for the parts of a Grafana dashboard the project uses: panels, targets, variables, layout.
 
 Everything returns plain dicts in Grafana's dashboard JSON model (schemaVersion 39, Grafana 11 and later);
-`workloads/platform/dashboards/schema.py` states which fields Grafana requires, and the tests hold the dashboards to it.
+the tests hold the dashboards to a schema of the fields Grafana requires
+(tests/workloads/platform/grafana_dashboard_schema.py).
 """
 
 from __future__ import annotations
