@@ -9,7 +9,7 @@
     python -m local --stack dev --api trainjob --nodes 2         # the job as a Trainer v2 TrainJob
     python -m local --stack dev --api trainjob --drill kill-agent  # a node lost; the JobSet restarts the gang
 
-The job is rendered by the stack's own code (workloads/job/manifest.py) from the stack's config, changed only where this
+The job is rendered by the stack's own code (workloads/job/api.py) from the stack's config, changed only where this
 machine needs it (local/config.py: the tiny model, fp32 on CPU, a local data set). A local etcd plays the
 platform's (local/etcd.py); one torchrun agent per worker replica runs the container's command with its
 environment and the operator's PET_* variables (local/launch.py), supervised like pods
@@ -22,16 +22,18 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from local.config import LocalJobOptions
 from local.drills import DRILLS, Trigger
-from local.run import DEFAULT_TIMEOUT_S, LocalOptions, LocalRunError, run_local
+from local.run import DEFAULT_TIMEOUT_S, LocalOptions, LocalResult, LocalRunError, run_local
 from local.trainjob_run import run_trainjob_local
 from stack.fields import ConfigError
 from stack.files import load_stack_config, stack_names
-from stack.job_api import JOB_APIS, TRAINJOB
+from stack.job_api import DEFAULT_JOB_API, JOB_APIS
+from workloads.job.api import RestartScope, job_api_for
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -92,14 +94,24 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
     )
 
 
-def runs_trainjob(options: LocalOptions) -> bool:
-    """--api trainjob, or a stack whose job.api is trainjob (an unknown stack is reported by the run itself)."""
+# The one place the local run chooses by job API, by the restart rule its controller follows (workloads/job/api.py):
+# each runner models that controller whole, the Training Operator's (a local etcd for the elastic rendezvous, each pod
+# restarted on its own: local/run.py) or Trainer v2's JobSet (a static rendezvous, the gang restarted whole after the
+# cluster's admission: local/trainjob_run.py). Both end in local/run.py's one supervisor.
+LOCAL_RUNS: dict[RestartScope, Callable[[LocalOptions], LocalResult]] = {
+    RestartScope.POD: run_local,
+    RestartScope.GANG: run_trainjob_local,
+}
+
+
+def job_api(options: LocalOptions) -> str:
+    """--api, or the stack's job.api (the default's for an unknown stack or a bad config: the run reports those)."""
     if options.job.api is not None:
-        return options.job.api == TRAINJOB
+        return options.job.api
     try:
-        return load_stack_config(options.stack).job.api == TRAINJOB
+        return load_stack_config(options.stack).job.api
     except (FileNotFoundError, ConfigError):
-        return False
+        return DEFAULT_JOB_API
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -117,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     handle_stop_signals()
     try:
-        result = run_trainjob_local(options) if runs_trainjob(options) else run_local(options)
+        result = LOCAL_RUNS[job_api_for(job_api(options)).restarts](options)
     except LocalRunError as error:
         print(f"python -m local: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,7 +1,7 @@
 """The stack's config, changed only where this machine needs it, before the job is rendered.
 
 The changes are made to the stack file's raw config, so that the stack's own validation (stack/config.py) and the
-stack's own job builder (workloads/job/manifest.py) see them exactly as they would see a real stack: a local run can
+stack's own job builders (workloads/job/api.py) see them exactly as they would see a real stack: a local run can
 never render a job the stack would refuse. Each change is recorded with its reason and printed before the run.
 """
 
@@ -16,8 +16,9 @@ from typing import Any
 from stack.config import StackConfig
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
-from stack.job_api import PYTORCHJOB, rendezvous_backend
+from stack.job_api import rendezvous_backend
 from stack.parse import parse_stack_config
+from workloads.job.api import job_api_for
 
 LOCAL_MODEL = "tiny"  # the preset built for several CPU processes on a 2-core machine (trainer/model/presets.py)
 MAX_LOCAL_SEQ_LEN = 256
@@ -103,7 +104,9 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
     # bf16/fp16 compute on a CPU is slow or emulated, and fp32 keeps an elastic run's loss equal to an unbroken one
     change(job_keys, "mixedPrecision", job.mixed_precision, "fp32", "CPU", "job")
     change(job_keys, "compile", job.compile, False, "torch.compile on CPU needs a C++ toolchain and minutes", "job")
-    if api == PYTORCHJOB:  # a TrainJob's rendezvous is torchrun's static one, locally too
+    # Where the job's API has the platform run etcd for its rendezvous (the PyTorchJob's), the local run plays it with
+    # a local etcd; a TrainJob's rendezvous is torchrun's static one, locally too.
+    if job_api_for(api).platform.etcd:
         reason = "the local run's rendezvous is a local etcd"
         change(job_keys, "rdzvBackend", rendezvous_backend(job.api, job.rdzv_backend), "etcd", reason, "job")
     else:  # the PyTorchJob's options of a stack run here as a TrainJob (--api trainjob)

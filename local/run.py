@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -212,7 +212,7 @@ def run_local(options: LocalOptions) -> LocalResult:
         options.echo(header(options, plan, overrides, endpoint, work_dir))
         if drill:
             options.echo(f"  drill: {drill.describe(plan.job)}")
-        return supervise(options, plan, etcd, drill, work_dir)
+        return supervise(options, plan, PodRestarts(), drill, work_dir, etcd)
     finally:
         if etcd:
             etcd.stop()
@@ -247,27 +247,82 @@ def watch(
     return ""
 
 
+@dataclass(frozen=True)
+class AfterFailure:
+    """What the job's controller does once an attempt has stopped on a failure: start every pod again on `plan`, or,
+    with plan None, end the job for `reason`."""
+
+    plan: LocalPlan | None
+    reason: str = ""
+
+
+class RestartRule(Protocol):
+    """How the job's controller restarts after a failed pod (workloads/job/api.py RestartScope): within an attempt,
+    through the pods it makes (`pods`), and between attempts (`after_failure`)."""
+
+    chart_title: str  # after the job's name on the chart
+
+    def pods(self, plan: LocalPlan, log_dir: Path) -> WorkerPods:
+        """One attempt's pods, not yet started."""
+        ...
+
+    def after_failure(self, pods: WorkerPods, plan: LocalPlan, drill: Drill | None) -> AfterFailure: ...
+
+    def pod_restarts(self, pods: WorkerPods, plan: LocalPlan) -> int:
+        """Restarts and re-creations of all pods together, over every attempt."""
+        ...
+
+
+class PodRestarts:
+    """The Training Operator's rule for a PyTorchJob (restartPolicy ExitCode): each pod is restarted or created again
+    on its own within the one attempt (local/agents.py WorkerPods); a failure that stops the attempt ends the job."""
+
+    chart_title = "(local)"
+
+    def pods(self, plan: LocalPlan, log_dir: Path) -> WorkerPods:
+        return WorkerPods(plan.agents, log_dir, plan.backoff_limit, plan.restart_policy)
+
+    def after_failure(self, pods: WorkerPods, plan: LocalPlan, drill: Drill | None) -> AfterFailure:
+        return AfterFailure(None, pods.failure or "; ".join(f"{pod.name} {pod.phase.value}" for pod in pods.pods))
+
+    def pod_restarts(self, pods: WorkerPods, plan: LocalPlan) -> int:
+        return pods.restarts
+
+
 def supervise(
-    options: LocalOptions, plan: LocalPlan, etcd: LocalEtcd | None, drill: Drill | None, work_dir: Path
+    options: LocalOptions,
+    plan: LocalPlan,
+    rule: RestartRule,
+    drill: Drill | None,
+    work_dir: Path,
+    etcd: LocalEtcd | None = None,
 ) -> LocalResult:
-    """Start the pods and watch them until the job ends; every pod is stopped on the way out, whatever happens."""
+    """Start the pods and watch them until the job ends, starting them all again after a failure for as long as
+    `rule` says; every pod is stopped on the way out of each attempt, whatever happens."""
     started = time.monotonic()
-    pods = WorkerPods(plan.agents, work_dir / "logs", plan.backoff_limit, plan.restart_policy)
     follower = MetricsFollower(Path(plan.trainer.metrics.file or work_dir / "metrics.jsonl"))
+    while True:
+        pods = rule.pods(plan, work_dir / "logs")
+        left = replace(options, timeout_s=options.timeout_s - (time.monotonic() - started))
+        try:
+            pods.start()
+            reason = watch(left, plan, pods, follower, etcd, drill)
+        finally:
+            pods.stop()  # a TrainJob's JobSet deletes every Job of the attempt, and with them the pods still running
+        succeeded = not reason and pods.succeeded
+        if reason or succeeded:
+            break
+        after = rule.after_failure(pods, plan, drill)
+        if after.plan is None:
+            reason = after.reason
+            break
+        plan = after.plan
     total_steps = plan.trainer.schedule.steps
-    try:
-        pods.start()
-        reason = watch(options, plan, pods, follower, etcd, drill)
-    finally:
-        pods.stop()
     for record in follower.poll():
         options.echo(progress_line(record, total_steps))
-    succeeded = not reason and pods.succeeded
-    if not succeeded and not reason:
-        reason = pods.failure or "; ".join(f"{pod.name} {pod.phase.value}" for pod in pods.pods)
     chart = None
     if follower.records:
-        chart = write_chart(follower.records, work_dir / "loss_and_throughput.png", f"{plan.job} (local)")
+        chart = write_chart(follower.records, work_dir / "loss_and_throughput.png", f"{plan.job} {rule.chart_title}")
     result = LocalResult(
         succeeded=succeeded,
         reason=reason,
@@ -277,12 +332,12 @@ def supervise(
         summary=summarize(follower.records, total_steps),
         chart=chart,
         drill=drill.report if drill else None,
-        pod_restarts=pods.restarts,
+        pod_restarts=rule.pod_restarts(pods, plan),
         elapsed_s=time.monotonic() - started,
     )
     if not succeeded:
         for pod in pods.pods:
-            tail = pod.log_path.read_text(errors="replace").splitlines()[-15:]
+            tail = pod.log_path.read_text(errors="replace").splitlines()[-15:] if pod.log_path.exists() else []
             options.echo(f"--- last lines of {pod.log_path}\n" + "\n".join(tail))
     options.echo(footer(result))
     return result

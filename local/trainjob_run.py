@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,9 +34,8 @@ from local.jobset_policy import GangOutcome, JobSetRestarts, Verdict, gang_outco
 from local.launch import LocalPlan, ManifestError
 from local.pod_failure_policy import DEFAULT_BACKOFF_LIMIT, DISRUPTION_TARGET, FailedPod, pod_exit
 from local.procs import kill_tree
-from local.report import MetricsFollower, progress_line, summarize, write_chart
 from local.restart_policy import container_exit_code
-from local.run import LocalOptions, LocalResult, LocalRunError, footer, local_config, shorter_paths, watch
+from local.run import AfterFailure, LocalOptions, LocalResult, LocalRunError, local_config, shorter_paths, supervise
 from local.trainjob_admission import AdmissionError, admit
 from local.trainjob_launch import NODE, trainjob_plan, with_master_port
 from stack.paths import PROJECT_ROOT
@@ -50,7 +49,7 @@ GANG_DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod")
 
 class GangPods(WorkerPods):
     """The TrainJob's pods of one JobSet attempt: an exit other than 0 fails the pod's Job at once, and with it this
-    attempt; what follows is the JobSet's to decide (supervise_gang)."""
+    attempt; what follows is the JobSet's to decide (GangRestarts)."""
 
     def _after_exit(self, pod: Pod, code: int) -> PodEvent:
         assert pod.process is not None
@@ -172,7 +171,7 @@ def run_trainjob_local(options: LocalOptions) -> LocalResult:
     options.echo(header(options, plan, runtime, [o.describe() for o in overrides], work_dir))
     if drill:
         options.echo(f"  drill: {drill.describe(plan.job).replace('-worker-', '-node-0-')}")
-    return supervise_gang(options, plan, (runtime, trainjob), drill, work_dir)
+    return supervise(options, plan, GangRestarts((runtime, trainjob), options.echo), drill, work_dir)
 
 
 def header(
@@ -193,54 +192,31 @@ def header(
     return shorter_paths("\n".join(lines), work_dir)
 
 
-def supervise_gang(
-    options: LocalOptions, plan: LocalPlan, objects: Objects, drill: Drill | None, work_dir: Path
-) -> LocalResult:
-    """Start the gang, and start it again whole after a failure for as long as the runtime's policies say."""
-    started = time.monotonic()
-    follower = MetricsFollower(Path(plan.trainer.metrics.file or work_dir / "metrics.jsonl"))
-    restarts, reason, succeeded = JobSetRestarts(), "", False
-    while True:
-        pods = GangPods(plan.agents, work_dir / "logs", plan.backoff_limit, plan.restart_policy)
+class GangRestarts:
+    """JobSet's rule for a TrainJob: a failed pod fails its Job and the attempt (GangPods); the runtime's policies then
+    fail the JobSet or start every pod again, a fresh static rendezvous on a new master port, counted against
+    maxRestarts or not (jobset_outcome)."""
+
+    chart_title = "(local TrainJob)"
+
+    def __init__(self, objects: Objects, echo: Callable[[str], None]) -> None:
+        self.objects = objects
+        self.echo = echo
+        self.restarts = JobSetRestarts()
+
+    def pods(self, plan: LocalPlan, log_dir: Path) -> WorkerPods:
+        pods = GangPods(plan.agents, log_dir, plan.backoff_limit, plan.restart_policy)
         for pod in pods.pods:
-            pod.restarts = restarts.restarts  # the JobSet's restart attempt, in the start line of each pod's log
-        left = replace(options, timeout_s=options.timeout_s - (time.monotonic() - started))
-        try:
-            pods.start()
-            reason = watch(left, plan, pods, follower, None, drill)
-        finally:
-            pods.stop()  # the JobSet deletes every Job of the attempt, and with them the pods still running
-        succeeded = not reason and pods.succeeded
-        if reason or succeeded:
-            break
-        outcome = jobset_outcome(pods, objects, restarts, drill.take_disrupted() if drill else set())
-        options.echo(f"[jobset] {outcome.why}")
+            pod.restarts = self.restarts.restarts  # the JobSet's restart attempt, in the start line of each pod's log
+        return pods
+
+    def after_failure(self, pods: WorkerPods, plan: LocalPlan, drill: Drill | None) -> AfterFailure:
+        outcome = jobset_outcome(pods, self.objects, self.restarts, drill.take_disrupted() if drill else set())
+        self.echo(f"[jobset] {outcome.why}")
         if outcome.verdict is not Verdict.RESTART:
-            reason = outcome.why
-            break
-        restarts = outcome.restarts
-        plan = with_master_port(plan, free_port())
-    for record in follower.poll():
-        options.echo(progress_line(record, plan.trainer.schedule.steps))
-    chart = None
-    if follower.records:
-        chart = write_chart(follower.records, work_dir / "loss_and_throughput.png", f"{plan.job} (local TrainJob)")
-    result = LocalResult(
-        succeeded=succeeded,
-        reason=reason,
-        work_dir=work_dir,
-        plan=plan,
-        records=follower.records,
-        summary=summarize(follower.records, plan.trainer.schedule.steps),
-        chart=chart,
-        drill=drill.report if drill else None,
-        pod_restarts=restarts.restarts * plan.replicas,  # each JobSet restart creates every pod again
-        elapsed_s=time.monotonic() - started,
-    )
-    if not succeeded:
-        for agent in plan.agents:
-            log = work_dir / "logs" / f"{agent.name}.log"
-            tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
-            options.echo(f"--- last lines of {log}\n" + "\n".join(tail))
-    options.echo(footer(result))
-    return result
+            return AfterFailure(None, outcome.why)
+        self.restarts = outcome.restarts
+        return AfterFailure(with_master_port(plan, free_port()))
+
+    def pod_restarts(self, pods: WorkerPods, plan: LocalPlan) -> int:
+        return self.restarts.restarts * plan.replicas  # each JobSet restart creates every pod again

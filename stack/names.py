@@ -1,7 +1,7 @@
 """Names the platform and the training job must agree on, in one torch-free module both import.
 
 The platform (workloads/platform/component.py) deploys etcd behind a Service with these names; the PyTorchJob
-(workloads/job/manifest.py) points torchrun's rendezvous at it. Changing one here changes both.
+(workloads/job/spec.py) points torchrun's rendezvous at it. Changing one here changes both.
 """
 
 from __future__ import annotations

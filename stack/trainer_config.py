@@ -1,5 +1,5 @@
 """The trainer's own TrainConfig (trainer/config.py) that the stack's job.* settings choose: the one object the job's
-trainer runs with (workloads/job/trainer_flags.py adds the pod's layout to it and renders it with `to_argv`), that
+trainer runs with (workloads/job/pod_trainer_config.py adds the pod's layout to it and renders it with `to_argv`), that
 the sizing sizes (stack/fit.py) and that the policy pack reads back from the job's flags with the trainer's parser.
 
 Pure and torch-free.

@@ -9,9 +9,9 @@ Takes the trainer's own flags and stages what they name onto shared storage:
 The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub, none downloads, none tokenises.
 In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`, trainer/launch/stage.py
 says why not in an init container); an exclusive lock on the shared volume (flock: FSx for Lustre is mounted with the
-flock option, workloads/job/manifest.py) lets the first pod stage while the others wait, and a marker naming what was
-staged lets them, and restarts, skip it. Exit status 4 (trainer/launch/exits.py EXIT_STAGING_FAILED) for inputs that
-cannot be staged, which no retry changes; 2 for flags the trainer's parser refuses.
+flock option, workloads/job/checkpoint_volume.py) lets the first pod stage while the others wait, and a marker naming
+what was staged lets them, and restarts, skip it. Exit status 4 (trainer/launch/exits.py EXIT_STAGING_FAILED) for
+inputs that cannot be staged, which no retry changes; 2 for flags the trainer's parser refuses.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 from torch.distributed import run as torchrun
 
 from local import trainjob_run
-from local.cli import parse_args, runs_trainjob
+from local.cli import job_api, parse_args
 from local.config import LocalJobOptions, local_stack_config
 from local.jobset_policy import GangOutcome, JobSetRestarts, Verdict, gang_outcome
 from local.launch import LocalPlan, ManifestError
@@ -21,6 +21,7 @@ from local.pod_failure_policy import pod_exit
 from local.run import LocalOptions, LocalRunError
 from local.trainjob_launch import trainjob_plan, with_master_port
 from local.trainjob_run import describe_policy
+from stack.job_api import PYTORCHJOB, TRAINJOB
 from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
 from trainer.launch.stage import split_launcher_options
 from workloads.job.spec import job_spec
@@ -146,8 +147,8 @@ def test_a_runtime_the_jobset_webhook_refuses_is_refused_before_anything_starts(
 
 
 def test_the_cli_runs_a_trainjob_when_asked_and_the_pytorchjob_by_default() -> None:
-    assert runs_trainjob(parse_args(["--stack", "dev", "--api", "trainjob"]))
-    assert not runs_trainjob(parse_args(["--stack", "dev"]))  # make demo
+    assert job_api(parse_args(["--stack", "dev", "--api", "trainjob"])) == TRAINJOB
+    assert job_api(parse_args(["--stack", "dev"])) == PYTORCHJOB  # make demo
 
 
 def test_the_header_says_where_the_token_comes_from_when_the_runtime_names_its_secret(

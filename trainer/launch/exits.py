@@ -1,7 +1,7 @@
 """The exit codes of `python -m trainer.launch`, in the two classes the Training Operator tells apart (torch-free: the
 PyTorchJob manifest and the local run read them too).
 
-A PyTorchJob's Worker replicas run with restartPolicy ExitCode (workloads/job/manifest.py). The operator,
+A PyTorchJob's Worker replicas run with restartPolicy ExitCode (workloads/job/pytorchjob.py). The operator,
 kubeflow/trainer v1.9.4, then creates a pod again whose container exited with a code of 128 or more, and fails the whole
 job on a code from 1 to 127 (pkg/util/train/train_util.go IsRetryableExitCode: `exitCode >= 128`;
 pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torchrun can end onto one of the two

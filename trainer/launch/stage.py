@@ -1,6 +1,6 @@
 """The launcher's staging step: `python -m trainer.launch --stage-inputs <torchrun's arguments> -m trainer <flags>`
 stages the trainer's inputs (trainer/stage.py, with the trainer's own flags) before torchrun starts. Torch-free: the
-manifest (workloads/job/manifest.py) and the local run read the option from here.
+manifest (workloads/job/pytorchjob.py) and the local run read the option from here.
 
 Why in the main container and not in an init container: the Training Operator (kubeflow/trainer v1.9.4,
 pkg/controller.v1/common/pod.go ReconcilePods) reads a failed pod's exit code only from its `pytorch` container; a

@@ -1,12 +1,12 @@
 """The job's inputs, staged once per run before the workers start, and what the workers then run with.
 
 The launcher stages them in every pod's main container before torchrun starts (`python -m trainer.launch
---stage-inputs`, workloads/job/manifest.py launcher_command): `python -m trainer.stage` with the trainer's own flags,
+--stage-inputs`, workloads/job/pytorchjob.py launcher_command): `python -m trainer.stage` with the trainer's own flags,
 online, with the HF token from the Secret that the container already has; the first pod to take the lock on the shared
 volume downloads the hub model and tokenises the data set into the run's directory, the others wait and find them
 there (trainer/stage.py). The workers then run with the hub offline, read the weights from the staged Hugging Face
 cache and map the tokenised data (trainer/data/cache.py): no pod downloads the weights itself, no rank calls the hub
-or tokenises. Pure functions of a JobSpec, like workloads/job/manifest.py.
+or tokenises. Pure functions of a JobSpec, like workloads/job/pod.py.
 
 Not an init container: the Training Operator reads exit codes from the `pytorch` container only (kubeflow/trainer
 v1.9.4, pkg/controller.v1/common/pod.go ReconcilePods), and a pod failed by an init container reads as 0xbeef,
