@@ -89,7 +89,7 @@ class TrainingJob(pulumi.ComponentResource):
         """Each resource after those before it and after the prerequisites it names (a cluster-scoped runtime after
         the platform alone); all replaced on any change (a TrainJob's runtime's JobSet failure policy is immutable,
         its trainer too). Returns the last: the job itself."""
-        created: list[pulumi.Resource] = []
+        created: list[k8s.apiextensions.CustomResource] = []
         for resource in job_api_for(spec.api).custom_resources(spec, args.image):
             after = prerequisites if resource.after_prerequisites else list(args.depends_on)
             created.append(

@@ -154,7 +154,7 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
             # a pod-local emptyDir only without it, which the config allows on a single node alone.
             claim=job.checkpoint_claim or (DEFAULT_CHECKPOINT_CLAIM if config.storage.fsx else None),
             run_directory=run_directory,
-            on_stack_file_system=job.checkpoint_claim is None and config.storage.fsx,
+            on_stack_file_system=job.checkpoint_claim is None and bool(config.storage.fsx),
         ),
         nccl_debug=job.nccl_debug,
         distributed_debug=job.distributed_debug,
