@@ -47,7 +47,7 @@ else:
             network.vpc_id,
             network.private_subnet_ids,
             network.public_subnet_ids,
-            with_fsx=config.storage.fsx,
+            with_fsx=bool(config.storage.fsx),  # never None here: parse_stack_config sets the cluster's default
         ),
     )
     gpu_nodes = GpuNodeGroup(

@@ -99,7 +99,7 @@ def boundary_problem(stack: str, config: Mapping[str, Any], expected: Expected) 
 
 
 def main(argv: list[str] | None = None, root: Path = PROJECT_ROOT) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="the stack's name without the organization (dev, p5-16, ...)")
     parser.add_argument(
         "--deploy-role-arn", default="", help="the CI deploy role's ARN (AWS_DEPLOY_ROLE_ARN): names the account"
@@ -110,9 +110,10 @@ def main(argv: list[str] | None = None, root: Path = PROJECT_ROOT) -> int:
         problem = boundary_problem(args.stack, raw_stack_config(args.stack, root), expected)
     except (FileNotFoundError, ValueError) as error:
         problem = str(error)
-    if problem is None:
-        print(f"{args.stack}: {CONFIG_PATH} is {expected.arn if expected.account_known else 'set'}")
-        return 0
+    else:
+        if problem is None:
+            print(f"{args.stack}: {CONFIG_PATH} is {expected.arn if expected.account_known else 'set'}")
+            return 0
     print(error_annotation(problem))
     print(problem, file=sys.stderr)
     return 1

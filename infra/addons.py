@@ -84,10 +84,8 @@ def addon_version(name: str, kubernetes_version: str, parent: pulumi.Resource) -
 def eks_addon(spec: AddonSpec, target: AddonTarget, depends_on: list[pulumi.Resource]) -> aws.eks.Addon:
     extra: dict[str, Any] = {}
     granted: list[pulumi.Resource] = []
-    if spec.identity is not None:
-        trust = pulumi.Output.from_input(target.cluster_arn).apply(
-            lambda arn: pod_identity_trust_policy(spec.identity, arn)
-        )
+    if (identity := spec.identity) is not None:
+        trust = pulumi.Output.from_input(target.cluster_arn).apply(lambda arn: pod_identity_trust_policy(identity, arn))
         role = role_with_policies(f"{target.prefix}-{spec.name}", trust, spec.policies, target.partition, target.parent)
         extra["pod_identity_associations"] = [
             {"role_arn": role.role.arn, "service_account": spec.identity.service_account}

@@ -27,7 +27,7 @@ from stack.names import STACK_TAG_KEY
 from stack.node_contract import SYSTEM_NODE_GROUP_LABEL
 from stack.versions import SYSTEM_AMI_TYPE
 
-SYSTEM_NODE_LABELS = dict([SYSTEM_NODE_GROUP_LABEL])
+SYSTEM_NODE_LABELS: dict[str, str] = dict([SYSTEM_NODE_GROUP_LABEL])
 SYSTEM_ROOT_VOLUME_GIB = 100
 # A KMS key scheduled for deletion can still be cancelled for this long (the maximum KMS allows): `pulumi destroy`
 # of a cluster whose secrets it encrypted stays recoverable for a month.
@@ -73,13 +73,34 @@ class Cluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fsdp-eks:infra:Cluster", name, None, opts)
-        cfg, child = args.config, pulumi.ResourceOptions(parent=self)
         invoke = pulumi.InvokeOutputOptions(parent=self)
         self.name = args.cluster_name
         partition = aws.get_partition_output(opts=invoke).partition
         caller = aws.get_caller_identity_output(opts=invoke)
-        account = caller.account_id
-        secrets_key = aws.kms.Key(
+        secrets_key = self._secrets_key(name, args, partition, caller.account_id)
+        self.eks_cluster = self._eks_cluster(name, args, partition, secrets_key, self._control_plane_logs(name, args))
+        self._warn_about_access(args, caller.arn)
+        # Not a secret: pulumi-eks's kubeconfig holds the endpoint, the CA and an `aws eks get-token` exec, no
+        # credential (generateKubeconfig, nodejs/eks/cluster/cluster.ts); tests/test_state_secrets.py checks it.
+        self.kubeconfig = self.eks_cluster.kubeconfig_json
+        # The group EKS creates with the control plane: it admits all traffic between its members and from the
+        # control plane, and is what a node must be in to join (EKS user guide, "View Amazon EKS security group
+        # requirements for clusters").
+        self.cluster_security_group_id = self.eks_cluster.eks_cluster.vpc_config.cluster_security_group_id
+        self._addons_and_system_nodes(name, args, partition, caller.account_id)
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_nodes]),
+        )
+        self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+
+    def _secrets_key(
+        self, name: str, args: ClusterArgs, partition: pulumi.Output[str], account: pulumi.Output[str]
+    ) -> aws.kms.Key:
+        """The cluster's own KMS key, which envelope-encrypts its Kubernetes secrets."""
+        return aws.kms.Key(
             f"{name}-secrets",
             description=f"Envelope encryption of Kubernetes secrets in {args.cluster_name}",
             enable_key_rotation=True,
@@ -88,27 +109,39 @@ class Cluster(pulumi.ComponentResource):
             # The deploy role may manage and grant only keys carrying the stack's tag (ci/deploy_policy.py); the
             # engine's stack name is the one the config was read for (stack/pulumi_config.py).
             tags={STACK_TAG_KEY: pulumi.get_stack()},
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        # The stack owns the control-plane log group, with a retention; EKS would otherwise create it on first
-        # write, outside the stack and kept forever. It must exist before the cluster starts logging.
-        log_groups = (
-            [
-                aws.cloudwatch.LogGroup(
-                    f"{name}-control-plane-logs",
-                    name=control_plane_log_group_name(args.cluster_name),
-                    retention_in_days=cfg.control_plane_log_retention_days,
-                    opts=child,
-                )
-            ]
-            if cfg.control_plane_logs
-            else []
-        )
+
+    def _control_plane_logs(self, name: str, args: ClusterArgs) -> list[aws.cloudwatch.LogGroup]:
+        """The stack owns the control-plane log group, with a retention; EKS would otherwise create it on first
+        write, outside the stack and kept forever. It must exist before the cluster starts logging."""
+        cfg = args.config
+        if not cfg.control_plane_logs:
+            return []
+        return [
+            aws.cloudwatch.LogGroup(
+                f"{name}-control-plane-logs",
+                name=control_plane_log_group_name(args.cluster_name),
+                retention_in_days=cfg.control_plane_log_retention_days,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        ]
+
+    def _eks_cluster(
+        self,
+        name: str,
+        args: ClusterArgs,
+        partition: pulumi.Output[str],
+        secrets_key: aws.kms.Key,
+        log_groups: list[aws.cloudwatch.LogGroup],
+    ) -> eks.Cluster:
+        """The control plane in API authentication mode, with the admins' access entries and no add-on of its own."""
+        cfg = args.config
         admin_role_arns = self._admin_role_arns(cfg)
         admin_policy = pulumi.Output.concat(
             "arn:", partition, ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
         )
-        self.eks_cluster = eks.Cluster(
+        return eks.Cluster(
             name,
             name=args.cluster_name,
             version=cfg.kubernetes_version,
@@ -126,7 +159,8 @@ class Cluster(pulumi.ComponentResource):
                     principal_arn=arn,
                     access_policies={
                         "cluster-admin": eks.AccessPolicyAssociationArgs(
-                            policy_arn=admin_policy, access_scope={"type": "cluster"}
+                            policy_arn=admin_policy,
+                            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
                         )
                     },
                 )
@@ -148,9 +182,13 @@ class Cluster(pulumi.ComponentResource):
             kube_proxy_addon_options={"enabled": False},
             opts=pulumi.ResourceOptions(parent=self, depends_on=log_groups),
         )
+
+    def _warn_about_access(self, args: ClusterArgs, caller_arn: pulumi.Output[str]) -> None:
+        """What the preview says about reaching the cluster: who created it, and a private endpoint."""
+        cfg = args.config
         # Who runs `pulumi` decides nothing the stack registers; it matters only to the run that creates the
         # cluster, whose principal EKS makes the creator's access entry for: that preview says so.
-        pulumi.Output.all(created_by_this_run(self.eks_cluster.eks_cluster.arn), caller.arn).apply(
+        pulumi.Output.all(created_by_this_run(self.eks_cluster.eks_cluster.arn), caller_arn).apply(
             lambda v: self._warn_about_the_creator(cfg, args.cluster_name, v[1]) if v[0] else None
         )
         if not cfg.endpoint_public_access:
@@ -160,17 +198,16 @@ class Cluster(pulumi.ComponentResource):
                 f"machine only: {OWN_CIDR_FIX}",
                 resource=self,
             )
-        # Not a secret: pulumi-eks's kubeconfig holds the endpoint, the CA and an `aws eks get-token` exec, no
-        # credential (generateKubeconfig, nodejs/eks/cluster/cluster.ts); tests/test_state_secrets.py checks it.
-        self.kubeconfig = self.eks_cluster.kubeconfig_json
-        # The group EKS creates with the control plane: it admits all traffic between its members and from the
-        # control plane, and is what a node must be in to join (EKS user guide, "View Amazon EKS security group
-        # requirements for clusters").
-        self.cluster_security_group_id = self.eks_cluster.eks_cluster.vpc_config.cluster_security_group_id
+
+    def _addons_and_system_nodes(
+        self, name: str, args: ClusterArgs, partition: pulumi.Output[str], account: pulumi.Output[str]
+    ) -> None:
+        """The add-ons a node needs to join (infra/addons.py before_nodes), the node role and the system nodes, then
+        the add-ons that run on those nodes."""
         target = AddonTarget(
             name,
             args.cluster_name,
-            cfg.kubernetes_version,
+            args.config.kubernetes_version,
             pulumi.Output.all(partition, account).apply(
                 lambda v: cluster_arn(v[0], args.region, v[1], args.cluster_name)
             ),
@@ -186,13 +223,6 @@ class Cluster(pulumi.ComponentResource):
             for a in addons
             if not a.before_nodes
         ]
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
-            enable_server_side_apply=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_nodes]),
-        )
-        self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
 
     def _admin_role_arns(self, cfg: ClusterConfig) -> dict[int, str]:
         """adminRoleArns but the creator's role, which EKS gives an entry itself (stack/cluster_checks.py

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +106,7 @@ class GpuNodeGroupArgs:
     subnet_id: pulumi.Input[str]
     cluster_security_group_id: pulumi.Input[str]  # the group EKS created for the cluster
     node_role: PolicyRole
-    depends_on: list[pulumi.Resource]
+    depends_on: Sequence[pulumi.Resource]
 
 
 class GpuNodeGroup(pulumi.ComponentResource):
@@ -195,7 +196,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             return {"network_interfaces": efa_network_interfaces(cfg.instance, efa_group, cluster_group)}
         return {"vpc_security_group_ids": [cluster_group]}
 
-    def _placement(self, name: str, cfg: GpuNodesConfig) -> dict[str, Any] | None:
+    def _placement(self, name: str, cfg: GpuNodesConfig) -> aws.ec2.LaunchTemplatePlacementArgsDict | None:
         if cfg.placement_group_name is not None:
             return {"group_name": cfg.placement_group_name}
         if not cfg.uses_placement_group:

@@ -177,7 +177,7 @@ class LocalEtcd:
                 preexec_fn=die_with_parent,
             )
         finally:
-            if log is not subprocess.DEVNULL:
+            if not isinstance(log, int):  # a log file, not subprocess.DEVNULL
                 log.close()
         self._wait_until_healthy()
 

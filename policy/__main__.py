@@ -16,4 +16,4 @@ from pulumi_policy import EnforcementLevel, PolicyPack
 
 from policy.pack import POLICIES
 
-PolicyPack(name="fsdp-eks", policies=POLICIES, enforcement_level=EnforcementLevel.MANDATORY)
+PolicyPack(name="fsdp-eks", policies=list(POLICIES), enforcement_level=EnforcementLevel.MANDATORY)

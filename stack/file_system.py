@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-Value = TypeVar("Value")
+# Covariant (the fields are read-only): a file system of outputs or of strings is one of Pulumi inputs.
+Value = TypeVar("Value", covariant=True)
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
 def _candidate_changes(config: StackConfig) -> list[tuple[str, dict[str, Any]]]:
     """Single-key changes that lower memory, cheapest first: checkpointing, strategy, batch, then more nodes."""
     job, gpu, fewest = config.job, config.gpu_nodes, config.fewest_nodes
-    order = list(CHECKPOINTING)
+    order: list[str] = list(CHECKPOINTING)
     candidates = [
         (f"job.activationCheckpointing: {mode}", {"activation_checkpointing": mode})
         for mode in order[order.index(job.activation_checkpointing) + 1 :]
@@ -153,7 +153,10 @@ def _combined_change(config: StackConfig) -> str | None:
         "sharding_strategy": "job.shardingStrategy: FULL_SHARD",
         "batch_size": "job.batchSize: 1",
     }
-    current = {"activation_checkpointing": job.activation_checkpointing, "sharding_strategy": job.sharding_strategy}
+    current: dict[str, Any] = {
+        "activation_checkpointing": job.activation_checkpointing,
+        "sharding_strategy": job.sharding_strategy,
+    }
     current["batch_size"] = job.batch_size
     wanted = [labels[key] for key, value in change.items() if current[key] != value]
     fewest = config.fewest_nodes

@@ -83,7 +83,7 @@ def computed_outputs(type_token: str) -> tuple[str, ...]:
     init = getattr(cls, "_internal_init", None)
     if cls is None or init is None:
         return ()
-    python_names = _COMPUTED.findall(inspect.getsource(init))
+    python_names: list[str] = _COMPUTED.findall(inspect.getsource(init))
     wire = output_wire_names(cls)
     inputs = args_class(type_token)
     settable = set(wire_names(inputs)) if inputs is not None else set()
