@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
+from tests.trainer.process_groups import DEFAULT_GROUP
 from trainer.checkpoint.checkpointer import Checkpointer
 from trainer.checkpoint.commit import PendingSave
 from trainer.checkpoint.layout import DCP_METADATA_FILE, complete_checkpoints
@@ -25,7 +26,7 @@ STEP = 7
 
 def save_in_flight(directory: Path, future: Future) -> tuple[Checkpointer, PendingSave]:
     """Rank 0 of a world of one with step 7's background save under way (its shards being written into the .tmp)."""
-    checkpointer = Checkpointer(CheckpointConfig(directory=str(directory)), DistEnv(), "cpu", {}, io=None)
+    checkpointer = Checkpointer(CheckpointConfig(directory=str(directory)), DistEnv(), "cpu", {}, io=DEFAULT_GROUP)
     tmp = directory / "step_00000007.tmp"
     tmp.mkdir(parents=True)
     pending = PendingSave(STEP, 56, tmp, directory / "step_00000007", 0.0, 0, future)

@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor
 
 from trainer.model.build import local_rows
 from trainer.parallel.embedding import VocabShardedEmbedding
@@ -39,12 +40,16 @@ def sharded_on_rank(rank: int, world: int, padding_idx: int | None, store_path: 
             plain = nn.Embedding(VOCAB, DIM, padding_idx=padding_idx)
         sharded = VocabShardedEmbedding(plain, mesh, compute_dtype=None)
         sharded.to_empty(device="cpu")
-        start, stop = local_rows(sharded.weight)
+        weight = sharded.weight
+        assert isinstance(weight, DTensor)  # the table's rows, sharded over the mesh
+        start, stop = local_rows(weight)
         with torch.no_grad():
-            sharded.weight.to_local().copy_(full_weight()[start:stop])
+            weight.to_local().copy_(full_weight()[start:stop])
         out = sharded(rank_ids(rank))
         out.backward(rank_grad(rank))
-        torch.save({"out": out.detach(), "grad": sharded.weight.grad.to_local(), "rows": (start, stop)},
+        grad = weight.grad
+        assert isinstance(grad, DTensor)
+        torch.save({"out": out.detach(), "grad": grad.to_local(), "rows": (start, stop)},
                    Path(out_dir) / f"{rank}.pt")  # fmt: skip
     finally:
         dist.destroy_process_group()
@@ -66,6 +71,7 @@ def test_outputs_and_gradients_are_nn_embeddings(world: int, padding_idx: int | 
         result = torch.load(tmp_path / f"{rank}.pt")
         assert torch.equal(result["out"], outs[rank * BATCH : (rank + 1) * BATCH].detach()), rank  # bit for bit
         start, stop = result["rows"]
+        assert plain.weight.grad is not None
         torch.testing.assert_close(result["grad"], plain.weight.grad[start:stop], rtol=1e-6, atol=1e-7)
         covered += stop - start
     assert covered == VOCAB

@@ -28,7 +28,8 @@ def save_llama(directory: Path, dtype: torch.dtype, state: dict[str, torch.Tenso
     model = LlamaForCausalLM(config)
     if state is not None:
         model.load_state_dict(state)
-    model.to(dtype)
+    # transformers wraps PreTrainedModel.to in a decorator whose type drops the bound self.
+    model.to(dtype)  # pyright: ignore[reportArgumentType]
     model.config.dtype = dtype
     model.save_pretrained(directory)
     return directory

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
+from torch._dynamo.exc import Unsupported
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
 from torch.distributed.tensor import DTensor, Shard
+from transformers import PreTrainedModel
 
 from trainer.model.build import build_meta_model, hf_config, init_buffers, init_weights
 from trainer.model.source import resolve_model
@@ -43,9 +46,10 @@ TOKENS_PER_RANK = 2 * 16  # the batch all_gathers_per_unit runs
 
 def sharded_tiny(
     reshard_after_forward: bool, mesh_shape: tuple[int, ...] = (1,), tokens_per_rank: int = TOKENS_PER_RANK
-) -> nn.Module:
+) -> PreTrainedModel:
     config = hf_config(resolve_model("tiny"))
     model = build_meta_model(config)
+    assert isinstance(model, PreTrainedModel)
     names = ("dp_shard",) if len(mesh_shape) == 1 else ("dp_replicate", "dp_shard")
     mesh = init_device_mesh("cpu", mesh_shape, mesh_dim_names=names)
     apply_fsdp(model, mesh, mixed_precision_policy("fp32"), reshard_after_forward, tokens_per_rank)
@@ -99,7 +103,8 @@ def test_with_more_tokens_in_flight_than_vocabulary_rows_the_embedding_is_a_unit
 
 
 def test_rows_only_while_fewer_tokens_than_rows_are_in_flight_on_a_1d_mesh() -> None:
-    one_d, two_d = FakeMesh(ndim=1, size=8), FakeMesh(ndim=2, size=8)
+    # embedding_by_rows reads only ndim and size() of its mesh.
+    one_d, two_d = cast(DeviceMesh, FakeMesh(ndim=1, size=8)), cast(DeviceMesh, FakeMesh(ndim=2, size=8))
     assert embedding_by_rows(one_d, tokens_per_rank=256, vocab_size=32000)  # 2048 rows in flight
     assert not embedding_by_rows(one_d, tokens_per_rank=4096, vocab_size=32000)  # one p5 node: 32768
     assert not embedding_by_rows(two_d, tokens_per_rank=256, vocab_size=32000)
@@ -111,7 +116,7 @@ def test_on_a_replicated_mesh_the_embedding_is_gathered_for_forward_only(monkeyp
     model = sharded_tiny(reshard_after_forward=True, mesh_shape=(1, 1))
     gathered = all_gathers_per_unit(model, monkeypatch)
     assert gathered["model.embed_tokens"] == 1
-    assert model.model.embed_tokens.weight.grad is not None
+    assert dict(model.named_parameters())["model.embed_tokens.weight"].grad is not None
 
 
 @pytest.mark.usefixtures("world_of_one")
@@ -138,17 +143,22 @@ class GraphBreakingLayer(nn.Module):
         return hidden * 2
 
 
+class Layers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([GraphBreakingLayer()])
+
+
 class Stack(nn.Module):
     """The attribute layout apply_compile looks for: model.model.layers."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.model = nn.Module()
-        self.model.layers = nn.ModuleList([GraphBreakingLayer()])
+        self.model = Layers()
 
 
 def test_compile_takes_each_layer_as_one_graph_or_fails() -> None:
     model = Stack()
     apply_compile(model)
-    with pytest.raises(torch._dynamo.exc.Unsupported):
+    with pytest.raises(Unsupported):
         model.model.layers[0](torch.ones(2))

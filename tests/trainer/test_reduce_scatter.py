@@ -28,7 +28,9 @@ def reduce_scatter_on_rank(rank: int, world: int, store_path: str, out_dir: str)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     try:
         output = torch.full((CHUNK,), float("nan"))
-        PairwiseReduceScatter()(output, rank_input(rank, world), dist.group.WORLD, dist.ReduceOp.SUM)
+        world_group = dist.group.WORLD
+        assert world_group is not None  # init_process_group above made it
+        PairwiseReduceScatter()(output, rank_input(rank, world), world_group, dist.ReduceOp.SUM)
         torch.save(output, Path(out_dir) / f"{rank}.pt")
     finally:
         dist.destroy_process_group()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
+from tests.trainer.process_groups import DEFAULT_GROUP
 from trainer.checkpoint.checkpointer import Checkpointer
 from trainer.checkpoint.commit import PendingSave
 from trainer.checkpoint.layout import complete_checkpoints
@@ -73,7 +74,7 @@ def test_sigterm_after_a_synchronous_write_commits_it_and_ends_as_sigterm_does(t
 
 
 def pending_save(tmp_path: Path, future: Future) -> Checkpointer:
-    checkpointer = Checkpointer(CheckpointConfig(directory=str(tmp_path)), DistEnv(), "cpu", {}, io=None)
+    checkpointer = Checkpointer(CheckpointConfig(directory=str(tmp_path)), DistEnv(), "cpu", {}, io=DEFAULT_GROUP)
     tmp = tmp_path / "step_00000007.tmp"
     tmp.mkdir()
     checkpointer._track(PendingSave(7, 56, tmp, tmp_path / "step_00000007", 0.0, 0, future))

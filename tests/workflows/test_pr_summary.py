@@ -23,7 +23,8 @@ def test_every_stack_is_summarized_from_its_config() -> None:
 
 def test_the_reference_job_fits_with_its_memory_per_gpu_shown() -> None:
     summary = summarize("p5-16")
-    assert summary.fits is True and 0 < summary.memory_per_gpu_gib < 80
+    memory = summary.memory_per_gpu_gib
+    assert summary.fits is True and memory is not None and 0 < memory < 80
 
 
 def test_the_comment_has_one_row_per_stack_and_starts_with_its_marker() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from stack.files import stack_names
+from tests.harness.text import must_search
 from tests.workflows.workflows import ROOT, WORKFLOWS, expressions, load, steps, uses, workflow_files
 
 PR = load(WORKFLOWS / "pull-request.yml")
@@ -191,7 +192,7 @@ def test_the_stacks_offered_for_a_manual_deploy_are_the_repositorys_stacks() -> 
 
 
 def test_the_pulumi_cli_matches_the_sdk_pin() -> None:
-    pin = re.search(r"^pulumi==(\S+)$", (ROOT / "requirements.txt").read_text(), re.MULTILINE).group(1)
+    pin = must_search(r"^pulumi==(\S+)$", (ROOT / "requirements.txt").read_text(), re.MULTILINE).group(1)
     versions = {s["with"]["pulumi-version"] for w in (PR, DEPLOY) for _, _, s in uses(w, "pulumi/actions")}
     assert versions == {pin}
 

@@ -14,6 +14,7 @@ from packaging.version import Version
 
 from stack.paths import PROJECT_ROOT
 from stack.versions import TRAINER_BASE_IMAGE
+from tests.harness.text import must_search
 from workloads.job.image_source import IMAGE_INPUTS, build_args, content_tag, image_files
 
 DOCKERFILE = (PROJECT_ROOT / "docker" / "Dockerfile").read_text()
@@ -92,7 +93,7 @@ def test_the_content_tag_changes_with_the_dependency_lock(source_copy: Path) -> 
 
 
 def test_the_base_images_torch_satisfies_the_requirement() -> None:
-    torch_version = re.search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
+    torch_version = must_search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
     (torch,) = [r for r in REQUIREMENTS if r.name == "torch"]
     assert Version(torch_version) in torch.specifier
 
@@ -100,9 +101,9 @@ def test_the_base_images_torch_satisfies_the_requirement() -> None:
 def test_the_tests_run_the_torch_the_image_runs() -> None:
     """One torch everywhere: the base image's, the test virtualenv's pin (requirements-torch-cpu.txt, which the
     Makefile compiles into the locked test environment), and the one installed."""
-    image_torch = re.search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
+    image_torch = must_search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
     pinned = (PROJECT_ROOT / "requirements-torch-cpu.txt").read_text()
-    pinned_torch = re.search(r"^torch==(\d+\.\d+\.\d+)", pinned, re.MULTILINE).group(1)
+    pinned_torch = must_search(r"^torch==(\d+\.\d+\.\d+)", pinned, re.MULTILINE).group(1)
     installed_torch = Version(installed_version("torch")).base_version  # "2.13.0+cpu" is the CPU build of 2.13.0
     assert image_torch == pinned_torch == installed_torch
 
@@ -112,5 +113,5 @@ def test_the_image_has_torchao_for_fp8_built_for_its_torch() -> None:
     lines = (PROJECT_ROOT / "requirements-trainer-gpu.txt").read_text().splitlines()
     (torchao,) = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
     assert torchao.name == "torchao" and str(torchao.specifier) == "==0.17.0"
-    torch_version = re.search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
+    torch_version = must_search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
     assert Version(torch_version) >= Version("2.11.0")

@@ -18,6 +18,7 @@ from sizing.catalog import CATALOG
 from stack.config import KUBERNETES_VERSIONS
 from stack.job_api import rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
+from tests.harness.text import must_fullmatch
 from trainer.launch.exits import LAUNCH_MODULE
 from trainer.launch.stage import split_launcher_options
 from workloads.job.pod import PREPARE_CHECKPOINTS, namespace_manifest, service_account_manifest
@@ -39,7 +40,9 @@ def sdk_round_trip(manifest: dict[str, Any]) -> dict[str, Any]:
         data = json.dumps(manifest)
 
     client = ApiClient()
-    return client.sanitize_for_serialization(client.deserialize(Response, "KubeflowOrgV1PyTorchJob"))
+    serialized = client.sanitize_for_serialization(client.deserialize(Response, "KubeflowOrgV1PyTorchJob"))
+    assert isinstance(serialized, dict)
+    return serialized
 
 
 def worker(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -141,7 +144,7 @@ _SUFFIXES = {
 
 def quantity(text: str) -> Fraction:
     """A Kubernetes resource quantity ("100m", "64Mi", "1843Gi", "190"), exactly."""
-    number, suffix = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", text).groups()
+    number, suffix = must_fullmatch(r"([0-9.]+)([a-zA-Z]*)", text).groups()
     return Fraction(number) * _SUFFIXES[suffix]
 
 

@@ -50,10 +50,12 @@ def run(stack: str, overrides: dict[str, Any]) -> dict[str, Any]:
     mocks.set_mocks(fake, project="fsdp-eks", stack=stack, preview=False, monitor=monitor)
     _sync_await(mocks.run_pulumi_func(lambda: program(stack, overrides)))
     from pulumi.runtime.settings import get_root_resource
+    from pulumi.runtime.stack import Stack
 
+    stack_resource = get_root_resource()
+    assert isinstance(stack_resource, Stack), "the program ran without its root stack resource"
     outputs = {
-        name: _sync_await(pulumi.Output.from_input(value).future())
-        for name, value in get_root_resource().outputs.items()
+        name: _sync_await(pulumi.Output.from_input(value).future()) for name, value in stack_resource.outputs.items()
     }
     return {"resources": monitor.records, "outputs": outputs}
 
