@@ -51,6 +51,8 @@ class Network(pulumi.ComponentResource):
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fsdp-eks:infra:Network", name, None, opts)
         if args.config.uses_existing_vpc:
+            # uses_existing_vpc: the stack names the VPC and the GPU subnet (stack/checks.py refuses it otherwise).
+            assert args.config.vpc_id is not None and args.config.gpu_subnet_id is not None
             self.vpc_id = pulumi.Output.from_input(args.config.vpc_id)
             self.private_subnet_ids = pulumi.Output.from_input(args.config.private_subnet_ids)
             self.public_subnet_ids = pulumi.Output.from_input(args.config.public_subnet_ids)

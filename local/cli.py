@@ -41,7 +41,7 @@ EXIT_INTERRUPTED = 130
 
 
 def parse_args(argv: list[str] | None) -> LocalOptions:
-    parser = argparse.ArgumentParser(prog="python -m local", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m local", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", default="dev", help=f"stack to run (default dev); one of {', '.join(stack_names())}")
     parser.add_argument("--nodes", type=int, help="worker replicas = torchrun agents (default: the stack's, at most 2)")
     parser.add_argument("--min-nodes", type=int, help="fewest agents the elastic job continues with")

@@ -156,7 +156,7 @@ def markdown(current: Sequence[StackSummary], base: dict[str, StackSummary] | No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.pr_summary", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.pr_summary", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--base-ref", help="git ref to compare with (the pull request's base)")
     parser.add_argument("--changed", default="[]", help="JSON list of the stacks the pull request changes")
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown")

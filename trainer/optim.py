@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
 
 import torch
@@ -28,7 +29,7 @@ def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=config.lr, betas=ADAM_BETAS, eps=1e-8, fused=fused)
 
 
-def uses_fused_kernel(params: list[torch.Tensor]) -> bool:
+def uses_fused_kernel(params: Sequence[torch.Tensor]) -> bool:
     """Whether torch has a fused AdamW kernel for every parameter's device and dtype."""
     from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
 

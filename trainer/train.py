@@ -287,9 +287,9 @@ def run(config: TrainConfig, env: DistEnv, source: ModelSource, device_type: str
     init_distributed(env, device, *timeouts)
     try:
         session = train(config, env, source, device, data)
-        if config.checkpoint.export_hf:
-            export = config.checkpoint
-            export_hf(session.state.model, session.model_config, export.export_hf, export.export_dtype, env, tokenizer)
+        if directory := config.checkpoint.export_hf:
+            export_dtype = config.checkpoint.export_dtype
+            export_hf(session.state.model, session.model_config, directory, export_dtype, env, tokenizer)
         dist.barrier()  # leave together: gloo aborts a process whose peer tears down its connections mid-exit
     finally:
         leave_distributed()

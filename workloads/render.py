@@ -39,7 +39,7 @@ def render(config: StackConfig) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m workloads", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--stack", required=True, choices=stack_names(), help="a stack with a Pulumi.<stack>.yaml")
     args = parser.parse_args(argv)
     sys.stdout.write(render(load_stack_config(args.stack)))

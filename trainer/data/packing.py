@@ -183,7 +183,7 @@ class SampleOrder:
     def indices(self, start: int, count: int) -> np.ndarray:
         """Sample ids at positions [start, start + count) of the endless order."""
         positions = np.arange(start, start + count)
-        return np.array([self._permutation(p // self.num_samples)[p % self.num_samples] for p in positions])
+        return np.array([self._permutation(int(p // self.num_samples))[p % self.num_samples] for p in positions])
 
 
 @dataclass

@@ -59,8 +59,9 @@ class FinalExitsAgent(LocalElasticAgent):
     """torchrun's LocalElasticAgent, but a worker's final exit code fails the group without a restart, and a failure
     that came with a node leaving on request costs no restart."""
 
-    def _start_workers(self, worker_group: WorkerGroup) -> dict[int, int]:
-        pids = super()._start_workers(worker_group)
+    # torch wraps both methods in its @prof decorator, whose type hides their signatures from the checker.
+    def _start_workers(self, worker_group: WorkerGroup) -> dict[int, int]:  # pyright: ignore[reportIncompatibleVariableOverride]
+        pids = super()._start_workers(worker_group)  # pyright: ignore[reportCallIssue]
         # Starting the workers (PContext.start, elastic/multiprocessing/api.py) installs torch's own handler for the
         # stop signals, in the main thread, each time; this one announces the departure first, then does the same.
         if threading.current_thread() is threading.main_thread():
@@ -68,8 +69,8 @@ class FinalExitsAgent(LocalElasticAgent):
                 signal.signal(signum, _announce_then_terminate(worker_group.spec.rdzv_handler))
         return pids
 
-    def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:
-        result = super()._monitor_workers(worker_group)
+    def _monitor_workers(self, worker_group: WorkerGroup) -> RunResult:  # pyright: ignore[reportIncompatibleVariableOverride]
+        result = super()._monitor_workers(worker_group)  # pyright: ignore[reportCallIssue]
         if result.state != WorkerState.FAILED:
             return result
         final = first_final_failure(result.failures)

@@ -92,6 +92,7 @@ class VocabShardedEmbedding(nn.Module):
         self.weight = nn.Parameter(DTensor.from_local(local, mesh, [Shard(0)], shape=shape, stride=stride))
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        shard = self.weight.to_local()
+        # A Parameter over a DTensor (set in __init__): the DTensor's methods, which the Parameter type does not show.
+        shard = self.weight.to_local()  # pyright: ignore[reportAttributeAccessIssue]
         dtype = self.compute_dtype or shard.dtype
         return _ShardedLookup.apply(shard, input_ids, self.start, self.mesh.get_group(), dtype, self.padding_idx)

@@ -120,8 +120,10 @@ class Platform(pulumi.ComponentResource):
             opts=self._k8s_opts(),
         )
 
-    def _monitoring(self, cfg: StackConfig, in_namespace: list[pulumi.Resource], after_nodes: list[pulumi.Resource]):
-        before_chart = [self._object(obj) for obj in storage_objects(cfg)]
+    def _monitoring(
+        self, cfg: StackConfig, in_namespace: Sequence[pulumi.Resource], after_nodes: Sequence[pulumi.Resource]
+    ):
+        before_chart: list[pulumi.Resource] = [self._object(obj) for obj in storage_objects(cfg)]
         if stack_prometheus_volume(cfg):
             before_chart.append(self._prometheus_claim(cfg, in_namespace))
         # Grafana's admin password is made by its chart in the cluster (monitoring.py, GRAFANA_ADMIN_SECRET).
@@ -132,7 +134,7 @@ class Platform(pulumi.ComponentResource):
         for obj in scrape_objects(cfg):
             self._object(obj, depends_on=[*in_namespace, stack])
 
-    def _prometheus_claim(self, cfg: StackConfig, in_namespace: list[pulumi.Resource]) -> pulumi.Resource:
+    def _prometheus_claim(self, cfg: StackConfig, in_namespace: Sequence[pulumi.Resource]) -> pulumi.Resource:
         """Prometheus' EBS volume, its PersistentVolume and the claim the StatefulSet takes (objects.py)."""
         volume = aws.ebs.Volume(
             f"{self._name}-prometheus",
