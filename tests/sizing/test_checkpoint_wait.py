@@ -32,7 +32,8 @@ def test_seconds_per_hour_is_the_share_of_each_save_cycle_spent_waiting() -> Non
         3600 * SEVEN_B.save_s / (interval_s + SEVEN_B.save_s)
     )
     assert SEVEN_B.seconds_per_hour(0.58, SEVEN_B.steps_per_save(0.58)) == 0.0
-    assert SEVEN_B.seconds_per_hour(0.58, SEVEN_B.steps_per_save(0.58) - 1) > 0.0
+    waiting = SEVEN_B.seconds_per_hour(0.58, SEVEN_B.steps_per_save(0.58) - 1)
+    assert waiting is not None and waiting > 0.0
     assert SEVEN_B.seconds_per_hour(None, 100) is None
 
 

@@ -99,10 +99,13 @@ def test_a_70b_stack_with_room_reports_its_storage_in_the_outputs() -> None:
 
 def test_every_fsx_stack_reports_storage_and_the_dev_stack_has_none() -> None:
     for stack in ("p5-1", "p5-16", "p4de-16"):
-        storage = sizing_summary(load_stack_config(stack))["storage"]
+        summary = sizing_summary(load_stack_config(stack))
+        assert summary is not None
+        storage = summary["storage"]
         assert storage["checkpointGiB"] == 75.3 and storage["fsxCapacityGiB"] >= storage["fsxCapacityNeededGiB"]
         assert storage["checkpointWaitSecondsPerHour"] == 0  # background saves that never queue
-    assert sizing_summary(load_stack_config("dev"))["storage"] is None  # an emptyDir: the trainer checks it
+    dev = sizing_summary(load_stack_config("dev"))
+    assert dev is not None and dev["storage"] is None  # an emptyDir: the trainer checks it
 
 
 def test_a_claim_of_the_users_own_is_not_sized() -> None:
@@ -147,6 +150,7 @@ def test_the_storage_table_in_the_docs_is_what_the_sizing_computes() -> None:
 
     for row in doc_table("storage-check"):
         shape = find_shape(row["hub model"])
+        assert shape is not None, row["hub model"]
         needed = estimate_storage(shape, pretrained=True)
         small = estimate_storage(shape, pretrained=True, capacity_gib=1200)
         sized = estimate_storage(shape, pretrained=True, capacity_gib=needed.needed_capacity_gib)

@@ -15,6 +15,7 @@ from stack.fields import ConfigError
 from stack.fit import fit_problems, sizing_summary, stack_sizing
 from stack.parse import parse_stack_config
 from stack.paths import PROJECT_ROOT as ROOT
+from tests.harness.text import must_search
 
 STACK_FILES = sorted(p for p in ROOT.glob("Pulumi.*.yaml"))
 
@@ -58,7 +59,7 @@ def test_a_single_change_that_fits_is_named() -> None:
 def test_the_suggested_changes_do_fit() -> None:
     job, gpu_nodes = {"model": "llama2-70b"}, {"instanceType": "p5.48xlarge", "count": 2}
     [problem] = problems_for({**job, "activationCheckpointing": "full"}, gpu_nodes)
-    nodes = int(re.search(r"gpuNodes\.count: (\d+)", problem).group(1))
+    nodes = int(must_search(r"gpuNodes\.count: (\d+)", problem).group(1))
     config = config_for({**job, "activationCheckpointing": "full"}, {**gpu_nodes, "count": nodes})
     assert fit_problems(config) == []
 
@@ -71,6 +72,7 @@ def test_models_known_only_by_their_config_json_are_not_sized() -> None:
 def test_the_summary_for_stack_outputs() -> None:
     config = config_for({"model": "llama2-7b"}, {"instanceType": "p5.48xlarge", "count": 2})
     summary = sizing_summary(config)
+    assert summary is not None
     assert summary["fits"] and summary["gpuMemoryGiB"] == 80
     assert 0 < summary["peakAllocatedGiB"] < summary["neededGiB"] < 80
 
