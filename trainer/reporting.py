@@ -6,6 +6,7 @@ import logging
 import resource
 import time
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 import torch.distributed as dist
@@ -66,7 +67,17 @@ def peak_flops(config: TrainConfig, device: torch.device) -> float | None:
     return None
 
 
-def checkpoint_figures(stats: CheckpointStats | None) -> dict[str, float | int | None]:
+class CheckpointFigures(TypedDict):
+    """The StepMetrics fields that checkpoint_figures fills, with their types."""
+
+    checkpoint_save_s: float | None
+    checkpoint_blocked_s: float | None
+    checkpoint_bytes: int | None
+    checkpoint_load_s: float | None
+    checkpoint_read_bytes: int | None
+
+
+def checkpoint_figures(stats: CheckpointStats | None) -> CheckpointFigures:
     """The StepMetrics fields of the checkpoint figures (rank 0's: it commits saves and writes the metrics)."""
     stats = stats or CheckpointStats()
     return {

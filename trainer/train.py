@@ -10,13 +10,15 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule
+from torch.distributed.tensor import DTensor
 from torch.nn.functional import cross_entropy
 
 from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState
@@ -124,7 +126,7 @@ def train_step(
         # Replicated meshes (HYBRID_SHARD, NO_SHARD) all-reduce across replicas once per step: the micro steps
         # before the last only reduce-scatter within their shard group and accumulate (FSDP2's partial reduce
         # output). On 1-D meshes there is no all-reduce and this changes nothing.
-        model.set_requires_all_reduce(index == len(micro_batches) - 1)
+        cast(FSDPModule, model).set_requires_all_reduce(index == len(micro_batches) - 1)  # fully_shard made it one
         # The logits are not kept in a name: cross-entropy saves what its backward needs (its log-softmax), and the
         # logits themselves (batch x seq x vocab) are freed before the backward starts.
         summed = cross_entropy(
@@ -142,7 +144,7 @@ def train_step(
         grad_norm = torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
     else:  # only the norm, for the metrics: no pass over the gradients to scale them by 1
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None])
-    if hasattr(grad_norm, "full_tensor"):
+    if isinstance(grad_norm, DTensor):
         grad_norm = grad_norm.full_tensor()
     lr = optimizer.param_groups[0]["lr"]
     # fp16 only: an overflow (non-finite norm, alike on every rank) skips the step, which needs the norm on the host.

@@ -236,7 +236,9 @@ class Checkpointer:
         writer = dcp.FileSystemWriter(str(tmp), thread_count=self.config.threads)
         pending = PendingSave(progress.step, progress.consumed_samples, tmp, final, started, size, None)
         if self.config.async_save:
-            pending.future = dcp.async_save(
+            # A Future: async_save returns an AsyncSaveResponse only from asynchronous staging, which the stager
+            # (below) turns off.
+            pending.future = dcp.async_save(  # pyright: ignore[reportAttributeAccessIssue]
                 saved, storage_writer=writer, process_group=self.io, async_stager=self.stager
             )
         else:

@@ -12,6 +12,7 @@ timeout: gloo because DCP's asynchronous save needs a CPU backend for its backgr
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import cast
 
 import torch
 import torch.distributed as dist
@@ -54,7 +55,8 @@ def init_distributed(
 def io_group(timeout: timedelta = WAIT_TIMEOUT, ranks: list[int] | None = None) -> dist.ProcessGroup:
     """A gloo group with the long timeout, of all ranks or of `ranks`. Every rank must call this, in the same order,
     member or not (torch.distributed.new_group)."""
-    return dist.new_group(ranks=ranks, backend="gloo", timeout=timeout)
+    # torch types the result loosely (a rank outside `ranks` gets a placeholder); a member gets a ProcessGroup.
+    return cast(dist.ProcessGroup, dist.new_group(ranks=ranks, backend="gloo", timeout=timeout))
 
 
 def leave_distributed() -> None:

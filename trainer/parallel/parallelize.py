@@ -12,6 +12,7 @@ Strategy -> device mesh -> fully_shard settings:
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import torch
 from torch import nn
@@ -151,12 +152,14 @@ def apply_fsdp(
     """
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
-    embeddings, output = model.get_input_embeddings(), model.get_output_embeddings()
+    # A transformers PreTrainedModel: nn.Module's type does not show its embedding accessors.
+    hf_model: Any = model
+    embeddings, output = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
     ignored: set[nn.Parameter] = set()
     if output is not None and output.weight is not embeddings.weight:
         if embedding_by_rows(mesh, tokens_per_rank, embeddings.num_embeddings):
             embeddings = VocabShardedEmbedding(embeddings, mesh, mp_policy.param_dtype)
-            model.set_input_embeddings(embeddings)
+            hf_model.set_input_embeddings(embeddings)
             ignored.add(embeddings.weight)
         else:
             fully_shard(embeddings, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
