@@ -10,6 +10,8 @@ PIP_COMPILE_ARGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The type checker over the whole tree, as pyproject.toml's [tool.basedpyright] sets it, with this venv's packages.
+TYPE_CHECK := $(VENV)/bin/basedpyright --pythonpath $(PY)
 
 .PHONY: demo demo-drill test test-fast lint venv clean policy-venv preview pr-summary lock
 
@@ -53,6 +55,7 @@ test: $(STAMP)
 	scripts/system-packages.sh test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(TYPE_CHECK)
 	$(PY) -m stack.docs --check
 	$(PY) -m pytest -q -p no:cacheprovider
 
@@ -62,6 +65,7 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(TYPE_CHECK)
 
 policy-venv: policy/venv/.installed
 
