@@ -6,6 +6,8 @@ PYTHON ?= python3
 TORCH_PIP_ARGS ?=
 # Regenerating the locks (`make lock`) needs pip-tools (pip-compile 7.7.0).
 PIP_COMPILE ?= pip-compile
+# Not passed to the recipes' environment: pip reads PIP_COMPILE there as its own --compile option (a boolean).
+unexport PIP_COMPILE
 PIP_COMPILE_ARGS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
 VENV := .venv
 PY := $(VENV)/bin/python
