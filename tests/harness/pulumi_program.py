@@ -136,11 +136,18 @@ def run_program(
 
 @lru_cache(maxsize=32)
 def _run(stack: str, config_json: str, secret_keys_json: str, preview: str) -> ProgramRun:
-    env = {**os.environ, "PULUMI_CONFIG": config_json, "PULUMI_CONFIG_SECRET_KEYS": secret_keys_json}
+    env = {"PULUMI_CONFIG": config_json, "PULUMI_CONFIG_SECRET_KEYS": secret_keys_json}
+    return run_in_process("tests.harness.mock_runner", stack, env, preview)
+
+
+def run_in_process(runner: str, stack: str, env: dict[str, str], preview: str) -> ProgramRun:
+    """`python -m <runner> STACK OUT.json PREVIEW` (the mock runner, or a module that plays it with a changed
+    cloud) in a fresh process with `env` added to this one's, and its record read back."""
+    env = {**os.environ, **env}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         completed = subprocess.run(
-            [sys.executable, "-m", "tests.harness.mock_runner", stack, str(out), preview],
+            [sys.executable, "-m", runner, stack, str(out), preview],
             cwd=PROJECT_ROOT,
             env=env,
             capture_output=True,

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,11 +23,10 @@ from typing import Any
 from pulumi.runtime import mocks
 
 from stack.files import raw_stack_config
-from stack.paths import PROJECT_ROOT
 from tests.harness import mock_runner
 from tests.harness.fake_cloud import FakeCloud
 from tests.harness.preview_runs import PREVIEW_CLOUDS
-from tests.harness.pulumi_program import ProgramRun, engine_config, registered
+from tests.harness.pulumi_program import ProgramRun, engine_config, run_in_process
 
 CALLER_IDENTITY = "aws:index/getCallerIdentity:getCallerIdentity"
 CALLER_ENV = "CALLER_ARN"
@@ -56,28 +53,8 @@ def run_as(caller_arn: str, stack: str, overrides: dict[str, Any] | None = None,
 
 @lru_cache(maxsize=16)
 def _run(caller_arn: str, stack: str, config_json: str, preview: str) -> ProgramRun:
-    env = {**os.environ, "PULUMI_CONFIG": config_json, "PULUMI_CONFIG_SECRET_KEYS": "[]", CALLER_ENV: caller_arn}
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "run.json"
-        completed = subprocess.run(
-            [sys.executable, "-m", "tests.infra.caller_runs", stack, str(out), preview],
-            cwd=PROJECT_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if not out.exists():
-            raise RuntimeError(f"mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
-        data = json.loads(out.read_text())
-    return ProgramRun(
-        stack,
-        registered(data["resources"]),
-        data["outputs"],
-        data["error"],
-        data.get("log", []),
-        data.get("invokes", []),
-    )
+    env = {"PULUMI_CONFIG": config_json, "PULUMI_CONFIG_SECRET_KEYS": "[]", CALLER_ENV: caller_arn}
+    return run_in_process("tests.infra.caller_runs", stack, env, preview)
 
 
 if __name__ == "__main__":
