@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import boto3
 import pytest
 
+from local.etcd import free_port
 from tests.harness.trainer_runs import ROOT
 from tests.trainer.hub_token_probe import EXPECTED_DIGEST_VARIABLE, token_digest
 from trainer.launch.exits import EXIT_STAGING_FAILED, REASON_PREFIX
@@ -66,12 +66,6 @@ class SecretsManager:
     iam: Any  # an administrator's IAM client, to grant a user more while a launcher waits
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _wait_until_serving(endpoint: str, server: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -109,7 +103,7 @@ def _user(iam: Any, name: str, actions: list[str]) -> Keys:
 @pytest.fixture(scope="module")
 def secrets_manager() -> Iterator[SecretsManager]:
     """moto's server with the token's secret, a binary secret, a reader and an outsider; stopped afterwards."""
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_CALLS_WITHOUT_CREDENTIALS)}
     server = subprocess.Popen(
