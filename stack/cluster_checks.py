@@ -72,7 +72,7 @@ def deploy_role_cluster_name_problems(config: StackConfig) -> list[str]:
     another name would fail at CreateCluster, after the network is built. An existing cluster is granted by name
     instead (`python -m ci --existing-cluster NAME`)."""
     cluster = config.cluster
-    if cluster.existing or not cluster.role_permissions_boundary or not cluster.name:
+    if cluster.existing or not cluster.deployed_by_ci or not cluster.name:
         return []
     if cluster.name.startswith(CLUSTER_NAME_PREFIX):
         return []
@@ -86,9 +86,7 @@ def deploy_role_cluster_name_problems(config: StackConfig) -> list[str]:
 def deploy_role_secret_problems(config: StackConfig) -> list[str]:
     """A stack CI deploys names its token's secret under SECRET_NAME_PREFIX: the boundary every role of such a stack
     carries lets it read no other secret (ci/role_boundary.py), so the job would fail at start, not at preview."""
-    return secret_prefix_problems(
-        config.job.hf_token_secret, ci_deployed=bool(config.cluster.role_permissions_boundary)
-    )
+    return secret_prefix_problems(config.job.hf_token_secret, ci_deployed=config.cluster.deployed_by_ci)
 
 
 def role_key(role_arn: str) -> tuple[str, str] | None:
@@ -136,7 +134,7 @@ def creator_warnings(cluster: ClusterConfig, cluster_name: str, caller_arn: str)
     deploy job's `pulumi up --plan`, as the deploy role, while the preview that shows this ran as the preview role
     (docs/ci.md), so the preview's caller says nothing about the creator. Locally, `pulumi up` previews and updates
     as one caller."""
-    if cluster.role_permissions_boundary:
+    if cluster.deployed_by_ci:
         return []
     caller = caller_role(caller_arn)
     partition = caller_arn.split(":")[1]

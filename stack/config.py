@@ -161,6 +161,11 @@ class ClusterConfig:
         "the CI deploy role only creates roles that carry it (docs/ci.md).",
     )
 
+    @property
+    def deployed_by_ci(self) -> bool:
+        """The CI deploy role creates roles only with its boundary, so a stack that names one is deployed by CI."""
+        return bool(self.role_permissions_boundary)
+
 
 @dataclass(frozen=True)
 class GpuNodesConfig:
