@@ -147,6 +147,20 @@ class CheckpointConfig:
 
 
 @dataclass
+class ArtifactsConfig:
+    uri: str | None = field(default=None, metadata=_flag("--artifacts-uri"))
+    """s3:// prefix of this run's durable artifacts: checkpoints (the durable tier, <uri>/checkpoints/step_<N>, written
+    with the S3 connector for PyTorch beside the fast tier in --checkpoint-dir) and the final model in Hugging Face
+    format (<uri>/model, uploaded after --export-hf)."""
+    checkpoint_every: int = field(default=0, metadata=_flag("--s3-checkpoint-every"))
+    """With --artifacts-uri: write every Nth step's checkpoint to S3 as well (a multiple of --checkpoint-every), and
+    always the last step's; 0: every checkpoint."""
+    resume_from: str | None = field(default=None, metadata=_flag("--resume-from"))
+    """s3:// URI to start from when --checkpoint-dir holds no checkpoint: a step_<N> checkpoint, or a directory of
+    them (the newest complete one). Any world size and sharding strategy."""
+
+
+@dataclass
 class MetricsConfig:
     file: str | None = field(default=None, metadata=_flag("--metrics-file"))
     """Append one JSON object per logged step to this file (rank 0 only)."""
@@ -169,6 +183,7 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
 

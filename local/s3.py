@@ -1,0 +1,121 @@
+"""A throwaway S3 API on this machine, for the local run's artifacts and for tests: moto's server (PyPI
+`moto[server]`) on 127.0.0.1, on a free port, its objects in memory, dying with the process that started it.
+
+    with LocalS3.start() as s3:
+        s3.create_bucket("fsdp-eks-local")
+        env = s3.client_environment()   # AWS_ENDPOINT_URL and throwaway keys, for boto3 and the S3 connector
+
+The trainer reaches it through the same s3:// code paths as AWS: boto3 and the CRT client behind s3torchconnector
+both read AWS_ENDPOINT_URL (trainer/s3/endpoint.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from local.etcd import LOOPBACK, free_port
+from local.procs import die_with_parent
+from trainer.s3.endpoint import DEFAULT_REGION, ENDPOINT_VARIABLE
+
+STARTUP_TIMEOUT_S = 30.0
+STOP_GRACE_S = 10.0
+# moto accepts any key pair unless its IAM checks are on (INITIAL_NO_AUTH_ACTION_COUNT); these name no account.
+ACCESS_KEY_ID = "local-access-key"
+SECRET_ACCESS_KEY = "local-secret-key"  # a local stand-in that checks no key
+
+
+class S3Error(RuntimeError):
+    """The local S3 API could not be started; the message says why."""
+
+
+@dataclass
+class LocalS3:
+    process: subprocess.Popen[bytes]
+    port: int
+    region: str = DEFAULT_REGION
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @classmethod
+    def start(cls, region: str = DEFAULT_REGION, server_env: dict[str, str] | None = None) -> LocalS3:
+        """Start moto's server and wait until it answers; `server_env` adds variables for the server (its IAM
+        checks, say)."""
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **(server_env or {})},
+            preexec_fn=die_with_parent,  # the server must not outlive the run
+        )
+        server = cls(process, port, region)
+        try:
+            server._wait_until_serving()
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def _wait_until_serving(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise S3Error(f"moto's S3 server exited {self.process.returncode} at start")
+            try:
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1)
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise S3Error(f"moto's S3 server did not answer on {self.endpoint} within {STARTUP_TIMEOUT_S:g} s")
+
+    def client_environment(self) -> dict[str, str]:
+        """What a process needs to reach this API as it would reach AWS: the endpoint, a region and keys."""
+        return {
+            ENDPOINT_VARIABLE: self.endpoint,
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
+        }
+
+    def client(self) -> Any:
+        """A boto3 S3 client of this API (for setting up buckets and objects, and for reading what a run wrote)."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=self.region,
+            aws_access_key_id=ACCESS_KEY_ID,
+            aws_secret_access_key=SECRET_ACCESS_KEY,
+        )
+
+    def create_bucket(self, bucket: str) -> None:
+        self.client().create_bucket(Bucket=bucket)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> LocalS3:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
