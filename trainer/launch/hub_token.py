@@ -12,22 +12,20 @@ huggingface_hub/utils/_auth.py), so that the staging child and torchrun's worker
 
 A secret that cannot be read (missing, denied, not a string, empty) fails the job for good: no new pod would find it
 any different, so the launcher exits EXIT_STAGING_FAILED before any download or rendezvous, naming the secret and
-AWS's error code and message, never the token. Except at first: the stack creates the role, its policy and the Pod
-Identity association just before the job, and both are eventually consistent ("associations may take several
-seconds to be effective", EKS API reference, CreatePodIdentityAssociation; IAM user guide, "Changes that I make are
-not always immediately visible"). So missing credentials and a denial are retried with backoff for up to
-WAIT_SECONDS before they count; a secret that does not exist is final at once.
+AWS's error code and message, never the token. Except at first: missing credentials and a denial are retried while a
+fresh grant takes effect (aws_retry.py), for up to WAIT_SECONDS; a secret that does not exist is final at once.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
+
+from trainer.launch.aws_retry import DEFAULT_WAIT_SECONDS, AwsError, wait_seconds, with_retries
 
 TORCH_FREE = True  # the manifest, the local run and the policy pack name the token's variables from here
 
@@ -37,43 +35,12 @@ REGION_VARIABLE = "AWS_REGION"
 TOKEN_VARIABLE = "HF_TOKEN"
 # How long a fresh pod waits for its credentials and grant to take effect before a denial counts; the variable
 # overrides it (the tests set 0).
-WAIT_SECONDS = 120.0
+WAIT_SECONDS = DEFAULT_WAIT_SECONDS
 WAIT_VARIABLE = "HF_TOKEN_SECRET_WAIT_SECONDS"
-# What a new role, policy or association answers until IAM and EKS Pod Identity have caught up: no credentials in
-# the pod yet (botocore NoCredentialsError, CredentialRetrievalError, PartialCredentialsError), the endpoint not yet
-# reachable, or the call denied or its key not yet usable. Anything else (ResourceNotFoundException,
-# InvalidRequestException for a secret being deleted, ...) is final at once.
-RETRIED_ERRORS = frozenset(
-    {
-        "NoCredentialsError",
-        "CredentialRetrievalError",
-        "PartialCredentialsError",
-        "EndpointConnectionError",
-        "ConnectTimeoutError",
-        "AccessDeniedException",
-        "UnrecognizedClientException",
-        "ExpiredTokenException",
-        "InvalidSignatureException",
-        "DecryptionFailure",
-    }
-)
 
 
-class HubTokenError(RuntimeError):
-    """The secret could not be read; the message names the secret and AWS's error, never a secret value. It is one
-    line (the launcher's reason line is the pod's last word), whatever an endpoint answered. `code` is AWS's error
-    code, or botocore's exception name where no call was answered."""
-
-    def __init__(self, message: str, code: str = "", status: int | None = None):
-        super().__init__(" ".join(message.split()))
-        self.code = code
-        self.status = status  # the HTTP status of an answered call
-
-    @property
-    def retried(self) -> bool:
-        """Whether a fresh role or association can still be catching up: a RETRIED_ERRORS code, or any 403 (an API
-        that answers a denial in another protocol's words, as a local stand-in may, is still a denial)."""
-        return self.code in RETRIED_ERRORS or self.status == 403
+class HubTokenError(AwsError):
+    """The secret could not be read; the message names the secret and AWS's error, never a secret value."""
 
 
 @dataclass(frozen=True)
@@ -140,18 +107,8 @@ def read_with_retries(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> SecretRead:
-    """`read()`, retried with backoff (2, 4, 8, 16, then 30 s) while it fails with an error a fresh role or
-    association gives (RETRIED_ERRORS) and `wait_seconds` have not passed; each retry says why on stderr."""
-    deadline, delay = clock() + wait_seconds, 2.0
-    while True:
-        try:
-            return read()
-        except HubTokenError as error:
-            if not error.retried or clock() + delay > deadline:
-                raise
-            print(f"trainer.launch: {error.code} reading the token's secret; retry in {delay:.0f} s", file=sys.stderr)
-            sleep(delay)
-            delay = min(delay * 2, 30.0)
+    """`read()`, retried while a fresh grant takes effect (aws_retry.py with_retries)."""
+    return with_retries(read, wait_seconds, "trainer.launch", "reading the token's secret", sleep, clock)
 
 
 def load_hub_token(environ: MutableMapping[str, str] | None = None) -> str | None:
@@ -162,7 +119,7 @@ def load_hub_token(environ: MutableMapping[str, str] | None = None) -> str | Non
     secret_id = environ.get(SECRET_VARIABLE)
     if not secret_id:
         return None
-    wait = float(environ.get(WAIT_VARIABLE) or WAIT_SECONDS)
+    wait = wait_seconds(environ, WAIT_VARIABLE, WAIT_SECONDS)
     read = read_with_retries(lambda: _get_secret_value(secret_id, environ.get(REGION_VARIABLE)), wait)
     environ[TOKEN_VARIABLE] = token_from(read, secret_id)
     return secret_id
