@@ -46,6 +46,15 @@ METRIC_FIELDS: dict[str, tuple[str, str]] = {
         "trainer_checkpoint_read_bytes",
         "Bytes read from the checkpoint files by all ranks at start",
     ),
+    "checkpoint_s3_save_s": (
+        "trainer_checkpoint_s3_save_seconds",
+        "Wall time of the last checkpoint save to S3 (--artifacts-uri), start to commit",
+    ),
+    "checkpoint_s3_bytes": ("trainer_checkpoint_s3_bytes", "Tensor bytes of the last checkpoint saved to S3"),
+    "checkpoint_s3_failed_saves": (
+        "trainer_checkpoint_s3_failed_saves",
+        "Checkpoint saves to S3 that failed in this run (training went on from the copy in --checkpoint-dir)",
+    ),
 }
 
 
@@ -90,7 +99,11 @@ class StepMetrics:
     checkpoint_bytes: int | None = None
     checkpoint_load_s: float | None = None
     checkpoint_read_bytes: int | None = None
-    """The last save and the load at start (trainer/checkpoint/checkpointer.py CheckpointStats); None before one."""
+    checkpoint_s3_save_s: float | None = None
+    checkpoint_s3_bytes: int | None = None
+    checkpoint_s3_failed_saves: int = 0
+    """The last save, to each tier, and the load at start (trainer/checkpoint/stats.py CheckpointStats); None before
+    one."""
 
     def log_line(self, total_steps: int) -> str:
         mfu = "n/a" if self.mfu is None else f"{100 * self.mfu:.1f}%"

@@ -11,7 +11,7 @@ from typing import TypedDict
 import torch
 import torch.distributed as dist
 
-from trainer.checkpoint.checkpointer import CheckpointStats
+from trainer.checkpoint.stats import CheckpointStats
 from trainer.config import TrainConfig
 from trainer.env import DistEnv
 from trainer.hardware import PEAK_BF16_FLOPS, chip_for_device_name
@@ -75,6 +75,9 @@ class CheckpointFigures(TypedDict):
     checkpoint_bytes: int | None
     checkpoint_load_s: float | None
     checkpoint_read_bytes: int | None
+    checkpoint_s3_save_s: float | None
+    checkpoint_s3_bytes: int | None
+    checkpoint_s3_failed_saves: int
 
 
 def checkpoint_figures(stats: CheckpointStats | None) -> CheckpointFigures:
@@ -86,6 +89,9 @@ def checkpoint_figures(stats: CheckpointStats | None) -> CheckpointFigures:
         "checkpoint_bytes": stats.bytes,
         "checkpoint_load_s": stats.load_s,
         "checkpoint_read_bytes": stats.read_bytes,
+        "checkpoint_s3_save_s": stats.s3_save_s,
+        "checkpoint_s3_bytes": stats.s3_bytes,
+        "checkpoint_s3_failed_saves": stats.s3_failed_saves,
     }
 
 

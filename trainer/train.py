@@ -209,7 +209,16 @@ def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch
             "dataset": config.data.dataset,
             "seed": config.schedule.seed,
         }
-        checkpointer = Checkpointer(config.checkpoint, env, device.type, meta, io, replicas(mesh, plan, wait))
+        checkpointer = Checkpointer(
+            config.checkpoint,
+            env,
+            device.type,
+            meta,
+            io,
+            replicas(mesh, plan, wait),
+            config.artifacts,
+            config.schedule.steps,
+        )
         checkpointer.restore(state)
         checkpointer.check_space(state)
     return Session(state, model_config, checkpointer)

@@ -14,6 +14,11 @@ the moment the save completes, whatever its main thread is doing (trainer/checkp
 before finish), so rank 0's save finishing means every shard is on disk. At most one save is in flight: the next one,
 and the end of training, wait for it. All checkpoint collectives use the long-timeout gloo group
 (trainer/parallel/distributed.py `io_group`).
+
+With --artifacts-uri, checkpoints also go to S3, the durable tier (trainer/checkpoint/durable.py): the same state dict,
+written after the fast tier's write as part of the same save. At start the run resumes from the newest complete
+checkpoint in --checkpoint-dir; without one, from the newest complete one of its own durable tier (a stack destroyed
+and brought up again with the same bucket carries on), else from --resume-from.
 """
 
 from __future__ import annotations
@@ -31,18 +36,22 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint.staging import AsyncStager
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.tensor import DTensor, Shard
 
 from trainer.checkpoint.commit import Commits, Outcome, PendingSave
+from trainer.checkpoint.durable import DurableSaveError, DurableTier, Upload
 from trainer.checkpoint.layout import (
     TMP_SUFFIX,
     checkpoint_name,
     complete_checkpoints,
+    fingerprint_difference,
     read_meta,
     write_meta,
 )
-from trainer.checkpoint.load import Replicas, load_state
+from trainer.checkpoint.load import Replicas, Source, load_state
+from trainer.checkpoint.s3_store import S3Checkpoints, resume_source
 from trainer.checkpoint.space import (
     COPIES_PER_PARAMETER,
     ITEM_OVERHEAD_BYTES,
@@ -53,11 +62,13 @@ from trainer.checkpoint.space import (
     free_bytes,
     plan_space,
 )
-from trainer.config import CheckpointConfig
+from trainer.checkpoint.stats import CheckpointStats
+from trainer.config import ArtifactsConfig, CheckpointConfig
 from trainer.env import DistEnv
-from trainer.errors import StorageError
+from trainer.errors import InputError, StorageError
 from trainer.faults import maybe_fault
 from trainer.loss_scale import LossScaler
+from trainer.s3.uri import S3Uri
 
 log = logging.getLogger(__name__)
 
@@ -81,19 +92,32 @@ class TrainState:
     progress: Progress
 
 
-@dataclass
-class CheckpointStats:
-    """The latest save and the load at start, for the metrics (None until there is one)."""
+__all__ = ["CheckpointStats", "Checkpointer", "Progress", "TrainState"]
 
-    save_s: float | None = None
-    """Wall time of the last committed save, from its start to its commit (asynchronous: mostly in the background)."""
-    blocked_s: float | None = None
-    """Time the last save kept training waiting (synchronous: all of it; asynchronous: the copy to host memory)."""
-    bytes: int | None = None
-    """Bytes of the last checkpoint (all ranks together), as `checkpoint_bytes` counts them."""
-    load_s: float | None = None
-    read_bytes: int | None = None
-    """Bytes the load at start read from the checkpoint files, all ranks together."""
+# Where a run's starting checkpoint was found, as its log line says.
+FAST_TIER = "the fast tier (--checkpoint-dir)"
+DURABLE_TIER = "this run's durable tier (--artifacts-uri)"
+RESUME_FROM = "--resume-from"
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a run starts from, and which tier it is in."""
+
+    step: int
+    source: Source
+    meta: dict[str, Any]
+    tier: str
+    """Where it was found, for the log: the fast tier, this run's durable tier, or --resume-from."""
+
+
+class _Staged(AsyncStager):
+    """A state dict already copied to host memory (Checkpointer.stager): DCP's background write takes it as it is."""
+
+    _synchronize_after_execute = False
+
+    def stage(self, state_dict: Any) -> Any:
+        return state_dict
 
 
 def _rng_state(device_type: str) -> dict[str, torch.Tensor]:
@@ -150,7 +174,11 @@ class Checkpointer:
         meta: dict[str, Any],
         io: dist.ProcessGroup,
         replicas: Replicas | None = None,
+        artifacts: ArtifactsConfig | None = None,
+        last_step: int = 0,
     ) -> None:
+        """`artifacts`: the durable tier on S3 (with its uri set) and --resume-from; `last_step`: the run's last
+        step, whose checkpoint always goes to S3."""
         assert config.directory is not None
         self.directory = Path(config.directory)
         self.config = config
@@ -165,6 +193,12 @@ class Checkpointer:
         """The save in flight: resolved by `commits`, in the main thread or in DCP's writer thread."""
         self.commits = Commits(self._commit, env.is_leader)
         self._stager: Any = None
+        self.resume_from = artifacts.resume_from if artifacts else None
+        self.durable = None
+        if artifacts is not None and artifacts.uri:
+            self.durable = DurableTier(artifacts, config.keep, config.threads, last_step, env.is_leader, io, self.stats)
+        self._upload: Upload | None = None
+        """The save in flight's write to S3: waited for by finish(), abandoned by settle()."""
 
     def _state(self, state: TrainState) -> dict[str, Any]:
         # get_state_dict initialises empty optimizer state, so a fresh optimizer is a complete load template.
@@ -235,12 +269,18 @@ class Checkpointer:
         maybe_fault("sigterm_starting_save", progress.step)
         writer = dcp.FileSystemWriter(str(tmp), thread_count=self.config.threads)
         pending = PendingSave(progress.step, progress.consumed_samples, tmp, final, started, size, None)
+        durable = self.durable if self.durable and self.durable.wanted(progress.step) else None
+        meta = self._meta(progress.step, progress.consumed_samples)
         if self.config.async_save:
-            # A Future: async_save returns an AsyncSaveResponse only from asynchronous staging, which the stager
-            # (below) turns off.
+            # Staged here, once, for both tiers: the fast tier's background write and then the S3 write read the
+            # same copy in host memory (the stager's buffers, reused only by the next save, after finish()).
+            saved = self.stager.stage(saved)
+            # A Future: async_save returns an AsyncSaveResponse only from asynchronous staging, which _Staged is not.
             pending.future = dcp.async_save(  # pyright: ignore[reportAttributeAccessIssue]
-                saved, storage_writer=writer, process_group=self.io, async_stager=self.stager
+                saved, storage_writer=writer, process_group=self.io, async_stager=_Staged()
             )
+            if durable:
+                self._upload = durable.upload(saved, progress.step, meta, size, after=pending.future)
         else:
             dcp.save(saved, storage_writer=writer, process_group=self.io)
         self._track(pending)
@@ -248,7 +288,11 @@ class Checkpointer:
         maybe_fault("sigterm_during_save", progress.step)
         maybe_fault("sigterm_agent_during_save", progress.step)
         if not self.config.async_save:
-            self.finish()
+            self.finish()  # the fast tier's commit first: a failed S3 write leaves it intact
+            if durable:
+                self._upload = durable.upload(saved, progress.step, meta, size, after=None)
+                self.finish()
+                self.stats.blocked_s = time.perf_counter() - started
 
     @property
     def stager(self) -> Any:
@@ -279,8 +323,8 @@ class Checkpointer:
         pending.raise_failure()
 
     def finish(self) -> None:
-        """Wait for the save in flight, if any, and see it committed; every rank calls this at the same points
-        (before a save, at the end of training)."""
+        """Wait for the save in flight, if any, and see it committed (in S3 too); every rank calls this at the same
+        points (before a save, at the end of training). The last step's checkpoint missing on S3 fails every rank."""
         pending = self._pending
         if pending is not None:
             pending.wait()
@@ -288,13 +332,27 @@ class Checkpointer:
             self._pending = None
             self.commits.resolve(pending)
             pending.raise_failure()
-        # Always, also where rank 0 has committed already and others have not yet seen their write finish.
-        dist.barrier(group=self.io)
+        upload, self._upload = self._upload, None
+        if upload is not None:
+            upload.wait()
+        # Always, also where rank 0 has committed already and others have not yet seen their write finish: the
+        # barrier, which also tells every rank whether any rank saw the last step's S3 write fail (meta.json is
+        # rank 0's alone).
+        lost = upload is not None and upload.final and upload.error is not None
+        flag = torch.tensor([int(lost)], dtype=torch.int64)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.io)
+        if int(flag[0]):
+            why = upload.error if upload is not None and upload.error is not None else "it failed on another rank"
+            where = upload.uri if upload is not None else self.durable.root if self.durable else "S3"
+            raise DurableSaveError(f"the last checkpoint was not saved to {where}: {why}")
 
     def settle(self, wait_s: float) -> bool:
         """On SIGTERM (trainer/shutdown.py): see the save whose shards are written, or will be within `wait_s`,
         committed; else abandon it (its .tmp directory is never read). No collective: peers may already be gone.
         False when a save was abandoned or failed."""
+        upload, self._upload = self._upload, None
+        if upload is not None and not upload.done():
+            log.warning("abandoned the save of step %d to %s: never committed (no meta.json)", upload.step, upload.uri)
         pending, self._pending = self._pending, None
         if pending is None:
             return True
@@ -310,8 +368,7 @@ class Checkpointer:
         makes the checkpoint complete, then pruning."""
         # Also here: a background save is committed in DCP's writer thread, often before finish() reaches its own.
         maybe_fault("kill_during_save", pending.step)
-        meta = {**self.meta, "step": pending.step, "consumed_samples": pending.consumed_samples}
-        write_meta(pending.tmp, {**meta, "world_size": self.env.world_size, "device_type": self.device_type})
+        write_meta(pending.tmp, self._meta(pending.step, pending.consumed_samples))
         if pending.final.exists():
             shutil.rmtree(pending.final)  # an older run's checkpoint of the same step, superseded
         os.rename(pending.tmp, pending.final)
@@ -320,6 +377,11 @@ class Checkpointer:
         self.stats.save_s = time.perf_counter() - pending.started
         self.stats.bytes = pending.bytes
         log.info("saved checkpoint %s (%s) in %.2fs", pending.final, format_bytes(pending.bytes), self.stats.save_s)
+
+    def _meta(self, step: int, consumed_samples: int) -> dict[str, Any]:
+        """meta.json of a checkpoint, in either tier."""
+        progress = {"step": step, "consumed_samples": consumed_samples}
+        return {**self.meta, **progress, "world_size": self.env.world_size, "device_type": self.device_type}
 
     def _prune(self) -> None:
         for _, path in complete_checkpoints(self.directory)[: -self.config.keep]:
@@ -335,25 +397,25 @@ class Checkpointer:
     # -- restore ------------------------------------------------------------------------------------------------
 
     def restore(self, state: TrainState) -> None:
-        """Load the newest complete checkpoint, if any, into `state` (in place)."""
-        checkpoints = complete_checkpoints(self.directory)
-        if not checkpoints:
+        """Load the checkpoint the run starts from, if any, into `state` (in place): the newest complete one in
+        --checkpoint-dir, else the newest complete one of this run's durable tier, else --resume-from's."""
+        point = self._resume_point()
+        if point is None:
             return
         started = time.perf_counter()
-        step, path = checkpoints[-1]
-        meta = read_meta(path)
+        meta = point.meta
         saved = self._state(state)
         if meta.get("device_type") != self.device_type:
             del saved["rng"]  # a CUDA generator state means nothing on CPU and vice versa
-        read_bytes = load_state(saved, path, self.io, self.replicas)
+        read_bytes = load_state(saved, point.source, self.io, self.replicas)
         set_state_dict(state.model, state.optimizer, model_state_dict=saved["model"], optim_state_dict=saved["optim"])
         state.scheduler.load_state_dict(saved["scheduler"])
         state.loss_scaler.load_state_dict(saved["loss_scale"])
         if "rng" in saved:
             _set_rng_state(saved["rng"])
         state.progress = Progress(int(saved["progress"]["step"]), int(saved["progress"]["consumed_samples"]))
-        if state.progress.step != step:
-            raise RuntimeError(f"{path}: holds step {state.progress.step}, expected {step}")
+        if state.progress.step != point.step:
+            raise RuntimeError(f"{point.source}: holds step {state.progress.step}, expected {point.step}")
         for key in ("seq_len", "dataset", "seed"):
             if meta.get(key) != self.meta.get(key):
                 log.warning(
@@ -364,13 +426,87 @@ class Checkpointer:
                 )
         self.stats.load_s, self.stats.read_bytes = time.perf_counter() - started, read_bytes
         log.info(
-            "resumed from %s (saved by %d ranks, now %d) in %.2fs, %s read",
-            path,
+            "resumed from %s, %s (saved by %d ranks, now %d) in %.2fs, %s read",
+            point.source,
+            point.tier,
             meta.get("world_size"),
             self.env.world_size,
             self.stats.load_s,
             format_bytes(read_bytes),
         )
+        if isinstance(point.source, Path):
+            self._complete_durable_tier(state)
+
+    def _resume_point(self) -> ResumePoint | None:
+        checkpoints = complete_checkpoints(self.directory)  # every rank reads the shared file system alike
+        if checkpoints:
+            step, path = checkpoints[-1]
+            return ResumePoint(step, path, read_meta(path), FAST_TIER)
+        if self.durable is None and self.resume_from is None:
+            return None
+        # Rank 0 asks S3 and tells the others: one answer for all, also when it is an error.
+        found: list[ResumePoint | str | None] = [None]
+        if self.env.is_leader:
+            try:
+                found[0] = self._find_on_s3()
+            except InputError as error:
+                found[0] = str(error)
+        dist.broadcast_object_list(found, group=self.io, group_src=0)
+        if isinstance(found[0], str):
+            raise InputError(found[0])
+        return found[0]
+
+    def _find_on_s3(self) -> ResumePoint | None:
+        """Rank 0: the newest complete checkpoint of this run's durable tier, else --resume-from's; an InputError
+        naming the URI and S3's error when S3 cannot say, or when --resume-from names no complete checkpoint."""
+        if self.durable is not None:
+            root = self.durable.root
+            try:
+                complete = self.durable.store.complete()
+            except Exception as error:
+                raise InputError(f"--artifacts-uri: cannot list {root}: {error}") from error
+            if complete:
+                return self._s3_point(complete[-1].step, complete[-1].uri, DURABLE_TIER)
+        if self.resume_from is None:
+            return None
+        uri = S3Uri.parse(self.resume_from, "--resume-from")
+        try:
+            found = resume_source(uri)
+        except Exception as error:
+            raise InputError(f"--resume-from {uri}: cannot read it: {error}") from error
+        if found is None:
+            raise InputError(
+                f"--resume-from {uri}: no complete checkpoint there (a step_<N> prefix with meta.json, or a prefix "
+                "holding them)"
+            )
+        return self._s3_point(found.step, found.uri, RESUME_FROM)
+
+    def _s3_point(self, step: int, uri: S3Uri, tier: str) -> ResumePoint:
+        try:
+            meta = S3Checkpoints(uri).read_meta(uri)
+        except Exception as error:
+            raise InputError(f"{tier}: cannot read the meta.json of {uri}: {error}") from error
+        difference = fingerprint_difference(meta, self.meta["model"]) if "model" in self.meta else None
+        if difference:
+            raise InputError(f"{tier}: checkpoint {uri} is from an incompatible model ({difference})")
+        return ResumePoint(step, uri, meta, tier)
+
+    def _complete_durable_tier(self, state: TrainState) -> None:
+        """A run restarted after its last step (say, its final S3 write failed and the job ran again) has nothing
+        left to train, so no save would put that step on S3: write it now if S3 lacks it."""
+        step = state.progress.step
+        if self.durable is None or step != self.durable.last_step:
+            return
+        missing = [False]
+        if self.env.is_leader:
+            uri = self.durable.store_uri(step)
+            missing[0] = not self.durable.store.is_complete(uri)
+        dist.broadcast_object_list(missing, group=self.io, group_src=0)
+        if missing[0]:
+            saved = self._state(state)
+            meta = self._meta(step, state.progress.consumed_samples)
+            self._upload = self.durable.upload(saved, step, meta, checkpoint_bytes(saved), after=None)
+            self.finish()
 
 
 def _fsync_directory(directory: Path) -> None:

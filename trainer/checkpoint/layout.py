@@ -43,6 +43,12 @@ def checkpoint_name(step: int) -> str:
     return f"step_{step:08d}"
 
 
+def checkpoint_step(name: str) -> int | None:
+    """The step of a complete checkpoint's name (step_<N>), None for any other name (a .tmp directory)."""
+    match = _COMPLETE.match(name)
+    return int(match.group(1)) if match else None
+
+
 def model_fingerprint(shape: ModelShape) -> dict[str, Any]:
     values = asdict(shape)
     return {name: values[name] for name in FINGERPRINT_FIELDS}
@@ -55,9 +61,9 @@ def complete_checkpoints(directory: str | Path) -> list[tuple[int, Path]]:
         return []
     found = []
     for child in root.iterdir():
-        match = _COMPLETE.match(child.name)
-        if match and child.is_dir() and (child / META_FILE).is_file():
-            found.append((int(match.group(1)), child))
+        step = checkpoint_step(child.name)
+        if step is not None and child.is_dir() and (child / META_FILE).is_file():
+            found.append((step, child))
     return sorted(found)
 
 
@@ -83,8 +89,12 @@ def write_meta(checkpoint: Path, meta: dict[str, Any]) -> None:
 
 def incompatibility(meta: dict[str, Any], shape: ModelShape) -> str | None:
     """Why a checkpoint cannot be loaded into a model of `shape`, or None if it can."""
+    return fingerprint_difference(meta, model_fingerprint(shape))
+
+
+def fingerprint_difference(meta: dict[str, Any], wanted: dict[str, Any]) -> str | None:
+    """How a checkpoint's model fingerprint differs from `wanted` (model_fingerprint's), or None if it does not."""
     saved = meta.get("model", {})
-    wanted = model_fingerprint(shape)
     different = [
         f"{key} {saved.get(key)} != {wanted[key]}" for key in FINGERPRINT_FIELDS if saved.get(key) != wanted[key]
     ]

@@ -6,6 +6,9 @@ bottleneck. Here the first replica group alone reads the sharded tensors (model 
 broadcasts each of its local shards to the same shard of the other replicas over the mesh's replicate group (the
 network, not the file system). The small rest (step counters, scheduler, loss scale, progress, RNG) is read by every
 rank. The bytes read are counted as DCP's FileSystemReader reads them: the stored length of every item it loads.
+
+A checkpoint on S3 (the durable tier, trainer/checkpoint/durable.py) loads the same way, through the S3 connector's
+reader (trainer/s3/dcp.py), a FileSystemReader too: S3 is read once as well, and counted alike.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.tensor import DTensor
 
+from trainer.s3.dcp import S3Reader
+from trainer.s3.uri import S3Uri
+
 
 @dataclass(frozen=True)
 class Replicas:
@@ -30,16 +36,31 @@ class Replicas:
     """The first replica's ranks (a long-timeout gloo group), which read; None on the other ranks."""
 
 
-class CountingReader(dcp.FileSystemReader):
-    """DCP's file-system reader, counting the bytes it reads."""
+class Counting(dcp.FileSystemReader):
+    """Counts the bytes a DCP file-system reader reads (a mixin before FileSystemReader or a subclass of it)."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.bytes_read = 0
+    bytes_read = 0
 
     def read_data(self, plan: Any, planner: Any) -> Any:
+        # storage_data: what read_metadata (FileSystemReader) found in .metadata, the stored extent of every item.
         self.bytes_read += sum(self.storage_data[item.storage_index].length for item in plan.items)
         return super().read_data(plan, planner)
+
+
+class CountingReader(Counting):
+    """DCP's reader of a checkpoint directory, counting."""
+
+
+class CountingS3Reader(Counting, S3Reader):
+    """The S3 connector's DCP reader of a checkpoint prefix, counting."""
+
+
+Source = Path | S3Uri
+"""Where a checkpoint is: a directory (--checkpoint-dir) or an S3 prefix (the durable tier, --resume-from)."""
+
+
+def reader(source: Source) -> Counting:
+    return CountingS3Reader(source) if isinstance(source, S3Uri) else CountingReader(str(source))
 
 
 def split(tree: dict[str, Any], wanted: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -69,10 +90,10 @@ def merge(tree: dict[str, Any], loaded: dict[str, Any]) -> None:
             tree[key] = value
 
 
-def _read(state: dict[str, Any], path: Path, group: dist.ProcessGroup) -> int:
-    reader = CountingReader(str(path))
-    dcp.load(state, storage_reader=reader, process_group=group)
-    return reader.bytes_read
+def _read(state: dict[str, Any], source: Source, group: dist.ProcessGroup) -> int:
+    counting = reader(source)
+    dcp.load(state, storage_reader=counting, process_group=group)
+    return counting.bytes_read
 
 
 def _local_tensors(tree: dict[str, Any]) -> list[torch.Tensor]:
@@ -85,7 +106,7 @@ def _local_tensors(tree: dict[str, Any]) -> list[torch.Tensor]:
     return found
 
 
-def load_state(saved: dict[str, Any], path: Path, io: dist.ProcessGroup, replicas: Replicas | None) -> int:
+def load_state(saved: dict[str, Any], path: Source, io: dist.ProcessGroup, replicas: Replicas | None) -> int:
     """Load `path` into the state dict `saved` (in place); the bytes read by all ranks together."""
     if replicas is None:
         read = _read(saved, path, io)

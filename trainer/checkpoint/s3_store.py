@@ -1,0 +1,135 @@
+"""The checkpoints' S3 tier as objects: which are complete, their meta.json, pruning. Through boto3, without torch.
+
+    <artifacts-uri>/checkpoints/
+        step_00000040/   complete: DCP's objects (__<rank>_<n>.distcp, .metadata) and meta.json
+        step_00000050/   no meta.json: a save still being written, or one that failed; never read, deleted by a prune
+
+S3 has no rename, so the commit is an object written last: rank 0 writes meta.json only after DCP's save returned on
+it, and DCP's coordinator returns (having written .metadata) only after gathering every rank's successful write
+(torch/distributed/checkpoint/state_dict_saver.py, the "write" all_reduce before `finish`; trainer/checkpoint/commit.py
+has the detail). A checkpoint on S3 is complete exactly when its meta.json exists. A save of a step whose prefix holds
+objects already (an older run's checkpoint of the same step, or a failed attempt) deletes them first, meta.json
+before the rest, so that no crash leaves a meta.json beside a mixture of two saves.
+
+The artifacts bucket is versioned (infra/), so what a prune deletes stays recoverable as noncurrent versions until
+the bucket's lifecycle rule expires them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from trainer.checkpoint.layout import META_FILE, checkpoint_name, checkpoint_step
+from trainer.s3.endpoint import endpoint_url, force_path_style, region
+from trainer.s3.uri import S3Uri
+
+TORCH_FREE = True  # the local run lists a run's durable checkpoints with it
+
+CHECKPOINTS = "checkpoints"
+"""The durable tier's folder under --artifacts-uri."""
+# DeleteObjects takes at most 1,000 keys per request (Amazon S3 API reference, DeleteObjects).
+DELETE_BATCH = 1000
+
+
+def s3_client() -> Any:
+    """boto3's S3 client by the one endpoint rule (trainer/s3/endpoint.py); credentials as boto3 finds them."""
+    import boto3
+    from botocore.config import Config
+
+    addressing = {"addressing_style": "path"} if force_path_style() else {}
+    return boto3.client("s3", region_name=region(), endpoint_url=endpoint_url(), config=Config(s3=addressing))
+
+
+def checkpoints_root(artifacts_uri: str) -> S3Uri:
+    """Where a run with --artifacts-uri keeps its durable checkpoints."""
+    return S3Uri.parse(artifacts_uri, "--artifacts-uri").join(CHECKPOINTS)
+
+
+def checkpoint_uri(root: S3Uri, step: int) -> S3Uri:
+    return root.join(checkpoint_name(step))
+
+
+@dataclass(frozen=True)
+class S3Checkpoint:
+    step: int
+    uri: S3Uri
+    complete: bool
+    """Its meta.json exists."""
+
+
+class S3Checkpoints:
+    """The step_<N> checkpoints directly under one prefix."""
+
+    def __init__(self, root: S3Uri, client: Any = None) -> None:
+        self.root = root
+        self.client = client if client is not None else s3_client()
+
+    def _keys(self, prefix: str) -> list[str]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        keys: list[str] = []
+        for page in paginator.paginate(Bucket=self.root.bucket, Prefix=prefix):
+            keys += [item["Key"] for item in page.get("Contents", [])]
+        return keys
+
+    def all(self) -> list[S3Checkpoint]:
+        """Every step_<N> under the root, complete or not, oldest first (one listing)."""
+        steps: dict[int, bool] = {}
+        for key in self._keys(self.root.prefix):
+            name, _, rest = key[len(self.root.prefix) :].partition("/")
+            step = checkpoint_step(name)
+            if step is not None and rest:
+                steps[step] = steps.get(step, False) or rest == META_FILE
+        return [S3Checkpoint(step, checkpoint_uri(self.root, step), done) for step, done in sorted(steps.items())]
+
+    def complete(self) -> list[S3Checkpoint]:
+        return [checkpoint for checkpoint in self.all() if checkpoint.complete]
+
+    def is_complete(self, checkpoint: S3Uri) -> bool:
+        meta_key = checkpoint.join(META_FILE).key
+        listed = self.client.list_objects_v2(Bucket=checkpoint.bucket, Prefix=meta_key, MaxKeys=1)
+        return any(item["Key"] == meta_key for item in listed.get("Contents", []))
+
+    def read_meta(self, checkpoint: S3Uri) -> dict[str, Any]:
+        body = self.client.get_object(Bucket=checkpoint.bucket, Key=checkpoint.join(META_FILE).key)["Body"]
+        return json.loads(body.read())
+
+    def write_meta(self, checkpoint: S3Uri, meta: dict[str, Any]) -> None:
+        """The commit: one PUT, after every other object of the checkpoint is written."""
+        body = json.dumps(meta, indent=2, sort_keys=True).encode()
+        self.client.put_object(Bucket=checkpoint.bucket, Key=checkpoint.join(META_FILE).key, Body=body)
+
+    def delete(self, checkpoint: S3Uri) -> None:
+        """meta.json first (from then on the checkpoint is incomplete, never read), then everything else."""
+        meta_key = checkpoint.join(META_FILE).key
+        self.client.delete_object(Bucket=checkpoint.bucket, Key=meta_key)
+        rest = [key for key in self._keys(checkpoint.prefix) if key != meta_key]
+        for start in range(0, len(rest), DELETE_BATCH):
+            batch = [{"Key": key} for key in rest[start : start + DELETE_BATCH]]
+            self.client.delete_objects(Bucket=checkpoint.bucket, Delete={"Objects": batch, "Quiet": True})
+
+    def prune(self, keep: int) -> list[S3Checkpoint]:
+        """Keep the newest `keep` complete checkpoints; delete older ones and every incomplete one (called after a
+        commit, with no save of this run in flight). What was deleted."""
+        found = self.all()
+        complete = [checkpoint for checkpoint in found if checkpoint.complete]
+        doomed = complete[: max(len(complete) - keep, 0)] + [c for c in found if not c.complete]
+        for checkpoint in doomed:
+            self.delete(checkpoint.uri)
+        return doomed
+
+
+def resume_source(uri: S3Uri, client: Any = None) -> S3Checkpoint | None:
+    """What --resume-from names: a step_<N> checkpoint (if complete), else the newest complete checkpoint directly
+    under the prefix, or under its checkpoints/ folder (a run's --artifacts-uri); None when there is none."""
+    step = checkpoint_step(uri.name)
+    if step is not None:
+        parent = S3Uri(uri.bucket, uri.key.rstrip("/").rpartition("/")[0])
+        complete = S3Checkpoints(parent, client).is_complete(uri)
+        return S3Checkpoint(step, checkpoint_uri(parent, step), True) if complete else None
+    for root in (uri, uri.join(CHECKPOINTS)):
+        complete = S3Checkpoints(root, client).complete()
+        if complete:
+            return complete[-1]
+    return None
