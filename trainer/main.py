@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     env = read_env()
     configure_logging(env)
     try:
-        source = resolve_model(config.model.name)
+        # An s3:// model as staged into --data-cache-dir: the workers never download it (trainer/s3/inputs.py).
+        source = resolve_model(config.model.name, config.data.cache_dir, offline=True)
     except InputError as error:
         return refuse([str(error)], env)
     device_type = resolve_device(config.parallel.device)

@@ -5,13 +5,18 @@
 
 Takes the trainer's own flags and stages what they name onto shared storage:
 - a hub model's weights (config, safetensors) and tokenizer files into the Hugging Face cache (HF_HOME);
+- an s3:// model directory and an s3:// data set's objects into --data-cache-dir (trainer/s3/inputs.py: each object
+  downloaded again only when its ETag or size changed);
 - the data set, tokenised into --data-cache-dir (trainer/data/cache.py) as the trainer will map it.
-The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub, none downloads, none tokenises.
+The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub or S3 for its inputs, none
+downloads, none tokenises.
 In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`, trainer/launch/stage.py
 says why not in an init container); an exclusive lock on the shared volume (flock: FSx for Lustre is mounted with the
 flock option, workloads/job/checkpoint_volume.py) lets the first pod stage while the others wait, and a marker naming
 what was staged lets them, and restarts, skip it. Exit status 4 (trainer/launch/exits.py EXIT_STAGING_FAILED) for
-inputs that cannot be staged, which no retry changes; 2 for flags the trainer's parser refuses.
+inputs that cannot be staged, which no retry changes (a missing bucket or key, an empty prefix, a denial that outlasts
+the wait for a fresh grant: the last line names the s3:// URI and AWS's error); 2 for flags the trainer's parser
+refuses.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from trainer.errors import InputError
 from trainer.launch.exits import EXIT_STAGING_FAILED
 from trainer.main import configure_logging
 from trainer.model.source import BYTE_TOKENIZER, ModelSource, resolve_model
+from trainer.s3.inputs import read_manifest, stage_dataset, stage_model
+from trainer.s3.uri import S3Uri, is_s3_uri
 from trainer.validate import is_local_dataset
 
 log = logging.getLogger("trainer.stage")
@@ -39,12 +46,21 @@ LOCK = ".stage.lock"
 MARKER = ".staged.json"
 
 
+def model_identity(source: ModelSource, root: Path) -> object:
+    """A hub model by its id; an s3:// model by its staged objects (their ETags and sizes: a changed tokenizer is
+    applied again); None for the others, read where they are."""
+    if source.kind == "s3":
+        staged = read_manifest(root, S3Uri.parse(source.name, "--model"))
+        return staged.identity() if staged else source.name
+    return source.name if source.kind == "hub" else None
+
+
 def staged_items(config: TrainConfig, source: ModelSource) -> dict[str, object]:
     """What this staging covers; a marker equal to it means there is nothing to do."""
     from trainer.data.cache import dataset_identity
 
     return {
-        "model": source.name if source.kind == "hub" else None,
+        "model": model_identity(source, Path(config.data.cache_dir or ".")),
         "tokenizer": config.model.tokenizer or source.default_tokenizer(),
         "data": dataset_identity(config.data) | {"format": config.data.dataset_format},
         "data_cache": config.data.cache_dir,
@@ -75,14 +91,27 @@ def download(repo: str, patterns: list[str]) -> Path:
     return Path(snapshot_download(repo, allow_patterns=patterns))
 
 
+def stage_from_s3(config: TrainConfig, source: ModelSource, root: Path) -> ModelSource:
+    """An s3:// model and data set into `root`; the model's source then names its staged directory."""
+    if source.kind == "s3":
+        log.info("model %s in %s", source.name, stage_model(source.name, root))
+        source = resolve_model(source.name, str(root), offline=True)
+    if is_s3_uri(config.data.dataset):
+        staged = stage_dataset(config.data.dataset, root)
+        log.info("data set %s: %d objects staged in %s", config.data.dataset, len(staged.objects), root)
+    return source
+
+
 def stage(config: TrainConfig) -> None:
-    """Download what the hub serves and tokenise the data set; idempotent."""
-    source = resolve_model(config.model.name)  # a hub model's config.json: fetched (or found in the cache)
+    """Download what the hub and S3 serve and tokenise the data set; idempotent."""
+    # A hub model's config.json: fetched (or found in the cache); an s3:// model's, read from S3.
+    source = resolve_model(config.model.name, config.data.cache_dir)
     if not config.data.cache_dir:
         raise InputError("--data-cache-dir: staging needs the shared directory the workers map the data set from")
     root = Path(config.data.cache_dir)
-    wanted = staged_items(config, source)
     with exclusive(root):
+        source = stage_from_s3(config, source, root)
+        wanted = staged_items(config, source)
         marker = root / MARKER
         if marker.is_file() and json.loads(marker.read_text()) == wanted:
             log.info("already staged: %s", wanted)

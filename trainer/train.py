@@ -7,6 +7,8 @@ one with the same device mesh and FSDP wrapping.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -49,6 +51,8 @@ from trainer.parallel.distributed import init_distributed, io_group, leave_distr
 from trainer.parallel.parallelize import build_mesh, parallelize, precompute_fp8_scales
 from trainer.parallel.plan import RunPlan, make_plan
 from trainer.reporting import StepReporter, StepResult
+from trainer.s3.model_upload import upload_model
+from trainer.s3.transfer import S3Error
 from trainer.shutdown import SigtermHandler
 
 log = logging.getLogger(__name__)
@@ -290,6 +294,38 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
     return session
 
 
+def export(config: TrainConfig, session: Session, env: DistEnv, tokenizer: Tokenizer) -> None:
+    """The final model in Hugging Face format: into --export-hf, and with --artifacts-uri uploaded by rank 0 to
+    <artifacts-uri>/model/ (without --export-hf, exported for that into a directory of its own: beside the checkpoints
+    on the shared file system, which has room for the model, else in the temporary directory). Every rank returns
+    when the model is in S3, or raises the upload's failure: the job's exit says whether it got there."""
+    directory, artifacts = config.checkpoint.export_hf, config.artifacts.uri
+    if not directory and not artifacts:
+        return
+    scratch = None
+    if not directory and env.is_leader:
+        scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=config.checkpoint.directory))
+    directory = directory or str(scratch or "")  # the other ranks only take part in the gathers
+    state = session.state
+    export_hf(state.model, session.model_config, directory, config.checkpoint.export_dtype, env, tokenizer)
+    failure = None
+    if artifacts and env.is_leader:
+        try:
+            upload_model(Path(directory), artifacts)
+        except (S3Error, OSError) as error:
+            failure = str(error)
+        finally:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+    if artifacts:
+        # Rank 0's outcome to every rank over the long-timeout group: an upload of many gigabytes outlasts
+        # --timeout-minutes, and a rank that left early would let the job end before the model is in S3.
+        outcome = [failure]
+        dist.broadcast_object_list(outcome, src=0, group=io_group(timedelta(minutes=config.checkpoint.timeout_minutes)))
+        if outcome[0]:
+            raise InputError(f"--artifacts-uri {artifacts}: the model's upload failed: {outcome[0]}")
+
+
 def run(config: TrainConfig, env: DistEnv, source: ModelSource, device_type: str) -> None:
     """Tokenise (bad data fails here, before any process group or checkpoint), train, then export."""
     device = pick_device(device_type, env)
@@ -298,9 +334,7 @@ def run(config: TrainConfig, env: DistEnv, source: ModelSource, device_type: str
     init_distributed(env, device, *timeouts)
     try:
         session = train(config, env, source, device, data)
-        if directory := config.checkpoint.export_hf:
-            export_dtype = config.checkpoint.export_dtype
-            export_hf(session.state.model, session.model_config, directory, export_dtype, env, tokenizer)
+        export(config, session, env, tokenizer)
         dist.barrier()  # leave together: gloo aborts a process whose peer tears down its connections mid-exit
     finally:
         leave_distributed()

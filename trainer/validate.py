@@ -7,20 +7,30 @@ process group, the model or any checkpoint exists.
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 from trainer.checkpoint.layout import incompatibility, latest_checkpoint, read_meta
 from trainer.config import TrainConfig
 from trainer.data.tokenizer_bytes import BYTE_VOCAB_SIZE
 from trainer.env import DistEnv
+from trainer.errors import InputError
 from trainer.model.source import BYTE_TOKENIZER, ModelSource
 from trainer.parallel.plan import make_plan
+from trainer.s3.inputs import DATA_SUFFIXES
+from trainer.s3.uri import S3Uri, is_s3_uri
 
-LOCAL_DATA_SUFFIXES = (".jsonl", ".json", ".txt")
+LOCAL_DATA_SUFFIXES = DATA_SUFFIXES
+# What Kubernetes leaves of a $(VAR) reference it could not expand (the Kubernetes API reference, Container `args`:
+# "If a variable cannot be resolved, the reference in the input string will be unchanged").
+UNEXPANDED_VARIABLE = re.compile(r"\$\([A-Za-z_][A-Za-z0-9_]*\)")
 
 
 def is_local_dataset(dataset: str) -> bool:
-    """A dataset value meant as a file (an HF dataset id is 'name' or 'owner/name' without a file suffix)."""
+    """A dataset value meant as a file (an HF dataset id is 'name' or 'owner/name' without a file suffix; an s3://
+    data set is staged, trainer/s3/inputs.py)."""
+    if is_s3_uri(dataset):
+        return False
     return dataset.endswith(LOCAL_DATA_SUFFIXES) or dataset.startswith((".", "/", "~")) or dataset.count("/") > 1
 
 
@@ -126,6 +136,45 @@ def _checkpoint(config: TrainConfig, source: ModelSource) -> list[str]:
     return []
 
 
+def uri_problem(flag: str, value: str) -> str | None:
+    """Why `value` is not a usable s3:// URI for `flag`, or None."""
+    unexpanded = UNEXPANDED_VARIABLE.search(value)
+    if unexpanded:
+        return (
+            f"{flag} {value}: {unexpanded.group(0)} was not expanded (Kubernetes leaves a reference to a variable the "
+            "container does not define as it is)"
+        )
+    try:
+        S3Uri.parse(value, flag)
+    except InputError as error:
+        return str(error)
+    return None
+
+
+def _s3(config: TrainConfig) -> list[str]:
+    artifacts, errors = config.artifacts, []
+    uris = {"--artifacts-uri": artifacts.uri, "--resume-from": artifacts.resume_from}
+    uris |= {flag: value for flag, value in (("--dataset", config.data.dataset), ("--model", config.model.name))
+             if is_s3_uri(value)}  # fmt: skip
+    errors += [problem for flag, value in uris.items() if value and (problem := uri_problem(flag, value))]
+    if config.model.tokenizer and is_s3_uri(config.model.tokenizer):
+        errors.append(
+            f"--tokenizer {config.model.tokenizer}: not read from S3; an s3:// --model brings its own tokenizer"
+        )
+    every, checkpoint_every = artifacts.checkpoint_every, config.checkpoint.every
+    if every < 0:
+        errors.append(f"--s3-checkpoint-every {every}: must not be negative")
+    elif every and not artifacts.uri:
+        errors.append(f"--s3-checkpoint-every {every}: needs --artifacts-uri")
+    elif every and checkpoint_every and every % checkpoint_every:
+        errors.append(f"--s3-checkpoint-every {every}: must be a multiple of --checkpoint-every {checkpoint_every}")
+    if is_s3_uri(config.data.dataset) and not config.data.cache_dir:
+        errors.append(
+            f"--dataset {config.data.dataset}: needs --data-cache-dir, the shared directory it is staged into once"
+        )
+    return errors
+
+
 def validate(config: TrainConfig, env: DistEnv, device_type: str, source: ModelSource) -> list[str]:
     """Every reason the run cannot start; empty when it can."""
     return (
@@ -134,4 +183,5 @@ def validate(config: TrainConfig, env: DistEnv, device_type: str, source: ModelS
         + _parallel(config, env, device_type)
         + _model_and_data(config, source)
         + _checkpoint(config, source)
+        + _s3(config)
     )

@@ -7,8 +7,9 @@ process group exists. With --data-cache-dir (shared by all ranks, like --checkpo
     <data-cache-dir>/<key>/tokens.npy, trainable.npy, meta.json      complete (a directory renamed into place)
     <data-cache-dir>/<key>.error                                     the data set was refused (the message)
 
-The key is a digest of everything the token stream depends on: the data set (id, config and split, or a local
-file's path, size and modification time), its format, the tokenizer's fingerprint and this module's layout version.
+The key is a digest of everything the token stream depends on: the data set (id, config and split, a local file's
+path, size and modification time, or each staged S3 object's key, ETag and size), its format, the tokenizer's
+fingerprint and this module's layout version.
 --seq-len is not in it: packing cuts the same stream into blocks of any length (trainer/data/packing.py), so one entry
 serves every sequence length. Global rank 0 tokenises if the entry is missing; the other ranks wait for the entry
 (or for the error, which they raise alike) by polling the file system, since no process group exists yet.
@@ -32,6 +33,8 @@ from trainer.data.tokenizer import Tokenizer
 from trainer.env import DistEnv
 from trainer.errors import InputError
 from trainer.launch.attempt import attempt_id
+from trainer.s3.inputs import staged
+from trainer.s3.uri import is_s3_uri
 
 log = logging.getLogger(__name__)
 LAYOUT_VERSION = 1
@@ -40,7 +43,10 @@ META = "meta.json"
 
 
 def dataset_identity(config: DataConfig) -> dict[str, object]:
-    """What names the data set's records: a hub id with its config and split, or a local file as it is now."""
+    """What names the data set's records: a hub id with its config and split, a local file as it is now, or the
+    objects of an s3:// data set as staged (each one's ETag and size: a changed object is tokenised again)."""
+    if is_s3_uri(config.dataset):
+        return staged(config.dataset, "--dataset", config.cache_dir)[0].identity()
     path = Path(config.dataset).expanduser()
     if config.dataset != "synthetic" and path.is_file():
         stat = path.stat()

@@ -25,6 +25,8 @@ import numpy as np
 from trainer.config import DataConfig
 from trainer.data.tokenizer import Tokenizer
 from trainer.errors import InputError
+from trainer.s3.inputs import staged_dataset_files
+from trainer.s3.uri import is_s3_uri
 
 IGNORE_INDEX = -100  # the label value torch.nn.functional.cross_entropy skips
 # Beyond this many passes over the data set, a fine-tuning run is almost surely mis-sized: Llama 2's supervised
@@ -72,6 +74,12 @@ def read_local_records(path: Path) -> list[dict[str, Any]]:
 def load_records(config: DataConfig) -> list[dict[str, Any]]:
     if config.dataset == "synthetic":
         return synthetic_records()
+    if is_s3_uri(config.dataset):  # the objects as staged, in key order, one data set
+        return [
+            record
+            for path in staged_dataset_files(config.dataset, config.cache_dir)
+            for record in read_local_records(path)
+        ]
     path = Path(config.dataset).expanduser()
     if path.is_file():
         return read_local_records(path)

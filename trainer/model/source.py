@@ -1,7 +1,10 @@
 """Where a model comes from and what shape it has, decided without torch (so validation runs before any work).
 
-Three kinds: a preset (random init from trainer/model/presets.py), a local directory with config.json and
-*.safetensors, or a Hugging Face hub id (its config.json is fetched first; weights only when the model is built).
+Four kinds: a preset (random init from trainer/model/presets.py), a local directory with config.json and
+*.safetensors, a Hugging Face hub id (its config.json is fetched first; weights only when the model is built), or an
+s3:// prefix holding such a directory (trainer/s3/inputs.py). An s3:// model is staged into --data-cache-dir before
+the workers start; they resolve the same value to the staged directory offline, and before staging its config.json is
+read from S3 for the shape. It is never a hub id, so never gated.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from typing import Any, Literal
 
 from trainer.errors import InputError
 from trainer.model.presets import PRESETS, ModelShape
+from trainer.s3.inputs import FILES, read_manifest, staged, staged_directory
+from trainer.s3.transfer import read_text
+from trainer.s3.uri import S3Uri, is_s3_uri
 
 TORCH_FREE = True  # the stack's gated-model check tells a local path from a hub id with it
 
@@ -21,12 +27,13 @@ BYTE_TOKENIZER = "byte"
 
 @dataclass(frozen=True)
 class ModelSource:
-    kind: Literal["preset", "local", "hub"]
+    kind: Literal["preset", "local", "hub", "s3"]
     name: str
     """The --model value as given."""
     shape: ModelShape
     directory: Path | None = None
-    """Local directory holding config.json (and, for weights, *.safetensors); None for presets."""
+    """Local directory holding config.json (and, for weights, *.safetensors); None for presets, hub models and an
+    s3:// model not yet staged."""
 
     @property
     def pretrained(self) -> bool:
@@ -36,7 +43,7 @@ class ModelSource:
         """The model's own tokenizer: its directory or hub id; the byte tokenizer for presets without a hub id."""
         if self.kind == "preset":
             return self.shape.hf_id or BYTE_TOKENIZER
-        return str(self.directory) if self.kind == "local" else self.name
+        return str(self.directory) if self.directory is not None else self.name
 
 
 def shape_from_hf_config(config: dict[str, Any], name: str) -> ModelShape:
@@ -58,13 +65,34 @@ def shape_from_hf_config(config: dict[str, Any], name: str) -> ModelShape:
 
 def looks_like_path(value: str) -> bool:
     """Hub ids are exactly 'owner/name'; anything else with a path shape is meant as a local path."""
-    return value.startswith((".", "/", "~")) or value.count("/") != 1
+    return is_s3_uri(value) or value.startswith((".", "/", "~")) or value.count("/") != 1
 
 
-def resolve_model(name: str) -> ModelSource:
-    """Resolve --model. Raises ValueError with a message naming the value when it cannot be used."""
+def s3_model(name: str, data_cache_dir: str | None, offline: bool) -> ModelSource:
+    """An s3:// model: its staged directory when staging has run; else (staging itself, before it downloads) the
+    shape from its config.json in S3, or, `offline` (the workers), an InputError saying it was not staged."""
+    if offline or not data_cache_dir:
+        _, directory = staged(name, "--model", data_cache_dir)
+        return ModelSource("s3", name, _shape_in(directory, name), directory)
+    uri = S3Uri.parse(name, "--model")
+    if read_manifest(data_cache_dir, uri) is not None:
+        directory = staged_directory(data_cache_dir, uri) / FILES
+        return ModelSource("s3", name, _shape_in(directory, name), directory)
+    config = json.loads(read_text(uri.join("config.json")))
+    return ModelSource("s3", name, shape_from_hf_config(config, name))
+
+
+def _shape_in(directory: Path, name: str) -> ModelShape:
+    return shape_from_hf_config(json.loads((directory / "config.json").read_text()), name)
+
+
+def resolve_model(name: str, data_cache_dir: str | None = None, *, offline: bool = False) -> ModelSource:
+    """Resolve --model. Raises InputError with a message naming the value when it cannot be used. An s3:// model
+    needs `data_cache_dir` (--data-cache-dir), where it is staged; `offline` (the workers): only as staged there."""
     if name in PRESETS:
         return ModelSource(kind="preset", name=name, shape=PRESETS[name])
+    if is_s3_uri(name):
+        return s3_model(name, data_cache_dir, offline)
     directory = Path(name).expanduser()
     if directory.is_dir():
         config_file = directory / "config.json"
