@@ -22,7 +22,17 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from policy import cost, exposure, hf_token, memory, node_groups, pytorchjob, role_trust, training_runtime
+from policy import (
+    cost,
+    exposure,
+    hf_token,
+    memory,
+    node_groups,
+    pytorchjob,
+    role_trust,
+    s3_buckets,
+    training_runtime,
+)
 from policy.props import UNKNOWN, StackResource
 
 ResourceCheck = Callable[[str, Mapping[str, Any]], list[str]]
@@ -169,6 +179,12 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
         "job-memory-fits-gpu",
         "The training job's estimated memory per GPU (sizing.estimate) fits the GPU of its node type.",
         _props_only(memory.memory_fit_violations),
+    ),
+    stack_policy(
+        "s3-bucket-private-and-encrypted",
+        "Every S3 bucket of the stack blocks public access (all four settings), has default server-side encryption, "
+        "and no bucket policy or ACL grants to everyone.",
+        _ignore_config(s3_buckets.s3_bucket_stack_violations),
     ),
     stack_policy(
         "gpu-cost-per-hour-budget",

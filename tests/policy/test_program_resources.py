@@ -30,6 +30,7 @@ PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SUBNET = "aws:ec2/subnet:Subnet"
 ROLE = "aws:iam/role:Role"
+PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 OTHER_ACCOUNT_ROOT = "arn:aws:iam::210987654321:root"
 TOKEN = "hf_" + "Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDc"
 PREVIEWS = ("first", "update")
@@ -186,6 +187,11 @@ MUTATIONS: dict[str, tuple[str, str | None, Callable[[ProgramRun, Registered], R
         "gpu-nodes",
         _inputs(lambda g: g["scalingConfig"].update(minSize=32.0, desiredSize=32.0, maxSize=32.0)),
     ),
+    "s3-bucket-private-and-encrypted": (
+        PUBLIC_ACCESS_BLOCK,
+        None,
+        _inputs(lambda block: block.update(restrictPublicBuckets=False)),
+    ),
 }
 
 
@@ -258,6 +264,11 @@ UNKNOWN_DURING_PREVIEW: dict[str, tuple[str, str | None, Callable[[ProgramRun, R
         "kubernetes:core/v1:Service",
         None,
         _inputs(lambda s: s["spec"].update(type=UNKNOWN_MARKER)),
+    ),
+    "s3-bucket-private-and-encrypted": (
+        PUBLIC_ACCESS_BLOCK,
+        None,
+        _inputs(lambda block: block.update(blockPublicPolicy=UNKNOWN_MARKER)),
     ),
 }
 
