@@ -8,13 +8,17 @@
     python -m local --stack dev --max-restarts 1 --drill evict-pod  # drained twice: disruptions spend no restart
     python -m local --stack dev --api trainjob --nodes 2         # the job as a Trainer v2 TrainJob
     python -m local --stack dev --api trainjob --drill kill-agent  # a node lost; the JobSet restarts the gang
+    python -m local --stack dev --drill lost-storage             # cluster and file system lost; resume from S3
+    python -m local --stack dev --dataset s3://data/train.jsonl --s3-upload train.jsonl=s3://data/train.jsonl
 
 The job is rendered by the stack's own code (workloads/job/api.py) from the stack's config, changed only where this
 machine needs it (local/config.py: the tiny model, fp32 on CPU, a local data set). A local etcd plays the
 platform's (local/etcd.py); one torchrun agent per worker replica runs the container's command with its
 environment and the operator's PET_* variables (local/launch.py), supervised like pods
 (local/agents.py). Progress comes from the leader's metrics file; at the end a summary and a chart
-(local/report.py). Every process started here is stopped on success, failure and Ctrl-C.
+(local/report.py). A local S3 API (moto's server, local/artifacts.py) holds the run's artifacts under the same
+s3:// layout as the stack's bucket, and any s3:// inputs put there with --s3-upload. Every process started here is
+stopped on success, failure and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from local.artifacts import S3Upload
 from local.config import LocalJobOptions
 from local.drills import DRILLS, Trigger
 from local.run import DEFAULT_TIMEOUT_S, LocalOptions, LocalResult, LocalRunError, run_local
@@ -52,9 +57,18 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
     parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the stack's)")
     parser.add_argument("--max-restarts", type=int, help="job.maxRestarts (default: the stack's)")
     parser.add_argument("--model", help="model preset or local directory (default: tiny)")
-    parser.add_argument("--dataset", help="a local .jsonl/.json/.txt file or 'synthetic' (default: the stack's if "
-                        "it is local, else synthetic)")  # fmt: skip
+    parser.add_argument("--dataset", help="a local .jsonl/.json/.txt file, an s3:// one (see --s3-upload) or "
+                        "'synthetic' (default: the stack's if it is local or s3://, else synthetic)")  # fmt: skip
     parser.add_argument("--work-dir", type=Path, help="where checkpoints, metrics, chart and logs go")
+    parser.add_argument(
+        "--s3-upload",
+        type=S3Upload.parse,
+        action="append",
+        default=[],
+        metavar="PATH=s3://BUCKET/KEY",
+        help="put a local file (a directory: every file below it) into the local S3 API before the run, creating the "
+        "bucket; repeatable",
+    )
     etcd = parser.add_mutually_exclusive_group()
     etcd.add_argument("--etcd-port", type=int, help="client port of the etcd started here (default: a free one)")
     etcd.add_argument("--etcd-endpoint", help="HOST:PORT of a running etcd (v2 API on) to use instead")
@@ -93,6 +107,7 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
         drill_pod=args.drill_pod,
         timeout_s=args.timeout,
         echo=lambda line: print(line, flush=True),
+        s3_uploads=tuple(args.s3_upload),
     )
 
 

@@ -18,6 +18,7 @@ from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
 from stack.job_api import rendezvous_backend
 from stack.parse import parse_stack_config
+from trainer.s3.uri import is_s3_uri
 from workloads.job.api import job_api_for
 
 LOCAL_MODEL = "tiny"  # the preset built for several CPU processes on a 2-core machine (trainer/model/presets.py)
@@ -55,10 +56,13 @@ class LocalJobOptions:
     dataset: str | None = None
     api: str | None = None  # job.api: pytorchjob or trainjob
     max_restarts: int | None = None  # job.maxRestarts: torchrun's restarts (PyTorchJob), the JobSet's (TrainJob)
+    global_batch_size: int | None = None  # job.globalBatchSize: lost-storage's new cluster keeps the lost one's
 
 
 def _is_local_dataset(dataset: str) -> bool:
-    return dataset == SYNTHETIC or Path(dataset).expanduser().exists()
+    """A data set this machine can stage: generated, a local file, or an s3:// object in the run's local S3 API
+    (put there with --s3-upload; one that is not there fails staging, as on the cluster)."""
+    return dataset == SYNTHETIC or is_s3_uri(dataset) or Path(dataset).expanduser().exists()
 
 
 def batch_multiple(min_nodes: int, nodes: int) -> int:
@@ -87,7 +91,10 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
     min_nodes = options.min_nodes or min(job.min_nodes or nodes, nodes)
     if min_nodes != (job.min_nodes or nodes):  # job_spec's default is every node
         change(job_keys, "minNodes", job.min_nodes, min_nodes, "elastic range of the local agents", "job")
-    if min_nodes < nodes and job.global_batch_size is None:
+    if options.global_batch_size is not None:
+        reason = "the global batch of the job it takes over"
+        change(job_keys, "globalBatchSize", job.global_batch_size, options.global_batch_size, reason, "job")
+    elif min_nodes < nodes and job.global_batch_size is None:
         # the stack's rule for elastic jobs: a fixed global batch that divides at every node count
         per_node = job.batch_size * gpu.instance.gpus
         change(job_keys, "globalBatchSize", None, per_node * batch_multiple(min_nodes, nodes), "elastic job", "job")
@@ -100,7 +107,8 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
     if model == LOCAL_MODEL and job.seq_len > MAX_LOCAL_SEQ_LEN:
         change(job_keys, "seqLen", job.seq_len, MAX_LOCAL_SEQ_LEN, "short sequences keep CPU steps fast", "job")
     dataset = options.dataset or (job.dataset if _is_local_dataset(job.dataset) else SYNTHETIC)
-    change(job_keys, "dataset", job.dataset, dataset, "no download: a local file or generated text", "job")
+    reason = "no download: a local file, generated text or the local S3 API"
+    change(job_keys, "dataset", job.dataset, dataset, reason, "job")
     # bf16/fp16 compute on a CPU is slow or emulated, and fp32 keeps an elastic run's loss equal to an unbroken one
     change(job_keys, "mixedPrecision", job.mixed_precision, "fp32", "CPU", "job")
     change(job_keys, "compile", job.compile, False, "torch.compile on CPU needs a C++ toolchain and minutes", "job")

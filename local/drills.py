@@ -28,6 +28,13 @@
                 (trainer/launch/exits.py) with the rendezvous left open. restartPolicy ExitCode creates the pods
                 again, they rejoin in the new etcd, and the trainer resumes from the last checkpoint.
 
+- lost-storage: the cluster is lost with its file system, as after `pulumi destroy` (or a lost FSx): once a checkpoint
+                is complete in S3 (its meta.json written), every agent and worker gets SIGKILL and the run's shared
+                directories (the FSx stand-in: checkpoints, staged data) are deleted. The job is then started again
+                as a new stack would start it, on fewer nodes (another world size, the same global batch): nothing
+                is left but S3, and the trainer resumes from its own artifacts prefix, not from step 0 (local/run.py
+                NewCluster).
+
 A drill fires when its trigger is met: after the first complete checkpoint (the default: the job then has
 something to resume from), or once the leader has logged a given step. kill-workers then fires again each time
 the pod has new workers; the others fire once.
@@ -35,7 +42,10 @@ the pod has new workers; the others fire once.
 
 from __future__ import annotations
 
+import re
+import shutil
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -44,10 +54,13 @@ from local.etcd import LocalEtcd
 from local.procs import Proc, process_tree, signal_all
 from trainer.checkpoint.layout import complete_checkpoints
 
-DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod", "restart-etcd")
+DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod", "restart-etcd", "lost-storage")
 POD_DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod")  # drills aimed at one worker pod (--drill-pod)
 EVICTIONS = 2  # evict-pod: one more than the restarts a job with maxRestarts 1 could spend on them
 ETCD_DOWN_S = 3.0  # long enough for every agent's next keep-alive or state sync to fail
+# The trainer's line when it loads a checkpoint (trainer/checkpoint/checkpointer.py restore): "resumed from <where>,
+# <which tier> (saved by ...".
+RESUMED_FROM = re.compile(r"resumed from (\S+), (.+?) \(saved by")
 
 
 class DrillError(ValueError):
@@ -61,10 +74,22 @@ class Trigger:
     def describe(self) -> str:
         return "after the first checkpoint" if self.after_step is None else f"once step {self.after_step} is logged"
 
-    def met(self, checkpoint_dir: Path | None, last_step: int) -> bool:
+    def met(self, checkpoint_dir: Path | None, last_step: int, durable: Callable[[], int | None] | None = None) -> bool:
+        """`durable`: the newest complete checkpoint in S3, for a drill that waits for one there instead."""
         if self.after_step is not None:
             return last_step >= self.after_step
+        if durable is not None:
+            return durable() is not None
         return checkpoint_dir is not None and bool(complete_checkpoints(checkpoint_dir))
+
+
+@dataclass(frozen=True)
+class RunStorage:
+    """What lost-storage destroys and waits for: the local directories of the pods' volumes (the shared file system)
+    and the newest complete checkpoint in S3 (local/artifacts.py LocalStorage.newest_checkpoint_step)."""
+
+    volumes: tuple[Path, ...]
+    newest_durable: Callable[[], int | None]
 
 
 @dataclass(frozen=True)
@@ -77,6 +102,8 @@ class DrillReport:
     repeats: int = 1  # kill-workers: how many times it killed a set of workers (0: there were none to kill)
     stopped: tuple[Proc, ...] = ()  # hung-peer: the workers stopped (SIGSTOP) as blocked NCCL peers
     evicted_at: tuple[int | None, ...] = ()  # evict-pod: the newest complete checkpoint at each eviction
+    resumed_from: str | None = None  # lost-storage: the checkpoint the new cluster's trainer resumed from (its log)
+    resumed_tier: str | None = None  # ... and which source that was (fast tier, durable tier, --resume-from)
 
 
 def newest_checkpoint_step(checkpoint_dir: Path | None) -> int | None:
@@ -103,6 +130,9 @@ class Drill:
         if name == "hung-peer" and replicas < 2:
             raise DrillError(f"hung-peer needs a second worker pod whose workers block, but the job runs {replicas}; "
                              "run with --nodes 2")  # fmt: skip
+        if name == "lost-storage" and replicas < 2:
+            raise DrillError(f"lost-storage starts the job again on fewer nodes, but it runs {replicas}; "
+                             "run with --nodes 2")  # fmt: skip
         if name in POD_DRILLS and not -replicas <= pod_index < replicas:
             raise DrillError(f"--drill-pod {pod_index}: the job has worker pods 0 to {replicas - 1}")
         self.name, self.trigger, self.pod_index = name, trigger, pod_index % max(replicas, 1)
@@ -111,6 +141,8 @@ class Drill:
         self.report: DrillReport | None = None
         self.disrupted: set[str] = set()  # evict-pod: pods evicted since the gang's last look (take_disrupted)
         self.evicted_pid: int | None = None  # evict-pod: the agent evicted last; the next eviction waits for another
+        self.storage: RunStorage | None = None  # lost-storage: set by the runner once the run's storage exists
+        self.log_offsets: dict[Path, int] = {}  # lost-storage: the pods' logs when it fired; the new cluster's follow
 
     def describe(self, job: str) -> str:
         target = f" {job}-worker-{self.pod_index}" if self.name in POD_DRILLS else ""
@@ -125,7 +157,8 @@ class Drill:
             if self.name == "evict-pod":
                 return self._evict_again(pods, checkpoint_dir)
             return self._kill_workers_again(pods) if self.name == "kill-workers" else ""
-        if not self.trigger.met(checkpoint_dir, last_step):
+        durable = self.storage.newest_durable if self.storage and self.name == "lost-storage" else None
+        if not self.trigger.met(checkpoint_dir, last_step, durable):
             return ""
         killed: list[Proc] = []
         stopped: list[Proc] = []
@@ -137,9 +170,12 @@ class Drill:
             detail = self._hang_and_crash(pods, stopped, killed)
         elif self.name == "evict-pod":
             detail = self._evict(pods)
+        elif self.name == "lost-storage":
+            detail = self._lose_cluster(pods, killed)
         else:
             detail = self._restart_etcd(etcd)
-        checkpoint = newest_checkpoint_step(checkpoint_dir)
+        # lost-storage: the resume point is in S3 (its file system is gone)
+        checkpoint = durable() if durable is not None else newest_checkpoint_step(checkpoint_dir)
         repeats = 0 if self.name == "kill-workers" and not killed else 1  # kill-workers counts rounds with victims
         evicted_at = (checkpoint,) if self.name == "evict-pod" else ()
         self.report = DrillReport(
@@ -170,6 +206,20 @@ class Drill:
         self.report = replace(report, repeats=report.repeats + 1, evicted_at=(*report.evicted_at, checkpoint))
         return f"{detail} (eviction {report.repeats + 1} of {EVICTIONS})"
 
+    def finish(self, pods: WorkerPods) -> None:
+        """After the job: what the drill learns from the last attempt's logs (lost-storage: where the new cluster's
+        trainer resumed, from the first resume line its pods logged after the loss)."""
+        if self.name != "lost-storage" or self.report is None:
+            return
+        for pod in pods.pods:
+            if pod.log_path.exists():
+                with open(pod.log_path, "rb") as log:
+                    log.seek(self.log_offsets.get(pod.log_path, 0))
+                    found = RESUMED_FROM.search(log.read().decode(errors="replace"))
+                if found:
+                    self.report = replace(self.report, resumed_from=found.group(1), resumed_tier=found.group(2))
+                    return
+
     def take_disrupted(self) -> set[str]:
         """The pods evicted since the last call: their failure carries the condition DisruptionTarget."""
         taken, self.disrupted = self.disrupted, set()
@@ -194,6 +244,21 @@ class Drill:
         killed += pod.kill()
         pids = ", ".join(str(proc.pid) for proc in killed)
         return f"SIGKILL to {pod.name}: its agent and workers (pids {pids}); the pod is lost with its node"
+
+    def _lose_cluster(self, pods: WorkerPods, killed: list[Proc]) -> str:
+        """SIGKILL every pod (agents and workers, as lost nodes), then delete the shared volumes' directories."""
+        for pod in pods.pods:
+            if pod.phase is PodPhase.RUNNING and pod.process is not None:
+                killed += pod.kill()
+            self.log_offsets[pod.log_path] = pod.log_path.stat().st_size if pod.log_path.exists() else 0
+        assert self.storage is not None  # the runner sets it before the pods start
+        for volume in self.storage.volumes:
+            shutil.rmtree(volume, ignore_errors=True)
+        deleted = ", ".join(str(volume) for volume in self.storage.volumes)
+        return (
+            f"SIGKILL to every pod (pids {', '.join(str(proc.pid) for proc in killed)}) and the shared file system "
+            f"deleted ({deleted}): the cluster is lost with its storage"
+        )
 
     def _kill_workers(self, pods: WorkerPods, killed: list[Proc]) -> str:
         """SIGKILL the workers (and their children) of the pod's running agent, not the agent itself."""

@@ -11,7 +11,10 @@ Pure functions of the manifest (no processes, no torch import). What changes for
   mounts (/checkpoints, /cache) land in the run's local directory, as the volumes would;
 - the Hugging Face token is this machine's HF_TOKEN, passed straight through: the local run reads no AWS secret, so
   the pod's HF_TOKEN_SECRET (the Secrets Manager secret the launcher would read, trainer/launch/hub_token.py) is
-  dropped.
+  dropped;
+- S3 is the local run's own S3 API: its client variables and the artifacts bucket's variable replace the container's
+  (local/artifacts.py), and the command's `$(VAR)` references are expanded from the container's environment as the
+  kubelet expands them, so the pod's `--artifacts-uri s3://$(BUCKET_VARIABLE)/...` names the local bucket.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import secrets
 import socket
 import sys
@@ -78,6 +82,7 @@ class LocalPlan:
     cluster_nproc_per_node: int  # the manifest's nprocPerNode: the node's GPUs
     agents: list[AgentLaunch]
     changes: list[str] = field(default_factory=list)
+    volumes: tuple[Path, ...] = ()  # the local directories that stand in for the pods' volumes (the shared file system)
 
     @property
     def trainer(self) -> TrainConfig:
@@ -203,6 +208,30 @@ def container_environment(container: dict[str, Any], mounts: dict[str, Path]) ->
     return env
 
 
+# The kubelet's expansion of `$(VAR)` in a container's command and args (kubernetes
+# third_party/forked/golang/expansion/expand.go, Expand): `$$` is a literal `$`; `$(NAME)` becomes the value of the
+# container's variable NAME, and stays as written when there is none; any other `$` is left alone.
+_REFERENCE = re.compile(r"\$(\$|\(([^)]*)\))")
+
+
+def expand_references(value: str, env: dict[str, str]) -> str:
+    """`value` with its `$(VAR)` references expanded from `env`, as the kubelet expands a container's command."""
+    return _REFERENCE.sub(lambda m: "$" if m.group(1) == "$" else env.get(m.group(2), m.group(0)), value)
+
+
+def expanded_command(container: dict[str, Any], env: dict[str, str]) -> list[str]:
+    return [expand_references(str(token), env) for token in container["command"]]
+
+
+def stand_in_changes(container: dict[str, Any], stand_ins: dict[str, str]) -> list[str]:
+    """The run header's line for the container variables the local run replaces (the S3 API's and the bucket's)."""
+    if not stand_ins:
+        return []
+    manifest = {entry["name"]: entry.get("value", "from a reference") for entry in container.get("env", [])}
+    was = {name: f" (manifest: {manifest[name]})" if name in manifest else "" for name in stand_ins}
+    return ["container env: " + ", ".join(f"{name}={value}{was[name]}" for name, value in stand_ins.items())]
+
+
 def hub_token_changes(container: dict[str, Any]) -> list[str]:
     """The run header's line when the manifest names the token's Secrets Manager secret, which the local run does not
     read: where the token comes from instead."""
@@ -269,15 +298,26 @@ def local_trainer_args(trainer_args: list[str], local: TrainConfig) -> tuple[lis
     return to_argv(local), [f"trainer {flag} {new} (manifest: {old})" for flag, (old, new) in shown.items()]
 
 
-def agent_environment(container: dict[str, Any], mounts: dict[str, Path], variables: dict[str, str]) -> dict[str, str]:
+def local_container_environment(
+    container: dict[str, Any], mounts: dict[str, Path], stand_ins: dict[str, str]
+) -> dict[str, str]:
+    """The container's variables as this machine has them: its volume paths moved, the local stand-ins over them
+    (without evaluating the manifest's references for those: the stand-in is the value)."""
+    replaced = {**container, "env": [e for e in container.get("env", []) if e["name"] not in stand_ins]}
+    return {**container_environment(replaced, mounts), **stand_ins}
+
+
+def agent_environment(container: dict[str, Any], mounts: dict[str, Path], variables: dict[str, str],
+                      stand_ins: dict[str, str] | None = None) -> dict[str, str]:  # fmt: skip
     """This machine's environment (PATH, HOME, ...) without the launch variables of any enclosing job, then the
-    container's variables, the operator's PET_* variables, and what a process on a shared CPU needs."""
+    container's variables with the local stand-ins, the operator's PET_* variables, and what a process on a shared
+    CPU needs."""
     env = {
         key: value
         for key, value in os.environ.items()
         if key not in INHERITED_LAUNCH_VARIABLES and not key.startswith("PET_")
     }
-    env.update(container_environment(container, mounts))
+    env.update(local_container_environment(container, mounts, stand_ins or {}))
     env.pop(SECRET_VARIABLE, None)  # the token is this machine's HF_TOKEN, if set (hub_token_changes)
     env.update(variables)
     env.update(
@@ -298,10 +338,21 @@ def check_no_recreation_loop(manifest: dict[str, Any]) -> None:
         raise ManifestError("a permanent failure would never end the job: " + "; ".join(x.describe() for x in loops))
 
 
-def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, metrics_port: int) -> LocalPlan:
-    """The agents to start for `manifest`, with the rendezvous at `etcd_endpoint` and files under `work_dir`."""
+def local_plan(
+    manifest: dict[str, Any],
+    work_dir: Path,
+    etcd_endpoint: str,
+    metrics_port: int,
+    stand_ins: dict[str, str] | None = None,
+) -> LocalPlan:
+    """The agents to start for `manifest`, with the rendezvous at `etcd_endpoint`, files under `work_dir`, and the
+    container variables `stand_ins` (the local S3 API's, local/artifacts.py) in place of the manifest's."""
+    stand_ins = stand_ins or {}
     container = worker_container(manifest)
-    flags, trainer_args = split_command(container["command"])
+    mounts = volume_directories(container, work_dir)
+    flags, trainer_args = split_command(
+        expanded_command(container, local_container_environment(container, mounts, stand_ins))
+    )
     variables = operator_variables(manifest)
     check_command_matches_policy(flags, variables)
     job = manifest["metadata"]["name"]
@@ -321,16 +372,16 @@ def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, met
     ]
     flags = {**flags, **local}
     variables = {**variables, **{f"PET_{name.upper().replace('-', '_')}": value for name, value in local.items()}}
-    mounts = volume_directories(container, work_dir)
     low, high = (int(n) for n in variables["PET_NNODES"].split(":"))
     trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1))
     args, trainer_lines = local_trainer_args(trainer_args, trainer)
     changes += trainer_lines
     changes += hub_token_changes(container)
+    changes += stand_in_changes(container, stand_ins)
     # The container's `python` is this interpreter here: the venv's, whatever is on PATH.
     argv = [sys.executable, "-m", LAUNCH_MODULE, *launcher_options(container["command"])]
     argv += [*(f"--{name}={value}" for name, value in flags.items()), "-m", "trainer", *args]
-    env = agent_environment(container, mounts, variables)
+    env = agent_environment(container, mounts, variables, stand_ins)
     agents = [
         AgentLaunch(name=f"{job}-worker-{index}", argv=list(argv), env=dict(env), trainer=trainer)
         for index in range(replicas)
@@ -341,4 +392,4 @@ def local_plan(manifest: dict[str, Any], work_dir: Path, etcd_endpoint: str, met
         raise ManifestError(f"the Worker replicas' restartPolicy {policy!r} is none of {', '.join(POLICIES)}")
     check_no_recreation_loop(manifest)
     nproc = int(manifest["spec"].get("nprocPerNode", 1))
-    return LocalPlan(job, replicas, backoff, policy, rendezvous_id, nproc, agents, changes)
+    return LocalPlan(job, replicas, backoff, policy, rendezvous_id, nproc, agents, changes, tuple(mounts.values()))

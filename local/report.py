@@ -17,17 +17,24 @@ from sizing.metrics_file import Record, parse_records
 
 class MetricsFollower:
     """Reads the records appended to a metrics file since the last call (the file may not exist yet), with the
-    project's one reader of the file (sizing/metrics_file.py)."""
+    project's one reader of the file (sizing/metrics_file.py). A file deleted and written anew (the lost-storage
+    drill's new cluster) is read from its start; the records read before stay."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
         self.lines = 0
+        self.inode: int | None = None
         self.records: list[Record] = []
 
     def poll(self) -> list[Record]:
-        if not self.path.is_file():
+        try:
+            stat = self.path.stat()
+        except OSError:
             return []
+        # A new file may reuse the old one's inode number, but it starts shorter than what was read of the old one.
+        if stat.st_ino != self.inode or stat.st_size < self.offset:
+            self.inode, self.offset, self.lines = stat.st_ino, 0, 0
         with open(self.path, "rb") as handle:
             handle.seek(self.offset)
             chunk = handle.read()

@@ -1,4 +1,4 @@
-"""One local run of a stack's job: render, start etcd and the agents, watch, inject the drill, report.
+"""One local run of a stack's job: render, start etcd, the S3 API and the agents, watch, inject the drill, report.
 
 Used by the CLI (local/cli.py) and the end-to-end tests. `run_local` raises LocalRunError for bad input
 before anything is started, and stops every process it started on every way out (success, failure, Ctrl-C).
@@ -15,8 +15,9 @@ from typing import Any, Protocol
 import yaml
 
 from local.agents import WorkerPods
+from local.artifacts import LocalStorage, RunArtifacts, S3Upload, local_bucket
 from local.config import MAX_LOCAL_NODES, LocalJobOptions, Override, local_stack_config
-from local.drills import Drill, DrillError, DrillReport, Trigger
+from local.drills import Drill, DrillError, DrillReport, RunStorage, Trigger
 from local.etcd import EtcdError, LocalEtcd, free_port, is_healthy
 from local.launch import LocalPlan, ManifestError, local_plan
 from local.pytorchjob_webhook import AdmissionDeniedError, admit_pytorchjob
@@ -24,6 +25,8 @@ from local.report import MetricsFollower, Record, Summary, progress_line, summar
 from stack.config import StackConfig
 from stack.fields import ConfigError
 from stack.paths import PROJECT_ROOT
+from trainer.errors import InputError
+from trainer.s3.uri import is_s3_uri
 from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
 
@@ -33,6 +36,7 @@ QUIET_NOTE_S = 15.0
 # What a quiet spell usually is: after a lost node, torch's dynamic rendezvous first lets the node's keep-alives
 # expire (3 x 5 s), then waits last_call_timeout (30 s) for more nodes before it settles on fewer.
 WAITING_HINT = "the agents are starting or re-forming the rendezvous (see the logs for details)"
+S3_POLL_S = 1.0  # how often lost-storage lists the run's checkpoints in S3 while it waits for the first
 
 
 class LocalRunError(ValueError):
@@ -52,6 +56,7 @@ class LocalOptions:
     drill_pod: int = -1
     timeout_s: float = DEFAULT_TIMEOUT_S
     echo: Callable[[str], None] = print
+    s3_uploads: tuple[S3Upload, ...] = ()  # local files put into the run's S3 API before the job starts
 
 
 @dataclass
@@ -66,6 +71,7 @@ class LocalResult:
     drill: DrillReport | None
     pod_restarts: int
     elapsed_s: float
+    artifacts: RunArtifacts | None = None  # what the run left in its S3 API under --artifacts-uri
 
     @property
     def checkpoint_dir(self) -> Path | None:
@@ -79,23 +85,27 @@ class LocalResult:
 
 
 def with_drill_defaults(options: LocalOptions) -> LocalOptions:
-    """kill-agent needs a survivor: unless told otherwise, run two agents, elastic down to one."""
+    """kill-agent needs a survivor: unless told otherwise, run two agents, elastic down to one. lost-storage needs a
+    cluster to replace with a smaller one: two agents."""
     job = options.job
     if options.drill == "kill-agent":
         job = replace(job, nodes=job.nodes or 2, min_nodes=job.min_nodes or 1)
+    if options.drill == "lost-storage":
+        job = replace(job, nodes=job.nodes or 2)
     return replace(options, job=job)
 
 
-def render_manifest(options: LocalOptions) -> tuple[dict[str, Any], list[Override]]:
+def render_manifest(options: LocalOptions) -> tuple[dict[str, Any], list[Override], StackConfig]:
     """The stack's PyTorchJob for this machine, admitted as the Training Operator's webhook admits it
-    (local/pytorchjob_webhook.py); bad stack names and configs, and a refused job, become LocalRunError."""
+    (local/pytorchjob_webhook.py), and the config it was rendered from; bad stack names and configs, and a refused
+    job, become LocalRunError."""
     config, overrides = local_config(options)
     manifest = pytorchjob_manifest(job_spec(config))
     try:
         admit_pytorchjob(manifest)
     except AdmissionDeniedError as refused:
         raise LocalRunError(f"{manifest['metadata']['name']}: {refused}") from None
-    return manifest, overrides
+    return manifest, overrides, config
 
 
 def local_config(options: LocalOptions) -> tuple[StackConfig, list[Override]]:
@@ -112,6 +122,43 @@ def local_config(options: LocalOptions) -> tuple[StackConfig, list[Override]]:
     if not config.job.enabled:
         raise LocalRunError(f"stack {options.stack} has job.enabled false: there is no job to run")
     return config, overrides
+
+
+def start_storage(options: LocalOptions, config: StackConfig) -> tuple[LocalStorage, list[str]]:
+    """The run's S3 API with its artifacts bucket and the --s3-upload files (local/artifacts.py); its failures
+    become LocalRunError."""
+    try:
+        configured = getattr(getattr(config, "artifacts", None), "bucket", None)  # H3's section; TEMPORARY
+        return LocalStorage.start(local_bucket(options.stack, configured), options.s3_uploads)
+    except (InputError, RuntimeError, OSError) as error:
+        raise LocalRunError(f"the local S3 API: {error}") from None
+
+
+def watch_storage(drill: Drill | None, plan: LocalPlan, storage: LocalStorage) -> None:
+    """Give lost-storage what it destroys and waits for: the plan's volumes and the run's checkpoints in S3."""
+    uri = plan.trainer.artifacts.uri
+    if drill is None or drill.name != "lost-storage":
+        return
+    if not is_s3_uri(uri):
+        raise LocalRunError("--drill lost-storage: the job writes no artifacts to S3 (no --artifacts-uri)")
+    assert uri is not None
+    drill.storage = RunStorage(plan.volumes, NewestDurable(storage, uri))
+
+
+@dataclass
+class NewestDurable:
+    """The newest complete checkpoint in the run's S3, listed at most every S3_POLL_S (the drill is polled ten times
+    as often)."""
+
+    storage: LocalStorage
+    artifacts_uri: str
+    listed_at: float = float("-inf")
+    step: int | None = None
+
+    def __call__(self) -> int | None:
+        if time.monotonic() - self.listed_at >= S3_POLL_S:
+            self.listed_at, self.step = time.monotonic(), self.storage.newest_checkpoint_step(self.artifacts_uri)
+        return self.step
 
 
 def check_etcd(options: LocalOptions) -> None:
@@ -146,13 +193,17 @@ def shorter_paths(text: str, work_dir: Path) -> str:
     return text.replace(str(work_dir.resolve()), str(relative))
 
 
-def header(options: LocalOptions, plan: LocalPlan, overrides: list[Override], endpoint: str, work_dir: Path) -> str:
+def header(
+    options: LocalOptions, plan: LocalPlan, overrides: list[Override], endpoint: str, work_dir: Path, s3: list[str]
+) -> str:
     nproc = plan.cluster_nproc_per_node
     reduced = "" if nproc == 1 else f" (nprocPerNode is {nproc} on the cluster, one per GPU; reduced to 1 here)"
     lines = [
         f"local run of stack {options.stack}: PyTorchJob {plan.job}, {plan.replicas} worker replica(s) -> "
         f"{plan.replicas} torchrun agent(s) with 1 worker process each{reduced}",
         f"  rendezvous: etcd-v2 at {endpoint}, id {plan.rendezvous_id}",
+        *(f"  {line}" for line in s3),
+        f"  artifacts: {plan.trainer.artifacts.uri or 'none (no --artifacts-uri)'}",
         f"  rank 0's Prometheus metrics: http://{plan.trainer.metrics.host}:{plan.trainer.metrics.port}/metrics",
         f"  files: {work_dir}",
         "  changed for this machine:",
@@ -174,6 +225,11 @@ def footer(result: LocalResult) -> str:
         lines.append(
             f"  drill: {drill.drill} at step {drill.at_step}{repeats}, newest checkpoint then: {drill.checkpoint_step}"
         )
+        if drill.drill == "lost-storage":
+            resumed = f"{drill.resumed_from}, {drill.resumed_tier}" if drill.resumed_from else "nothing (step 0)"
+            lines.append(f"  new cluster: {result.plan.replicas} node(s), resumed from {resumed}")
+    if result.artifacts:
+        lines += [f"  {line}" for line in result.artifacts.lines()]
     lines += [
         f"  checkpoints:    {result.checkpoint_dir}",
         f"  metrics:        {result.metrics_file}",
@@ -187,7 +243,7 @@ def footer(result: LocalResult) -> str:
 def run_local(options: LocalOptions) -> LocalResult:
     """Run the job to the end; raises LocalRunError for bad input before anything is started."""
     options = with_drill_defaults(options)
-    manifest, overrides = render_manifest(options)
+    manifest, overrides, config = render_manifest(options)
     policy = manifest["spec"]["elasticPolicy"]
     drill = None
     if options.drill:
@@ -203,19 +259,46 @@ def run_local(options: LocalOptions) -> LocalResult:
     (work_dir / "logs").mkdir(parents=True, exist_ok=True)
     (work_dir / "pytorchjob.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
     etcd = start_etcd(options, work_dir / "logs" / "etcd.log")
+    storage = None
     try:
+        storage, s3_lines = start_storage(options, config)
         endpoint = etcd.endpoint if etcd else str(options.etcd_endpoint)
-        try:
-            plan = local_plan(manifest, work_dir, endpoint, metrics_port=free_port())
-        except ManifestError as error:
-            raise LocalRunError(f"the stack's manifest: {error}") from None
-        options.echo(header(options, plan, overrides, endpoint, work_dir))
+
+        def plan_for(manifest: dict[str, Any]) -> LocalPlan:
+            assert storage is not None
+            try:
+                return local_plan(manifest, work_dir, endpoint, free_port(), storage.container_environment())
+            except ManifestError as error:
+                raise LocalRunError(f"the stack's manifest: {error}") from None
+
+        plan = plan_for(manifest)
+        options.echo(header(options, plan, overrides, endpoint, work_dir, s3_lines))
+        rule: RestartRule = PodRestarts()
         if drill:
             options.echo(f"  drill: {drill.describe(plan.job)}")
-        return supervise(options, plan, PodRestarts(), drill, work_dir, etcd)
+            watch_storage(drill, plan, storage)
+            if drill.name == "lost-storage":
+                smaller = new_cluster_options(options, plan)
+                rule = NewCluster(rule, lambda: plan_for(render_manifest(smaller)[0]), options.echo)
+        return supervise(options, plan, rule, drill, work_dir, etcd, storage)
     finally:
+        if storage:
+            storage.stop()
         if etcd:
             etcd.stop()
+
+
+def new_cluster_nodes(nodes: int) -> int:
+    """lost-storage's new cluster: the largest node count below the lost one's that divides it, so that the lost
+    job's global batch divides evenly at the new world size (more gradient accumulation per rank)."""
+    return max(n for n in range(1, nodes) if nodes % n == 0)
+
+
+def new_cluster_options(options: LocalOptions, plan: LocalPlan) -> LocalOptions:
+    """The same stack's job on the new, smaller cluster, with the lost job's global batch."""
+    nodes = new_cluster_nodes(plan.replicas)
+    batch = plan.trainer.schedule.global_batch_size
+    return replace(options, job=replace(options.job, nodes=nodes, min_nodes=nodes, global_batch_size=batch))
 
 
 def watch(
@@ -273,6 +356,35 @@ class RestartRule(Protocol):
         ...
 
 
+class NewCluster:
+    """lost-storage's second half, around the API's own rule: once the drill has lost the cluster with its file
+    system, the job is started again on a new cluster (`new_plan`: another node count, nothing on disk), as a new
+    stack's job would start, with only S3 left to resume from. Any other failure is the API's rule's to answer."""
+
+    def __init__(self, rule: RestartRule, new_plan: Callable[[], LocalPlan], echo: Callable[[str], None]) -> None:
+        self.rule, self.new_plan, self.echo = rule, new_plan, echo
+        self.chart_title = rule.chart_title
+        self.started_again = False
+
+    def pods(self, plan: LocalPlan, log_dir: Path) -> WorkerPods:
+        return self.rule.pods(plan, log_dir)
+
+    def after_failure(self, pods: WorkerPods, plan: LocalPlan, drill: Drill | None) -> AfterFailure:
+        lost = drill is not None and drill.name == "lost-storage" and drill.report is not None
+        if not lost or self.started_again:
+            return self.rule.after_failure(pods, plan, drill)
+        self.started_again = True
+        new = self.new_plan()
+        self.echo(
+            f"[drill] a new cluster: {new.replicas} node(s) instead of {plan.replicas}, an empty file system; the job "
+            f"starts again with {new.trainer.artifacts.uri} in S3"
+        )
+        return AfterFailure(new)
+
+    def pod_restarts(self, pods: WorkerPods, plan: LocalPlan) -> int:
+        return self.rule.pod_restarts(pods, plan)
+
+
 class PodRestarts:
     """The Training Operator's rule for a PyTorchJob (restartPolicy ExitCode): each pod is restarted or created again
     on its own within the one attempt (local/agents.py WorkerPods); a failure that stops the attempt ends the job."""
@@ -296,9 +408,11 @@ def supervise(
     drill: Drill | None,
     work_dir: Path,
     etcd: LocalEtcd | None = None,
+    storage: LocalStorage | None = None,
 ) -> LocalResult:
     """Start the pods and watch them until the job ends, starting them all again after a failure for as long as
-    `rule` says; every pod is stopped on the way out of each attempt, whatever happens."""
+    `rule` says; every pod is stopped on the way out of each attempt, whatever happens. The summary lists what the
+    run left in `storage`, its S3 API."""
     started = time.monotonic()
     follower = MetricsFollower(Path(plan.trainer.metrics.file or work_dir / "metrics.jsonl"))
     while True:
@@ -320,6 +434,9 @@ def supervise(
     total_steps = plan.trainer.schedule.steps
     for record in follower.poll():
         options.echo(progress_line(record, total_steps))
+    if drill:
+        drill.finish(pods)
+    uri = plan.trainer.artifacts.uri
     chart = None
     if follower.records:
         chart = write_chart(follower.records, work_dir / "loss_and_throughput.png", f"{plan.job} {rule.chart_title}")
@@ -334,6 +451,7 @@ def supervise(
         drill=drill.report if drill else None,
         pod_restarts=rule.pod_restarts(pods, plan),
         elapsed_s=time.monotonic() - started,
+        artifacts=storage.artifacts(uri) if storage and is_s3_uri(uri) and uri else None,
     )
     if not succeeded:
         for pod in pods.pods:

@@ -11,18 +11,21 @@ both read AWS_ENDPOINT_URL (trainer/s3/endpoint.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from local.etcd import LOOPBACK, free_port
 from local.procs import die_with_parent
 from trainer.s3.endpoint import DEFAULT_REGION, ENDPOINT_VARIABLE
+from trainer.s3.uri import S3Uri
 
 STARTUP_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
@@ -101,7 +104,32 @@ class LocalS3:
         )
 
     def create_bucket(self, bucket: str) -> None:
-        self.client().create_bucket(Bucket=bucket)
+        """Create `bucket`; one that exists already is left as it is."""
+        client = self.client()
+        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+            client.create_bucket(Bucket=bucket)
+
+    def upload(self, source: Path, target: S3Uri) -> list[S3Uri]:
+        """Put the file `source` at `target`, or every file below the directory `source` under the prefix `target`
+        (their paths relative to it), creating the bucket first; what was written."""
+        self.create_bucket(target.bucket)
+        files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+        client = self.client()
+        written = []
+        for file in files:
+            uri = target.join(file.relative_to(source).as_posix()) if source.is_dir() else target
+            client.upload_file(str(file), uri.bucket, uri.key)
+            written.append(uri)
+        return written
+
+    def keys(self, prefix: S3Uri) -> list[str]:
+        """Every key under `prefix` (a prefix, whether or not it ends with "/"), in S3's order."""
+        paginator = self.client().get_paginator("list_objects_v2")
+        return [
+            item["Key"]
+            for page in paginator.paginate(Bucket=prefix.bucket, Prefix=prefix.prefix)
+            for item in page.get("Contents", [])
+        ]
 
     def stop(self) -> None:
         if self.process.poll() is None:

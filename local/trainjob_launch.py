@@ -25,11 +25,14 @@ from local.launch import (
     LocalPlan,
     ManifestError,
     agent_environment,
+    expanded_command,
     hub_token_changes,
     launcher_options,
+    local_container_environment,
     local_trainer_args,
     local_trainer_config,
     split_command,
+    stand_in_changes,
     volume_directories,
 )
 from local.restart_policy import NEVER
@@ -84,11 +87,21 @@ def local_variables(master_port: int) -> dict[str, str]:
 
 
 def trainjob_plan(
-    runtime: dict[str, Any], trainjob: dict[str, Any], work_dir: Path, metrics_port: int, master_port: int
+    runtime: dict[str, Any],
+    trainjob: dict[str, Any],
+    work_dir: Path,
+    metrics_port: int,
+    master_port: int,
+    stand_ins: dict[str, str] | None = None,
 ) -> LocalPlan:
-    """The agents to start for the TrainJob, meeting on 127.0.0.1:`master_port`, with files under `work_dir`."""
+    """The agents to start for the TrainJob, meeting on 127.0.0.1:`master_port`, with files under `work_dir` and the
+    container variables `stand_ins` (the local S3 API's) in place of the TrainJob's."""
+    stand_ins = stand_ins or {}
     container = node_container(runtime, trainjob)
-    flags, trainer_args = split_command(container["command"])
+    mounts = volume_directories(container, work_dir)
+    flags, trainer_args = split_command(
+        expanded_command(container, local_container_environment(container, mounts, stand_ins))
+    )
     given = sorted(set(flags) & set(TRAINER_V2_FLAGS))
     if given:
         raise ManifestError(f"the command sets --{', --'.join(given)}, which Trainer v2 sets from the TrainJob")
@@ -97,11 +110,11 @@ def trainjob_plan(
     cluster = trainer_v2_variables(trainjob, node_rank=0)
     local = local_variables(master_port)
     changes = [f"{name}={value} (cluster: {cluster[name]})" for name, value in local.items()]
-    mounts = volume_directories(container, work_dir)
     trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(nodes, nodes + 1))
     args, trainer_lines = local_trainer_args(trainer_args, trainer)
     changes += trainer_lines
     changes += hub_token_changes(container)
+    changes += stand_in_changes(container, stand_ins)
     argv = [
         sys.executable,
         "-m",
@@ -114,14 +127,14 @@ def trainjob_plan(
         AgentLaunch(
             name=f"{job}-{NODE}-0-{rank}",  # the pod's host name: <jobset>-<replicated job>-<job index>-<pod index>
             argv=list(argv),
-            env=agent_environment(container, mounts, {**trainer_v2_variables(trainjob, rank), **local}),
+            env=agent_environment(container, mounts, {**trainer_v2_variables(trainjob, rank), **local}, stand_ins),
             trainer=trainer,
         )
         for rank in range(nodes)
     ]
     nproc = int(trainjob["spec"]["trainer"]["numProcPerNode"])
     rendezvous = f"static on {LOOPBACK}:{master_port}"
-    return LocalPlan(job, nodes, 0, NEVER, rendezvous, nproc, agents, changes)
+    return LocalPlan(job, nodes, 0, NEVER, rendezvous, nproc, agents, changes, tuple(mounts.values()))
 
 
 def with_master_port(plan: LocalPlan, master_port: int) -> LocalPlan:

@@ -35,7 +35,16 @@ from local.launch import LocalPlan, ManifestError
 from local.pod_failure_policy import DEFAULT_BACKOFF_LIMIT, DISRUPTION_TARGET, FailedPod, pod_exit
 from local.procs import kill_tree
 from local.restart_policy import container_exit_code
-from local.run import AfterFailure, LocalOptions, LocalResult, LocalRunError, local_config, shorter_paths, supervise
+from local.run import (
+    AfterFailure,
+    LocalOptions,
+    LocalResult,
+    LocalRunError,
+    local_config,
+    shorter_paths,
+    start_storage,
+    supervise,
+)
 from local.trainjob_admission import AdmissionError, admit
 from local.trainjob_launch import NODE, trainjob_plan, with_master_port
 from stack.paths import PROJECT_ROOT
@@ -164,24 +173,38 @@ def run_trainjob_local(options: LocalOptions) -> LocalResult:
     work_dir = (options.work_dir or PROJECT_ROOT / "runs" / "local" / f"{spec.name}-{stamp}").resolve()
     (work_dir / "logs").mkdir(parents=True, exist_ok=True)
     (work_dir / "trainjob.yaml").write_text(yaml.safe_dump_all([runtime, trainjob], sort_keys=False))
+    storage, s3_lines = start_storage(options, config)
     try:
-        plan = trainjob_plan(runtime, trainjob, work_dir, metrics_port=free_port(), master_port=free_port())
-    except ManifestError as error:
-        raise LocalRunError(f"the stack's TrainJob: {error}") from None
-    options.echo(header(options, plan, runtime, [o.describe() for o in overrides], work_dir))
-    if drill:
-        options.echo(f"  drill: {drill.describe(plan.job).replace('-worker-', '-node-0-')}")
-    return supervise(options, plan, GangRestarts((runtime, trainjob), options.echo), drill, work_dir)
+        try:
+            plan = trainjob_plan(
+                runtime, trainjob, work_dir, free_port(), free_port(), stand_ins=storage.container_environment()
+            )
+        except ManifestError as error:
+            raise LocalRunError(f"the stack's TrainJob: {error}") from None
+        options.echo(header(options, plan, runtime, [o.describe() for o in overrides], work_dir, s3_lines))
+        if drill:
+            options.echo(f"  drill: {drill.describe(plan.job).replace('-worker-', '-node-0-')}")
+        rule = GangRestarts((runtime, trainjob), options.echo)
+        return supervise(options, plan, rule, drill, work_dir, storage=storage)
+    finally:
+        storage.stop()
 
 
 def header(
-    options: LocalOptions, plan: LocalPlan, runtime: dict[str, Any], overrides: list[str], work_dir: Path
+    options: LocalOptions,
+    plan: LocalPlan,
+    runtime: dict[str, Any],
+    overrides: list[str],
+    work_dir: Path,
+    s3: list[str],
 ) -> str:
     lines = [
         f"local run of stack {options.stack}: TrainJob {plan.job}, {plan.replicas} node(s) -> {plan.replicas} "
         f"torchrun agent(s) with 1 worker process each (numProcPerNode is {plan.cluster_nproc_per_node} on the "
         "cluster, one per GPU)",
         f"  rendezvous: {plan.rendezvous_id}, node 0 (Trainer v2's PET_MASTER_ADDR)",
+        *(f"  {line}" for line in s3),
+        f"  artifacts: {plan.trainer.artifacts.uri or 'none (no --artifacts-uri)'}",
         "  admitted as Trainer v2, JobSet and the Job API would; after a failure, the runtime's rules:",
         *(f"    {line}" for line in describe_policy(runtime)),
         f"  rank 0's Prometheus metrics: http://{plan.trainer.metrics.host}:{plan.trainer.metrics.port}/metrics",
