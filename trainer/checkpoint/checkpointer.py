@@ -41,7 +41,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.tensor import DTensor, Shard
 
 from trainer.checkpoint.commit import Commits, Outcome, PendingSave
-from trainer.checkpoint.durable import DurableSaveError, DurableTier, Upload
+from trainer.checkpoint.durable import DurableSaveError, DurableTier, Upload, describe
 from trainer.checkpoint.layout import (
     TMP_SUFFIX,
     checkpoint_name,
@@ -342,7 +342,9 @@ class Checkpointer:
         flag = torch.tensor([int(lost)], dtype=torch.int64)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.io)
         if int(flag[0]):
-            why = upload.error if upload is not None and upload.error is not None else "it failed on another rank"
+            why = (
+                describe(upload.error) if upload is not None and upload.error is not None else "failed on another rank"
+            )
             where = upload.uri if upload is not None else self.durable.root if self.durable else "S3"
             raise DurableSaveError(f"the last checkpoint was not saved to {where}: {why}")
 

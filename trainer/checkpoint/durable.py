@@ -16,6 +16,7 @@ every rank (finish(), trainer/checkpoint/checkpointer.py).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 
 from trainer.checkpoint.s3_store import S3Checkpoints, checkpoint_uri, checkpoints_root
 from trainer.checkpoint.space import format_bytes
@@ -32,6 +34,20 @@ from trainer.s3.dcp import S3Writer
 from trainer.s3.uri import S3Uri
 
 log = logging.getLogger(__name__)
+
+# S3's error document (Amazon S3 API reference, "Error responses"), which the CRT client's S3Exception quotes whole.
+_S3_ERROR = re.compile(r"<Code>(?P<code>[^<]*)</Code>\s*<Message>(?P<message>[^<]*)</Message>")
+
+
+def describe(error: BaseException) -> str:
+    """One line for a failed S3 write: each failed rank's error, in S3's words ("NoSuchBucket: The specified bucket
+    does not exist") where the error quotes S3's error document. DCP's CheckpointException carries every failed
+    rank's exception and traceback (torch/distributed/checkpoint/api.py), too much for a warning."""
+    if isinstance(error, CheckpointException):
+        return "; ".join(f"rank {rank}: {describe(failure)}" for rank, (failure, _) in sorted(error.failures.items()))
+    text = str(error)
+    found = _S3_ERROR.search(text)
+    return f"{found['code']}: {found['message']}" if found else f"{type(error).__name__}: {text}"
 
 
 class DurableSaveError(RuntimeError):
@@ -128,7 +144,7 @@ class DurableTier:
                 if cleared is not None:
                     raise cleared
                 self.store.write_meta(upload.uri, meta)
-        except Exception as error:
+        except (Exception, CheckpointException) as error:  # CheckpointException is a BaseException
             upload.error = error
             if self.is_leader:
                 self.stats.s3_failed_saves += 1
@@ -138,7 +154,7 @@ class DurableTier:
                         "is intact)",
                         upload.step,
                         upload.uri,
-                        error,
+                        describe(error),
                     )
             return
         if self.is_leader:
