@@ -9,8 +9,9 @@ import pytest
 from trainer.checkpoint.layout import checkpoint_name, model_fingerprint, write_meta
 from trainer.config import parse_args
 from trainer.env import DistEnv
+from trainer.errors import InputError
 from trainer.model.presets import PRESETS
-from trainer.model.source import resolve_model
+from trainer.model.source import looks_like_path, resolve_model
 from trainer.validate import validate
 
 TWO_NODES_OF_FOUR = DistEnv(rank=0, world_size=8, local_rank=0, local_world_size=4)
@@ -69,3 +70,53 @@ def test_a_checkpoint_of_the_same_model_is_accepted_and_tmp_dirs_are_ignored(tmp
     write_meta(checkpoint, {"model": model_fingerprint(PRESETS["tiny"]), "step": 3})
     (tmp_path / (checkpoint_name(4) + ".tmp")).mkdir()  # a crashed save of another model would not matter
     assert errors_for(["--checkpoint-dir", str(tmp_path)]) == []
+
+
+UNEXPANDED = "s3://fsdp-eks-artifacts/$(STACK)/run-1"
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--artifacts-uri", UNEXPANDED], f"--artifacts-uri {UNEXPANDED}: $(STACK) was not expanded"),
+        (["--artifacts-uri", "/fsx/artifacts"], "--artifacts-uri /fsx/artifacts: not an s3:// URI"),
+        (["--resume-from", "/fsx/run-1/checkpoints"], "--resume-from /fsx/run-1/checkpoints: not an s3:// URI"),
+        (["--resume-from", "s3://Runs/run-1/"], "--resume-from s3://Runs/run-1/: 'Runs' is not a valid S3 bucket name"),
+        (
+            ["--dataset", "s3://fsdp-eks-data/sets//x.jsonl", "--data-cache-dir", "/fsx/data"],
+            "--dataset s3://fsdp-eks-data/sets//x.jsonl: the key has an empty path segment",
+        ),
+        (["--dataset", "s3://fsdp-eks-data/x.jsonl"], "--dataset s3://fsdp-eks-data/x.jsonl: needs --data-cache-dir"),
+        (["--tokenizer", "s3://fsdp-eks-models/tok/"], "--tokenizer s3://fsdp-eks-models/tok/: not read from S3"),
+        (["--s3-checkpoint-every", "-1"], "--s3-checkpoint-every -1: must not be negative"),
+        (["--s3-checkpoint-every", "10"], "--s3-checkpoint-every 10: needs --artifacts-uri"),
+        (
+            ["--s3-checkpoint-every", "15", "--checkpoint-every", "10", "--artifacts-uri", "s3://fsdp-eks-artifacts/r"],
+            "--s3-checkpoint-every 15: must be a multiple of --checkpoint-every 10",
+        ),
+    ],
+)
+def test_s3_flags_are_refused_naming_the_flag(argv: list[str], expected: str) -> None:
+    errors = errors_for(argv)
+    assert any(error.startswith(expected) for error in errors), errors
+
+
+def test_s3_flags_in_their_shape_are_accepted(tmp_path: Path) -> None:
+    argv = [
+        "--checkpoint-dir", str(tmp_path), "--checkpoint-every", "10", "--s3-checkpoint-every", "20",
+        "--artifacts-uri", "s3://fsdp-eks-artifacts/runs/dev/run-1", "--resume-from", "s3://fsdp-eks-artifacts/old/",
+        "--dataset", "s3://fsdp-eks-data/sets/", "--data-cache-dir", str(tmp_path / "data"),
+    ]  # fmt: skip
+    assert errors_for(argv) == []
+
+
+def test_an_s3_model_is_a_path_never_a_hub_id() -> None:
+    """The stack's gated-model check (stack/gated_models.py) asks no token for it."""
+    assert looks_like_path("s3://fsdp-eks-models/llama/") and looks_like_path("s3://fsdp-eks-models/llama")
+
+
+def test_a_worker_needs_an_s3_model_staged(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--model s3://fsdp-eks-models/tiny/: needs --data-cache-dir"):
+        resolve_model("s3://fsdp-eks-models/tiny/", None, offline=True)
+    with pytest.raises(InputError, match=f"not staged in --data-cache-dir {tmp_path}"):
+        resolve_model("s3://fsdp-eks-models/tiny/", str(tmp_path), offline=True)

@@ -1,0 +1,319 @@
+"""Data and model in from S3, the final model out to S3 (trainer/s3/inputs.py, trainer/s3/model_upload.py), against a
+real S3 API: moto's server on 127.0.0.1 (local/s3.py), reached through AWS_ENDPOINT_URL as the pods reach AWS.
+
+Staging (`python -m trainer.stage`, which the launcher runs before torchrun) downloads an s3:// data set or model once
+into --data-cache-dir; the workers read the staged copy. Bad input ends staging once, with exit 4 and a last line
+naming the s3:// URI and AWS's error.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from local.etcd import free_port
+from local.s3 import LocalS3
+from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
+from trainer.launch.exits import EXIT_STAGING_FAILED, REASON_PREFIX
+from trainer.s3.inputs import FILES, MANIFEST, staged_directory
+from trainer.s3.transfer import WAIT_VARIABLE
+from trainer.s3.uri import S3Uri
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+DATA_BUCKET = "fsdp-eks-data"
+MODEL_BUCKET = "fsdp-eks-models"
+ARTIFACTS_BUCKET = "fsdp-eks-artifacts"
+RECORDS = [
+    {"dialogue": f"#Person1#: Is {a} plus {b} {a + b}?\n#Person2#: Yes, it is.", "summary": f"{a}+{b}={a + b}."}
+    for a in range(20)
+    for b in range(10)
+]
+
+
+def jsonl(records: list[dict[str, str]]) -> str:
+    return "".join(json.dumps(record) + "\n" for record in records)
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[LocalS3]:
+    with LocalS3.start() as server:
+        for bucket in (DATA_BUCKET, MODEL_BUCKET, ARTIFACTS_BUCKET):
+            server.create_bucket(bucket)
+        yield server
+
+
+def put(s3: LocalS3, uri: str, body: str | bytes) -> None:
+    target = S3Uri.parse(uri)
+    s3.client().put_object(Bucket=target.bucket, Key=target.key, Body=body)
+
+
+def s3_env(s3: LocalS3) -> dict[str, str]:
+    """What the pod gives its processes to reach S3 (here the local API), and no wait for a fresh grant."""
+    return {**trainer_env(), **s3.client_environment(), WAIT_VARIABLE: "0"}
+
+
+def stage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainer.stage", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def data_args(dataset: str, cache: Path) -> list[str]:
+    return with_flags(TINY, tokenizer="byte", dataset=dataset, data_cache_dir=str(cache), steps="2")
+
+
+def tokens(cache: Path) -> np.ndarray:
+    """The one tokenised entry in a data cache."""
+    (entry,) = [path.parent for path in cache.glob("*/tokens.npy")]
+    return np.load(entry / "tokens.npy")
+
+
+def last_line(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_a_data_set_in_an_s3_object_is_staged_once_with_the_tokens_of_the_same_file(
+    s3: LocalS3, tmp_path: Path
+) -> None:
+    local = tmp_path / "dialogues.jsonl"
+    local.write_text(jsonl(RECORDS))
+    put(s3, f"s3://{DATA_BUCKET}/sets/dialogues.jsonl", local.read_bytes())
+    assert stage(data_args(str(local), tmp_path / "local"), s3_env(s3)).returncode == 0
+
+    args = data_args(f"s3://{DATA_BUCKET}/sets/dialogues.jsonl", tmp_path / "cache")
+    staged = stage(args, s3_env(s3))
+    assert staged.returncode == 0, staged.stderr
+    assert np.array_equal(tokens(tmp_path / "cache"), tokens(tmp_path / "local"))
+    copy = staged_directory(tmp_path / "cache", S3Uri.parse(f"s3://{DATA_BUCKET}/sets/dialogues.jsonl"))
+    downloaded = (copy / FILES / "dialogues.jsonl").stat().st_mtime_ns
+
+    again = stage(args, s3_env(s3))  # another pod's launcher, or a restart
+    assert again.returncode == 0 and "already staged" in again.stderr
+    assert (copy / FILES / "dialogues.jsonl").stat().st_mtime_ns == downloaded  # not downloaded twice
+
+
+def test_a_data_set_under_an_s3_prefix_is_its_objects_in_key_order(s3: LocalS3, tmp_path: Path) -> None:
+    local = tmp_path / "all.jsonl"
+    local.write_text(jsonl(RECORDS))
+    put(s3, f"s3://{DATA_BUCKET}/parts/b/2.jsonl", jsonl(RECORDS[150:]))
+    put(s3, f"s3://{DATA_BUCKET}/parts/a.jsonl", jsonl(RECORDS[:150]))
+    put(s3, f"s3://{DATA_BUCKET}/parts/README.md", "not data")
+    assert stage(data_args(str(local), tmp_path / "local"), s3_env(s3)).returncode == 0
+
+    staged = stage(data_args(f"s3://{DATA_BUCKET}/parts/", tmp_path / "cache"), s3_env(s3))
+    assert staged.returncode == 0, staged.stderr
+    assert np.array_equal(tokens(tmp_path / "cache"), tokens(tmp_path / "local"))
+
+
+def test_a_changed_object_is_staged_and_tokenised_again(s3: LocalS3, tmp_path: Path) -> None:
+    uri = f"s3://{DATA_BUCKET}/changing/dialogues.jsonl"
+    args = data_args(uri, tmp_path / "cache")
+    put(s3, uri, jsonl(RECORDS[:100]))
+    assert stage(args, s3_env(s3)).returncode == 0
+    first = tokens(tmp_path / "cache")
+
+    put(s3, uri, jsonl(RECORDS))
+    again = stage(args, s3_env(s3))
+    assert again.returncode == 0 and "already staged" not in again.stderr
+    manifest = json.loads((staged_directory(tmp_path / "cache", S3Uri.parse(uri)) / MANIFEST).read_text())
+    assert manifest["objects"][0]["size"] == len(jsonl(RECORDS))
+    entries = sorted(tmp_path.glob("cache/*/tokens.npy"))
+    assert len(entries) == 2 and len(first) < max(len(np.load(path)) for path in entries)
+
+
+def tiny_model(directory: Path) -> None:
+    """A Llama model of the tiny preset's size in Hugging Face format, as a user keeps one in S3."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(123)
+    config = LlamaConfig(
+        vocab_size=300, hidden_size=48, intermediate_size=136, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(directory)
+
+
+def upload(s3: LocalS3, directory: Path, prefix: str) -> None:
+    for path in directory.iterdir():
+        put(s3, f"{prefix}{path.name}", path.read_bytes())
+
+
+def keys(s3: LocalS3, prefix: str) -> list[str]:
+    uri = S3Uri.parse(prefix)
+    answer: dict[str, Any] = s3.client().list_objects_v2(Bucket=uri.bucket, Prefix=uri.key)
+    return [item["Key"] for item in answer.get("Contents", [])]
+
+
+def test_a_model_from_s3_trains_and_the_final_model_lands_in_s3(s3: LocalS3, tmp_path: Path) -> None:
+    """Staged once, the model trains in two workers that never call S3 for it; the export is uploaded by rank 0 and
+    every rank leaves after it, so the job's end means the model is in S3."""
+    tiny_model(tmp_path / "model")
+    upload(s3, tmp_path / "model", f"s3://{MODEL_BUCKET}/tiny/")
+    (tmp_path / "data.jsonl").write_text(jsonl(RECORDS))
+    args = with_flags(
+        TINY, model=f"s3://{MODEL_BUCKET}/tiny/", tokenizer="byte", dataset=str(tmp_path / "data.jsonl"),
+        data_cache_dir=str(tmp_path / "cache"), steps="2", artifacts_uri=f"s3://{ARTIFACTS_BUCKET}/runs/dev/run-1",
+    )  # fmt: skip
+    staged = stage(args, s3_env(s3))
+    assert staged.returncode == 0, staged.stderr
+
+    workers = {**s3.client_environment(), WAIT_VARIABLE: "0"}
+    run = run_trainer(args, tmp_path, nproc=2, env=workers)
+    assert run.returncode == 0, run.output
+    assert sorted(run.losses()) == [1, 2]
+    assert f"model in s3://{ARTIFACTS_BUCKET}/runs/dev/run-1/model/" in run.output
+    assert sorted(keys(s3, f"s3://{ARTIFACTS_BUCKET}/runs/dev/run-1/model/")) == [
+        "runs/dev/run-1/model/config.json",
+        "runs/dev/run-1/model/model.safetensors",
+    ]
+
+
+def test_the_workers_refuse_an_s3_model_that_was_not_staged(s3: LocalS3, tmp_path: Path) -> None:
+    args = with_flags(TINY, model=f"s3://{MODEL_BUCKET}/tiny/", tokenizer="byte", data_cache_dir=str(tmp_path))
+    run = run_trainer(args, tmp_path, nproc=1, env={**s3.client_environment(), WAIT_VARIABLE: "0"})
+    assert run.returncode == 2
+    assert f"--model s3://{MODEL_BUCKET}/tiny/: not staged in --data-cache-dir {tmp_path}" in run.output
+
+
+def test_an_upload_that_fails_fails_the_run_naming_the_uri_and_the_aws_error(s3: LocalS3, tmp_path: Path) -> None:
+    args = with_flags(TINY, steps="1", warmup_steps="0", artifacts_uri="s3://no-such-artifacts/run-1")
+    run = run_trainer(args, tmp_path, nproc=1, env={**s3.client_environment(), WAIT_VARIABLE: "0"})
+    assert run.returncode == 2, run.output
+    assert "s3://no-such-artifacts/run-1/model/config.json: NoSuchBucket: The specified bucket does not exist" in (
+        run.output
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (
+            {"dataset": "s3://no-such-data/dialogues.jsonl"},
+            "s3://no-such-data/dialogues.jsonl: NoSuchBucket: The specified bucket does not exist",
+        ),
+        (
+            {"dataset": f"s3://{DATA_BUCKET}/missing.jsonl"},
+            f"s3://{DATA_BUCKET}/missing.jsonl: NoSuchKey: The specified key does not exist.",
+        ),
+        (
+            {"dataset": f"s3://{DATA_BUCKET}/empty/"},
+            f"--dataset s3://{DATA_BUCKET}/empty/: no .jsonl, .json, .txt object under this prefix",
+        ),
+        (
+            {"model": f"s3://{MODEL_BUCKET}/missing/"},
+            f"s3://{MODEL_BUCKET}/missing/config.json: NoSuchKey: The specified key does not exist.",
+        ),
+        (
+            {"model": "s3://no-such-models/tiny/"},
+            "s3://no-such-models/tiny/config.json: NoSuchBucket: The specified bucket does not exist",
+        ),
+    ],
+)
+def test_staging_bad_s3_input_fails_once_naming_the_uri_and_the_aws_error(
+    s3: LocalS3, tmp_path: Path, flags: dict[str, str], said: str
+) -> None:
+    result = stage(with_flags(TINY, tokenizer="byte", data_cache_dir=str(tmp_path), **flags), s3_env(s3))
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    assert last_line(result) == f"python -m trainer.stage: error: {said}"
+    assert "retry" not in result.stderr
+
+
+def test_an_unreachable_s3_endpoint_fails_staging_once_naming_the_uri(s3: LocalS3, tmp_path: Path) -> None:
+    env = {**s3_env(s3), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}", "AWS_MAX_ATTEMPTS": "1"}
+    result = stage(data_args(f"s3://{DATA_BUCKET}/sets/dialogues.jsonl", tmp_path), env)
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    assert last_line(result).startswith(
+        f"python -m trainer.stage: error: s3://{DATA_BUCKET}/sets/dialogues.jsonl: EndpointConnectionError: "
+    )
+
+
+def test_the_launcher_ends_the_pod_on_a_missing_bucket_before_any_rendezvous(s3: LocalS3, tmp_path: Path) -> None:
+    launch = ["--standalone", "--nnodes=1", "--nproc-per-node=1", "--max-restarts=2"]
+    trainer = data_args("s3://no-such-data/dialogues.jsonl", tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.launch", "--stage-inputs", *launch, "-m", "trainer", *trainer],
+        cwd=ROOT,
+        env=s3_env(s3),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    assert last_line(result).startswith(f"{REASON_PREFIX}exit 4 (staging failed), permanent")
+    assert "s3://no-such-data/dialogues.jsonl: NoSuchBucket: The specified bucket does not exist" in last_line(result)
+    assert result.stderr.count("NoSuchBucket") == 2  # staging's line and the launcher's reason: once
+    assert "rendezvous" not in result.stderr.lower()
+
+
+@pytest.fixture
+def guarded_s3() -> Iterator[tuple[LocalS3, dict[str, str], Callable[[], None]]]:
+    """moto's server with AWS's request signing and IAM checks on (INITIAL_NO_AUTH_ACTION_COUNT: the calls that make
+    an administrator are the only ones let through unchecked, as in tests/trainer/test_hub_token.py); a data set in
+    it, the keys of a user who may read nothing, and a way to grant that user the read (as IAM does, later)."""
+    import boto3
+
+    with LocalS3.start(server_env={"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as server:
+        anonymous = {"aws_access_key_id": "setup", "aws_secret_access_key": "setup"}
+        iam = boto3.client("iam", endpoint_url=server.endpoint, region_name=server.region, **anonymous)
+        iam.create_user(UserName="admin")
+        document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        iam.put_user_policy(UserName="admin", PolicyName="all", PolicyDocument=json.dumps(document))
+        admin = iam.create_access_key(UserName="admin")["AccessKey"]
+        admin_keys = {"aws_access_key_id": admin["AccessKeyId"], "aws_secret_access_key": admin["SecretAccessKey"]}
+        as_admin = boto3.client("s3", endpoint_url=server.endpoint, region_name=server.region, **admin_keys)
+        as_admin.create_bucket(Bucket=DATA_BUCKET)
+        as_admin.put_object(Bucket=DATA_BUCKET, Key="private.jsonl", Body=jsonl(RECORDS).encode())
+        iam = boto3.client("iam", endpoint_url=server.endpoint, region_name=server.region, **admin_keys)
+        iam.create_user(UserName="outsider")
+        outsider = iam.create_access_key(UserName="outsider")["AccessKey"]
+        read = {"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}
+        grant_document = json.dumps({"Version": "2012-10-17", "Statement": [read]})
+
+        def grant() -> None:
+            iam.put_user_policy(UserName="outsider", PolicyName="read", PolicyDocument=grant_document)
+
+        keys = {"AWS_ACCESS_KEY_ID": outsider["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": outsider["SecretAccessKey"]}
+        yield server, keys, grant
+
+
+def test_a_denied_read_fails_staging_once_naming_the_uri_and_the_aws_error(
+    guarded_s3: tuple[LocalS3, dict[str, str], Callable[[], None]], tmp_path: Path
+) -> None:
+    server, outsider, _ = guarded_s3
+    result = stage(data_args(f"s3://{DATA_BUCKET}/private.jsonl", tmp_path), {**s3_env(server), **outsider})
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    assert last_line(result).startswith(
+        f"python -m trainer.stage: error: s3://{DATA_BUCKET}/private.jsonl: AccessDenied: "
+    )
+
+
+def test_staging_waits_for_a_grant_that_takes_effect_after_the_pod_starts(
+    guarded_s3: tuple[LocalS3, dict[str, str], Callable[[], None]], tmp_path: Path
+) -> None:
+    """The stack creates the pod's role and its Pod Identity association just before the job; until IAM has caught
+    up the read is denied. Staging retries (trainer/launch/aws_retry.py), then stages."""
+    server, outsider, grant = guarded_s3
+    env = {**s3_env(server), **outsider, WAIT_VARIABLE: "60"}
+    args = data_args(f"s3://{DATA_BUCKET}/private.jsonl", tmp_path)
+    staging = subprocess.Popen(
+        [sys.executable, "-m", "trainer.stage", *args], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(3)  # denied at least once
+        grant()
+        _, stderr = staging.communicate(timeout=120)
+    finally:
+        if staging.poll() is None:
+            staging.kill()
+            staging.wait()
+    assert staging.returncode == 0, stderr
+    assert f"trainer.s3: AccessDenied on s3://{DATA_BUCKET}/private.jsonl; retry in 2 s" in stderr
