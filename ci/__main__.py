@@ -29,6 +29,7 @@ from ci.github_oidc import (
 from ci.preview_policy import preview_policy
 from ci.pulumi_oidc import DEPLOY_TEAM, PREVIEW_TEAM, oidc_policies
 from ci.role_boundary import role_boundary
+from trainer.s3.uri import bucket_name_problem
 
 DEPLOY_SESSION_SECONDS = 7200  # the deploy job's role-duration-seconds; a first `up` creates a cluster
 
@@ -40,7 +41,7 @@ def documents(repository: Repository, account: Account, reviewers: list[Reviewer
         "preview-role-policy.json": preview_policy(),
         "deploy-role-trust.json": trust_policy(account.account_id, deploy_subjects(repository), account.partition),
         "deploy-role-policy.json": deploy_policy(account),
-        "role-boundary-policy.json": role_boundary(account.account_id, account.partition),
+        "role-boundary-policy.json": role_boundary(account.account_id, account.partition, account.data_buckets),
         "pulumi-up-environment.json": environment_settings(reviewers),
         "pulumi-up-branch-policy.json": branch_policy(),
     }
@@ -107,12 +108,28 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="a cluster a stack uses with cluster.existing (not created by a stack); repeat for each",
     )
+    parser.add_argument(
+        "--data-bucket",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a bucket the stacks' jobs read data from (job.dataset, job.model, job.resumeFrom), read-only; repeat "
+        "for each",
+    )
     parser.add_argument("--out", type=Path, default=Path("build/ci"))
     args = parser.parse_args(argv)
     if not (args.account_id.isdigit() and len(args.account_id) == 12):
         parser.error(f"--account-id: expected 12 digits, got {args.account_id!r}")
+    for bucket in args.data_bucket:
+        if problem := bucket_name_problem(bucket):
+            parser.error(f"--data-bucket: {problem}")
     repository = Repository.parse(args.repository, args.owner_id, args.repository_id)
-    account = Account(args.account_id, args.partition, existing_clusters=tuple(args.existing_cluster))
+    account = Account(
+        args.account_id,
+        args.partition,
+        existing_clusters=tuple(args.existing_cluster),
+        data_buckets=tuple(dict.fromkeys(args.data_bucket)),
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     written = documents(repository, account, args.reviewer) | pipeline_documents(
         repository, args.pulumi_org, args.preview_team, args.deploy_team
@@ -127,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         f"# and name every cluster CI creates {account.cluster_name_prefix}* (the default, "
         f"{account.cluster_name_prefix}<stack>, is; preview refuses another); an existing cluster only with "
         "--existing-cluster NAME"
+    )
+    # The boundary lets the stacks' roles reach S3 only there (ci/role_boundary.py).
+    print(
+        f"# the jobs write only to buckets named {account.artifacts_bucket_prefix}* in this account (the default, "
+        "the stack's own); they read data from those and from each --data-bucket NAME"
     )
     return 0
 

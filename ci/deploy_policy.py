@@ -28,6 +28,17 @@ own:
 - EKS, ECR and CloudWatch Logs: only the stacks' clusters (named with Account.cluster_name_prefix), repositories
   (workloads/job/image_source.py) and control-plane log groups; the actions that support no resource (eks:CreateCluster,
   eks:ListClusters, ecr:GetAuthorizationToken, logs:DescribeLogGroups, ...) on "*" in statements of their own.
+- S3: only the stacks' own artifacts buckets, named ARTIFACTS_BUCKET_PREFIX* (stack/names.py) in this account
+  (s3:ResourceAccount): created, configured (versioning, default encryption, public access block, ownership
+  controls, lifecycle, policy, tags) and read back as pulumi-aws reads them (BUCKET_READS). No s3:DeleteBucket: the
+  program creates the bucket with retainOnDelete, so `pulumi destroy` drops it from the state and never deletes it,
+  and neither can a hostile plan. No ACL writes (the bucket's ownership controls disable ACLs) and no object access
+  at all, denied explicitly so that no bucket policy the role writes can grant it: the pods read and write objects
+  through their own role, never the deploy role. What a bucket policy grants to others (another account) IAM cannot
+  see: the policy pack refuses a public one in the reviewed plan, and the plan's review the rest. A stack that names an
+  existing bucket (artifacts.bucket) needs nothing here: the program only reads the name it is given. The pods'
+  policy on the bucket is a customer managed policy under IAM_PATH, created and attached by the IAM statements below
+  like the token's.
 - EC2 and FSx stay service-wide: a stack's VPC, subnets, gateways, security groups and launch templates are dozens of
   resource types whose ARNs are only known once created, and neither infra/network.py nor infra/lustre.py tags them
   with the stack's tag; the EC2 actions that reach into instances, disks and images the stacks do not own (user data,
@@ -44,7 +55,7 @@ from typing import Any
 
 from ci.role_boundary import ATTACHABLE_MANAGED_POLICIES, SERVICE_LINKED_ROLES
 from infra.cluster import KEY_DELETION_WINDOW_DAYS, control_plane_log_group_name
-from stack.names import CLUSTER_NAME_PREFIX, IAM_PATH, STACK_TAG_KEY
+from stack.names import ARTIFACTS_BUCKET_PREFIX, CLUSTER_NAME_PREFIX, IAM_PATH, STACK_TAG_KEY
 from workloads.job.image_source import repository_name
 
 PASS_ROLE_TO = ("eks.amazonaws.com", "pods.eks.amazonaws.com")
@@ -117,6 +128,46 @@ STACK_POLICY_WRITES = (
     "iam:UntagPolicy",
 )
 BOUNDARY_POLICY_WRITES = STACK_POLICY_WRITES
+# What `pulumi up` calls to create the artifacts bucket and its configuration resources (pulumi-aws 7's Bucket,
+# BucketVersioning, BucketServerSideEncryptionConfiguration, BucketPublicAccessBlock, BucketOwnershipControls,
+# BucketLifecycleConfiguration, BucketPolicy; their tags through PutBucketTagging, terraform-provider-aws
+# internal/service/s3/tags.go bucketUpdateTags), as IAM actions (S3 API reference, each operation's "Permissions";
+# Service Authorization Reference, Amazon S3). Delete*Configuration calls of these resources take the same Put
+# permissions, which a retained bucket's resources never make.
+BUCKET_WRITES = (
+    "s3:CreateBucket",
+    "s3:PutBucketTagging",
+    "s3:PutBucketVersioning",
+    "s3:PutEncryptionConfiguration",
+    "s3:PutBucketPublicAccessBlock",
+    "s3:PutBucketOwnershipControls",
+    "s3:PutLifecycleConfiguration",
+    "s3:PutBucketPolicy",
+)
+# What pulumi-aws reads back after a create, on refresh and on every preview of an existing bucket: the Bucket's read
+# fetches every sub-configuration the bucket once held inline (terraform-provider-aws internal/service/s3/bucket.go,
+# resourceBucketRead: HeadBucket, which needs s3:ListBucket, then policy, ACL, CORS, website, versioning, accelerate,
+# request payment, logging, lifecycle, replication, encryption, object lock and tags), and each configuration
+# resource reads its own. s3:ListBucket also lists keys, not their content: the deploy role reads no object.
+BUCKET_READS = (
+    "s3:ListBucket",
+    "s3:GetBucketLocation",
+    "s3:GetBucketTagging",
+    "s3:GetBucketPolicy",
+    "s3:GetBucketAcl",
+    "s3:GetBucketCORS",
+    "s3:GetBucketWebsite",
+    "s3:GetBucketVersioning",
+    "s3:GetAccelerateConfiguration",
+    "s3:GetBucketRequestPayment",
+    "s3:GetBucketLogging",
+    "s3:GetLifecycleConfiguration",
+    "s3:GetReplicationConfiguration",
+    "s3:GetEncryptionConfiguration",
+    "s3:GetBucketObjectLockConfiguration",
+    "s3:GetBucketOwnershipControls",
+    "s3:GetBucketPublicAccessBlock",
+)
 
 
 @dataclass(frozen=True)
@@ -135,6 +186,11 @@ class Account:
     # Clusters the stacks use but do not create (cluster.existing), granted by their own names: the job's Pod
     # Identity association and the platform's add-on reads need them.
     existing_clusters: tuple[str, ...] = ()
+    # The stacks' own artifacts buckets are named with this prefix (stack/names.py artifacts_bucket_prefix).
+    artifacts_bucket_prefix: str = ARTIFACTS_BUCKET_PREFIX
+    # Buckets the account's data sets live in (job.dataset, job.model, job.resumeFrom outside the stacks' buckets),
+    # granted by name, read-only, to the stacks' roles through the boundary (ci/role_boundary.py).
+    data_buckets: tuple[str, ...] = ()
 
     def arn(self, kind: str, name: str) -> str:
         return f"arn:{self.partition}:iam::{self.account_id}:{kind}/{name}"
@@ -180,6 +236,12 @@ class Account:
         """The control-plane log groups, as the group and as its streams (logs actions name either form)."""
         group = self.regional_arn("logs", f"log-group:{control_plane_log_group_name(f'{self.cluster_name_prefix}*')}")
         return [group, f"{group}:*"]
+
+    @property
+    def stack_buckets(self) -> str:
+        """Every bucket named like a stack's artifacts bucket (an S3 ARN holds no account: s3:ResourceAccount
+        pins the account in the statements that use it)."""
+        return f"arn:{self.partition}:s3:::{self.artifacts_bucket_prefix}*"
 
     def managed_policy_arn(self, name: str) -> str:
         return f"arn:{self.partition}:iam::aws:policy/{name}"
@@ -328,6 +390,41 @@ def _kms_statements(account: Account) -> list[dict[str, Any]]:
     ]
 
 
+def in_this_account(account: Account) -> dict[str, dict[str, str]]:
+    """A condition that the bucket an S3 request acts on belongs to this account: a bucket's ARN has no account field,
+    so without it `fsdp-eks-*` would match buckets so named in any account."""
+    return {"StringEquals": {"s3:ResourceAccount": account.account_id}}
+
+
+def _s3_statements(account: Account) -> list[dict[str, Any]]:
+    return [
+        {
+            "Sid": "CreateAndConfigureTheStacksBuckets",
+            "Effect": "Allow",
+            "Action": list(BUCKET_WRITES),
+            "Resource": account.stack_buckets,
+            "Condition": in_this_account(account),
+        },
+        {
+            "Sid": "ReadTheStacksBuckets",
+            "Effect": "Allow",
+            "Action": list(BUCKET_READS),
+            "Resource": account.stack_buckets,
+            "Condition": in_this_account(account),
+        },
+        {
+            # PutBucketPolicy could write a bucket policy that lets this role itself read or replace the model; in
+            # the same account a bucket policy's Allow is enough on its own, but an explicit Deny in the identity
+            # policy wins over it (IAM User Guide, "Policy evaluation logic"). Object ARNs only: the bucket's own
+            # configuration is authorised against the bucket's ARN, which holds no '/'.
+            "Sid": "NoObjectAccessEvenThroughABucketPolicy",
+            "Effect": "Deny",
+            "Action": "s3:*",
+            "Resource": f"arn:{account.partition}:s3:::*/*",
+        },
+    ]
+
+
 def deploy_policy(account: Account) -> dict[str, Any]:
     return {
         "Version": "2012-10-17",
@@ -356,6 +453,7 @@ def deploy_policy(account: Account) -> dict[str, Any]:
                 # guide, "Creating Parameter Store parameters": a name can't be prefixed with "aws" or "ssm").
                 "Resource": f"arn:{account.partition}:ssm:*:*:parameter/aws/service/eks/*",
             },
+            *_s3_statements(account),
             *_kms_statements(account),
             *_iam_statements(account),
         ],

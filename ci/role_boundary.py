@@ -5,15 +5,18 @@ The deploy role may create customer managed policies under IAM_PATH with any con
 roles (ci/deploy_policy.py): IAM has no condition key over a policy's document. What caps them is this boundary, so it
 allows only the actions of the policies the program attaches (MANAGED_POLICY_ACTIONS, CUSTOMER_POLICY_ACTIONS; tests
 keep both equal to what the program registers), secrets read only under SECRET_NAME_PREFIX in the account and
-kms:Decrypt only as Secrets Manager decrypts such a secret, and never an IAM change (so a role cannot grant itself or
-another role more), another role, or account or organization administration.
+kms:Decrypt only as Secrets Manager decrypts such a secret, S3 objects only in the stacks' artifacts buckets of this
+account (ARTIFACT_OBJECT_ACTIONS, ARTIFACT_BUCKET_ACTIONS) and, read-only, in the data buckets the account registers
+by name (DATA_READ_ACTIONS), and never an IAM change (so a role cannot grant itself or another role more), another
+role, or account or organization administration.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from stack.names import SECRET_NAME_PREFIX
+from stack.names import ARTIFACTS_BUCKET_PREFIX, SECRET_NAME_PREFIX
 
 # The actions each policy the program attaches allows, by the service or the exact actions; the boundary allows their
 # union and nothing else. Services where one policy uses many actions and none of them can reach other identities or
@@ -85,15 +88,28 @@ MANAGED_POLICY_ACTIONS: dict[str, tuple[str, ...]] = {
 }
 # Every AWS managed policy the program attaches to a role; a test keeps it equal to what the program registers.
 ATTACHABLE_MANAGED_POLICIES = tuple(MANAGED_POLICY_ACTIONS)
-# The customer managed policies the program writes (infra/hub_token_access.py: the job reads its one token secret).
-# kms:Decrypt is allowed by the boundary only through Secrets Manager (DECRYPT_VIA); no S3 yet: a bucket for the job
-# (issue 24) brings its own policy and, with it, s3 on that bucket's ARN alone here, not s3 on every bucket of the
-# account (the Pulumi state's included) to whatever policy a hostile plan writes under IAM_PATH.
-# A test reads every customer managed policy the program registers and checks its actions are inside the boundary.
-# Secrets Manager's read is a secret's whole value, so it is bounded by the secret's name as well
-# (SECRET_ACTIONS, secret_arns), not only by action.
+# The customer managed policies the program writes (infra/hub_token_access.py: the job reads its one token secret;
+# the job's artifacts and inputs in S3, issue 24). kms:Decrypt is allowed by the boundary only through Secrets Manager
+# (DECRYPT_VIA). A test reads every customer managed policy the program registers and checks its actions are inside
+# the boundary. Secrets Manager's read is a secret's whole value, and S3's a data set's or a model's, so both are
+# bounded by name as well (secret_arns, artifact_bucket_arns, data_bucket_arns), not only by action: s3 on every
+# bucket of the account would hand a hostile plan's policy under IAM_PATH every other team's data.
 SECRET_ACTIONS: tuple[str, ...] = ("secretsmanager:GetSecretValue",)
-CUSTOMER_POLICY_ACTIONS: tuple[str, ...] = SECRET_ACTIONS
+# What the job does in its artifacts bucket under <prefix>/<stack>/ (checkpoints, the final model, the staged data):
+# objects written in parts by s3torchconnector's CRT client, whose failed uploads are aborted
+# (AbortMultipartUpload) and whose parts are listed on resume (ListMultipartUploadParts); old checkpoints deleted.
+ARTIFACT_OBJECT_ACTIONS: tuple[str, ...] = (
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+)
+ARTIFACT_BUCKET_ACTIONS: tuple[str, ...] = ("s3:ListBucket", "s3:GetBucketLocation")
+# A data set, a base model or a checkpoint to resume from, in a bucket that is neither: read, never written.
+DATA_READ_ACTIONS: tuple[str, ...] = ("s3:GetObject", "s3:ListBucket")
+S3_ACTIONS = tuple(dict.fromkeys((*ARTIFACT_OBJECT_ACTIONS, *ARTIFACT_BUCKET_ACTIONS, *DATA_READ_ACTIONS)))
+CUSTOMER_POLICY_ACTIONS: tuple[str, ...] = (*SECRET_ACTIONS, *S3_ACTIONS)
 DECRYPT_VIA = "secretsmanager.*"  # kms:ViaService secretsmanager.<region>.<dns suffix>
 # Service-linked roles a first EKS, node group, autoscaling or FSx deployment in an account creates.
 SERVICE_LINKED_ROLES = (
@@ -131,10 +147,54 @@ BOUNDED_SERVICE_LINKED_ROLES = ("elasticloadbalancing.amazonaws.com", *SERVICE_L
 
 
 def boundary_actions() -> list[str]:
-    """Every action any policy the program attaches allows on any resource (the secrets' read and kms:Decrypt
-    apart: secret_arns, DECRYPT_VIA)."""
+    """Every action any policy the program attaches allows on any resource (the secrets' read, S3 and kms:Decrypt
+    apart: secret_arns, artifact_bucket_arns, data_bucket_arns, DECRYPT_VIA)."""
     managed = {a for actions in MANAGED_POLICY_ACTIONS.values() for a in actions}
-    return sorted((managed | set(CUSTOMER_POLICY_ACTIONS)) - set(SECRET_ACTIONS))
+    return sorted((managed | set(CUSTOMER_POLICY_ACTIONS)) - set(SECRET_ACTIONS) - set(S3_ACTIONS))
+
+
+def artifact_bucket_arns(partition: str = "aws") -> tuple[str, str]:
+    """The stacks' artifacts buckets (named ARTIFACTS_BUCKET_PREFIX*) and their objects. An S3 ARN names no account,
+    so the statements that use these also hold s3:ResourceAccount to the account."""
+    bucket = f"arn:{partition}:s3:::{ARTIFACTS_BUCKET_PREFIX}*"
+    return bucket, f"{bucket}/*"
+
+
+def data_bucket_arns(buckets: Sequence[str], partition: str = "aws") -> list[str]:
+    """The registered data buckets and their objects, by exact name: any account's bucket of that name (a public data
+    set's or a partner's), read-only."""
+    return [arn for name in buckets for arn in (f"arn:{partition}:s3:::{name}", f"arn:{partition}:s3:::{name}/*")]
+
+
+def _s3_statements(account_id: str, partition: str, data_buckets: Sequence[str]) -> list[dict[str, Any]]:
+    bucket, objects = artifact_bucket_arns(partition)
+    this_account = {"StringEquals": {"s3:ResourceAccount": account_id}}
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "TheStacksArtifacts",
+            "Effect": "Allow",
+            "Action": list(ARTIFACT_OBJECT_ACTIONS),
+            "Resource": objects,
+            "Condition": this_account,
+        },
+        {
+            "Sid": "TheStacksArtifactBuckets",
+            "Effect": "Allow",
+            "Action": list(ARTIFACT_BUCKET_ACTIONS),
+            "Resource": bucket,
+            "Condition": this_account,
+        },
+    ]
+    if data_buckets:
+        statements.append(
+            {
+                "Sid": "ReadOnlyTheRegisteredDataBuckets",
+                "Effect": "Allow",
+                "Action": list(DATA_READ_ACTIONS),
+                "Resource": data_bucket_arns(data_buckets, partition),
+            }
+        )
+    return statements
 
 
 def secret_arns(account_id: str, partition: str = "aws") -> str:
@@ -144,12 +204,14 @@ def secret_arns(account_id: str, partition: str = "aws") -> str:
     return f"arn:{partition}:secretsmanager:*:{account_id}:secret:{SECRET_NAME_PREFIX}*"
 
 
-def role_boundary(account_id: str, partition: str = "aws") -> dict[str, Any]:
+def role_boundary(account_id: str, partition: str = "aws", data_buckets: Sequence[str] = ()) -> dict[str, Any]:
     """The most a role of the stack may ever do, whatever a policy under IAM_PATH says: the actions of the policies
     the program attaches; GetSecretValue only on the account's secrets named under SECRET_NAME_PREFIX, and kms:Decrypt
-    only as Secrets Manager decrypts one of them; never an IAM change (so a role cannot grant itself or another role
-    more), another role, or account or organization administration. A service-linked role for the services the stack
-    uses may still be created (AmazonEKSClusterPolicy creates the load balancers' one).
+    only as Secrets Manager decrypts one of them; the job's S3 actions only on this account's buckets named
+    ARTIFACTS_BUCKET_PREFIX*, and GetObject and ListBucket on `data_buckets` (python -m ci --data-bucket); never an
+    IAM change (so a role cannot grant itself or another role more), another role, or account or organization
+    administration. A service-linked role for the services the stack uses may still be created
+    (AmazonEKSClusterPolicy creates the load balancers' one).
 
     Secrets Manager calls KMS with the encryption context SecretARN, the secret's ARN, on every call (Secrets Manager
     user guide, "Secret encryption and decryption in AWS Secrets Manager", Secrets Manager encryption context), so
@@ -162,6 +224,7 @@ def role_boundary(account_id: str, partition: str = "aws") -> dict[str, Any]:
         "Statement": [
             {"Sid": "WhatTheStacksPoliciesUse", "Effect": "Allow", "Action": boundary_actions(), "Resource": "*"},
             {"Sid": "ReadOnlyTheStacksSecrets", "Effect": "Allow", "Action": list(SECRET_ACTIONS), "Resource": secrets},
+            *_s3_statements(account_id, partition, data_buckets),
             {
                 "Sid": "DecryptOnlyTheStacksSecretsThroughSecretsManager",
                 "Effect": "Allow",

@@ -55,6 +55,11 @@ ALLOWED: dict[Finding, str] = {
         "tagging a key while creating it needs kms:TagResource in an IAM policy not restricted to particular keys "
         "(AWS KMS developer guide, 'Controlling access to tags'); the request may carry the stack's tag only"
     ),
+    ("deploy", "CreateAndConfigureTheStacksBuckets", "RESOURCE_POLICY_PRIVILEGE_ESCALATION"): (
+        "the deploy role writes the artifacts bucket's deny-only TLS policy (s3:PutBucketPolicy) and has no object "
+        "access: a bucket policy it wrote could grant it some, but NoObjectAccessEvenThroughABucketPolicy denies every "
+        "object action explicitly, which wins over any bucket policy's allow (tests/ci/test_s3_access.py)"
+    ),
     ("boundary", "WhatTheStacksPoliciesUse", "RESOURCE_STAR"): (
         "a permissions boundary caps actions; the resources are the attached policies' to name"
     ),
