@@ -34,3 +34,16 @@ def test_a_bad_line_is_named_by_its_number_in_the_whole_file(tmp_path: Path) -> 
     path.write_text(record(1) + "\n" + record(2) + "\n" + '{"step": 3}\n')
     with pytest.raises(MetricsFileError, match=r"metrics.jsonl:3: missing world_size, tokens_per_second"):
         follower.poll()
+
+
+def test_a_file_deleted_and_written_anew_is_read_from_its_start(tmp_path: Path) -> None:
+    """The lost-storage drill deletes the run's file system; the new cluster's trainer writes a new metrics file."""
+    path = tmp_path / "metrics.jsonl"
+    follower = MetricsFollower(path)
+    path.write_text(record(1) + "\n" + record(2) + "\n")
+    follower.poll()
+    path.unlink()
+    assert follower.poll() == []
+    path.write_text(record(3) + "\n")
+    assert [r["step"] for r in follower.poll()] == [3]
+    assert [r["step"] for r in follower.records] == [1, 2, 3]
