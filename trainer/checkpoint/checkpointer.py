@@ -333,20 +333,22 @@ class Checkpointer:
             self.commits.resolve(pending)
             pending.raise_failure()
         upload, self._upload = self._upload, None
-        if upload is not None:
-            upload.wait()
-        # Always, also where rank 0 has committed already and others have not yet seen their write finish: the
-        # barrier, which also tells every rank whether any rank saw the last step's S3 write fail (meta.json is
-        # rank 0's alone).
-        lost = upload is not None and upload.final and upload.error is not None
+        if upload is None:
+            # Always, also where rank 0 has committed already and others have not yet seen their write finish.
+            dist.barrier(group=self.io)
+        else:
+            self._finish_upload(upload)
+
+    def _finish_upload(self, upload: Upload) -> None:
+        """Every rank (each has its part of the same S3 save): wait for it, then, in place of finish()'s barrier,
+        agree whether the last step's S3 write failed anywhere (its meta.json is rank 0's alone); if so, fail."""
+        upload.wait()
+        lost = upload.final and upload.error is not None
         flag = torch.tensor([int(lost)], dtype=torch.int64)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.io)
         if int(flag[0]):
-            why = (
-                describe(upload.error) if upload is not None and upload.error is not None else "failed on another rank"
-            )
-            where = upload.uri if upload is not None else self.durable.root if self.durable else "S3"
-            raise DurableSaveError(f"the last checkpoint was not saved to {where}: {why}")
+            why = describe(upload.error) if upload.error is not None else "its write failed on another rank"
+            raise DurableSaveError(f"the last checkpoint was not saved to {upload.uri}: {why}")
 
     def settle(self, wait_s: float) -> bool:
         """On SIGTERM (trainer/shutdown.py): see the save whose shards are written, or will be within `wait_s`,
