@@ -89,3 +89,15 @@ def test_bad_input_creates_no_run_directory(tmp_path: Path, busy_port: int) -> N
     result = local_cli("--etcd-port", str(busy_port), "--work-dir", str(run_dir))
     assert result.returncode == EXIT_BAD_INPUT
     assert not run_dir.exists()
+
+
+def test_lost_storage_drill_on_a_single_agent_is_refused() -> None:
+    result = local_cli("--nodes", "1", "--drill", "lost-storage")
+    assert result.returncode == EXIT_BAD_INPUT
+    assert "lost-storage starts the job again on fewer nodes" in result.stderr
+
+
+def test_s3_upload_of_a_missing_file_is_refused(tmp_path: Path) -> None:
+    result = local_cli("--s3-upload", f"{tmp_path / 'none.jsonl'}=s3://local-data/none.jsonl")
+    assert result.returncode == EXIT_BAD_INPUT
+    assert "no such file or directory" in result.stderr
