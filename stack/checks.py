@@ -42,6 +42,7 @@ def cross_key_problems(config: StackConfig) -> list[str]:
         + _cluster_problems(config)
         + _existing_cluster_problems(config)
         + _job_problems(config)
+        + _artifacts_problems(config)
         + stack_name_problems(config.stack, config.gpu_nodes.count if config.job.enabled else None)
     )
 
@@ -287,6 +288,19 @@ def _job_problems(config: StackConfig) -> list[str]:
             f"({job.steps}), or no checkpoint would be written"
         )
     return problems
+
+
+def _artifacts_problems(config: StackConfig) -> list[str]:
+    """The S3 checkpoints are a subset of the job's checkpoints: the trainer writes to S3 only a step it checkpoints
+    (trainer/validate.py refuses --s3-checkpoint-every that is not a multiple of --checkpoint-every)."""
+    every, checkpoint_every = config.artifacts.checkpoint_every, config.job.checkpoint_every
+    if every is None or every % checkpoint_every == 0:
+        return []
+    return [
+        f"{NAMESPACE}:artifacts.checkpointEvery: {every} is not allowed with job.checkpointEvery {checkpoint_every}; "
+        f"expected a multiple of it (such as {checkpoint_every * max(1, round(every / checkpoint_every))}), or unset "
+        "for every checkpoint"
+    ]
 
 
 def _elastic_batch_problems(config: StackConfig) -> list[str]:

@@ -17,6 +17,7 @@ from sizing.fsx import (
     FSX_THROUGHPUT_PER_TIB,
     fsx_capacity_problem,
 )
+from stack.artifacts import DEFAULT_PREFIX, prefix_problem
 from stack.fields import (
     at_least,
     between,
@@ -28,6 +29,8 @@ from stack.hub_token_secret import secret_reference_problem
 from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
 from stack.names import CLUSTER_NAME_PREFIX
 from trainer.config import ACTIVATION_CHECKPOINTING, MIXED_PRECISIONS, SHARDING_STRATEGIES
+from trainer.errors import InputError
+from trainer.s3.uri import S3Uri, bucket_name_problem, is_s3_uri
 
 CAPACITY_TYPES = ("ON_DEMAND", "CAPACITY_BLOCK", "SPOT")
 ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -68,6 +71,23 @@ LOG_RETENTION_DAYS = (
     3288,
     3653,
 )
+
+
+def s3_uri_problem(value: str) -> str | None:
+    """What an s3:// value must be (trainer/s3/uri.py S3Uri.parse), or None; anything else is not checked here."""
+    if not is_s3_uri(value):
+        return None
+    try:
+        S3Uri.parse(value, "the URI")
+    except InputError as error:
+        return f"a well-formed s3://bucket/key URI ({error})"
+    return None
+
+
+def required_s3_uri_problem(value: str) -> str | None:
+    return s3_uri_problem(value) if is_s3_uri(value) else "an s3://bucket/key URI"
+
+
 # EC2 placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
 PLACEMENT_GROUP_NAME = re.compile(r"^[\x20-\x7e]{1,255}$")
 
@@ -284,7 +304,13 @@ class MonitoringConfig:
 @dataclass(frozen=True)
 class JobConfig:
     enabled: bool = setting("enabled", True, "Run the training job (see job.api) as part of the stack.")
-    model: str = setting("model", "meta-llama/Llama-2-7b-hf", "HF hub id, path in the image, or preset name.")
+    model: str = setting(
+        "model",
+        "meta-llama/Llama-2-7b-hf",
+        "HF hub id, path in the image, preset name, or an s3:// directory of a model in Hugging Face format (staged "
+        "once per run; read-only to the pods).",
+        s3_uri_problem,
+    )
     hf_token_secret: str | None = setting(
         "hfTokenSecret",
         None,
@@ -293,7 +319,13 @@ class JobConfig:
         "Identity role. The stack never holds the token.",
         secret_reference_problem,
     )
-    dataset: str = setting("dataset", "knkarthick/dialogsum", "HF dataset id or a path inside the pod.")
+    dataset: str = setting(
+        "dataset",
+        "knkarthick/dialogsum",
+        "HF dataset id, a path inside the pod, or an s3:// .jsonl, .json or .txt object or a prefix of them (staged "
+        "once per run; read-only to the pods).",
+        s3_uri_problem,
+    )
     sharding_strategy: str = setting(
         "shardingStrategy", "FULL_SHARD", "FSDP sharding strategy.", one_of(*SHARDING_STRATEGIES)
     )
@@ -310,6 +342,13 @@ class JobConfig:
     steps: int = setting("steps", 1000, "Optimizer steps.", at_least(1))
     learning_rate: float = setting("learningRate", 2e-5, "Peak learning rate.")
     checkpoint_every: int = setting("checkpointEvery", 100, "Steps between checkpoints.", at_least(1))
+    resume_from: str | None = setting(
+        "resumeFrom",
+        None,
+        "An s3:// checkpoint (.../checkpoints/step_<N>) or directory of them (.../checkpoints, the newest complete "
+        "one) to start from when the run has none of its own, such as an earlier stack's run; any world size.",
+        required_s3_uri_problem,
+    )
     api: str = setting(
         "api",
         DEFAULT_JOB_API,
@@ -359,6 +398,31 @@ class JobConfig:
 
 
 @dataclass(frozen=True)
+class ArtifactsConfig:
+    bucket: str | None = setting(
+        "bucket",
+        None,
+        "An existing S3 bucket, in the stack's region, for the runs' checkpoints and final models: used as it is, "
+        "never created, changed or deleted by the stack. Default: a bucket the stack creates (versioned, encrypted, "
+        "private), which pulumi destroy keeps.",
+        lambda bucket: None if bucket_name_problem(bucket) is None else "an S3 bucket name (S3's naming rules)",
+    )
+    prefix: str = setting(
+        "prefix",
+        DEFAULT_PREFIX,
+        "Key prefix in the bucket: each run writes under <prefix>/<stack>/run-<job.run>/.",
+        prefix_problem,
+    )
+    checkpoint_every: int | None = setting(
+        "checkpointEvery",
+        None,
+        "Steps between the checkpoints that also go to S3 (a multiple of job.checkpointEvery; the last step's always "
+        "does); default: every checkpoint.",
+        at_least(1),
+    )
+
+
+@dataclass(frozen=True)
 class StackConfig:
     """Everything the program needs, validated. Built by `parse_stack_config` (stack/parse.py)."""
 
@@ -370,6 +434,7 @@ class StackConfig:
     storage: StorageConfig = field(default_factory=StorageConfig)
     monitoring: MonitoringConfig = field(default_factory=MonitoringConfig)
     job: JobConfig = field(default_factory=JobConfig)
+    artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
 
     @property
     def cluster_name(self) -> str:
@@ -406,4 +471,5 @@ SECTIONS: dict[str, type] = {
     "storage": StorageConfig,
     "monitoring": MonitoringConfig,
     "job": JobConfig,
+    "artifacts": ArtifactsConfig,
 }

@@ -96,3 +96,26 @@ CLUSTER_NAME_PREFIX = "fsdp-eks-"
 # read the account's other secrets; preview refuses a token secret outside it on such a stack
 # (stack/cluster_checks.py).
 SECRET_NAME_PREFIX = "fsdp-eks/"
+
+# The bucket the stack creates for a run's durable artifacts when artifacts.bucket names none (infra/artifacts.py)
+# starts with this: the CI deploy role and the role boundary scope S3 to buckets so named (ci/deploy_policy.py,
+# ci/role_boundary.py), as they scope clusters to CLUSTER_NAME_PREFIX.
+ARTIFACTS_BUCKET_PREFIX = "fsdp-eks-"
+# What the provider accepts as a bucket_prefix: at most 37 characters (pulumi-aws 7.51.1, s3/bucket.py
+# BucketArgs.bucket_prefix), followed by a 26-character unique suffix (terraform-plugin-sdk helper/id
+# PrefixedUniqueId) to S3's 63 (Amazon S3 user guide, "Bucket naming rules").
+BUCKET_PREFIX_MAX_LENGTH = 37
+ARTIFACTS_BUCKET_SUFFIX = "-artifacts-"
+# The job's pods hold the artifacts bucket's name in this variable; the trainer's --artifacts-uri refers to it as
+# $(FSDP_EKS_ARTIFACTS_BUCKET), which Kubernetes expands from the container's environment (core/v1 Container.args
+# and .command: "Variable references $(VAR_NAME) are expanded using the container's environment"). So every flag is
+# known at preview, and only the variable's value waits for a bucket the stack creates.
+ARTIFACTS_BUCKET_VARIABLE = "FSDP_EKS_ARTIFACTS_BUCKET"
+
+
+def artifacts_bucket_prefix(stack: str) -> str:
+    """The bucket_prefix of the stack's own artifacts bucket: ARTIFACTS_BUCKET_PREFIX, the stack's name in what a
+    bucket name allows (lowercase letters, digits, '-'), cut to fit, and ARTIFACTS_BUCKET_SUFFIX."""
+    cleaned = re.sub(r"[^a-z0-9]+", "-", stack.lower()).strip("-")
+    room = BUCKET_PREFIX_MAX_LENGTH - len(ARTIFACTS_BUCKET_PREFIX) - len(ARTIFACTS_BUCKET_SUFFIX)
+    return f"{ARTIFACTS_BUCKET_PREFIX}{cleaned[:room].strip('-')}{ARTIFACTS_BUCKET_SUFFIX}"

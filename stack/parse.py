@@ -55,6 +55,7 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str, *, secrets_visible: b
         storage=storage,
         monitoring=sections["monitoring"],
         job=sections["job"],
+        artifacts=sections["artifacts"],
     )
     # Cross-key checks run on what parsed: a value rejected above fell back to its default, so they stay sound.
     problems += cross_key_problems(config)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stack.config import JobConfig
+from stack.config import ArtifactsConfig, JobConfig
+from trainer.config import ArtifactsConfig as TrainerArtifacts
 from trainer.config import (
     CheckpointConfig,
     DataConfig,
@@ -21,9 +22,16 @@ from trainer.config import (
 )
 
 
-def stack_trainer_config(job: JobConfig, checkpoint_timeout_minutes: int | None = None) -> TrainConfig:
+def stack_trainer_config(
+    job: JobConfig,
+    checkpoint_timeout_minutes: int | None = None,
+    artifacts: ArtifactsConfig | None = None,
+    artifacts_uri: str | None = None,
+) -> TrainConfig:
     """The trainer options the stack's job.* settings choose; everything else keeps the trainer's default.
     `checkpoint_timeout_minutes` is sized from the stack's file system (stack/fit.py); None keeps the default.
+    `artifacts_uri`: the run's --artifacts-uri (stack/artifacts.py artifacts_flag), with `artifacts` the stack's
+    artifacts.* settings; None writes nothing to S3. job.resumeFrom is --resume-from either way.
 
     --replicate-groups stays at the trainer's default (one group per node, from WORLD_SIZE / LOCAL_WORLD_SIZE), so
     HYBRID_SHARD stays right when an elastic job re-forms with fewer nodes."""
@@ -42,4 +50,10 @@ def stack_trainer_config(job: JobConfig, checkpoint_timeout_minutes: int | None 
         optim=OptimConfig(lr=job.learning_rate),
         schedule=ScheduleConfig(batch_size=job.batch_size, global_batch_size=job.global_batch_size, steps=job.steps),
         checkpoint=checkpoint,
+        artifacts=TrainerArtifacts(
+            uri=artifacts_uri,
+            # 0: every checkpoint also goes to S3 (the trainer's default, and artifacts.checkpointEvery's)
+            checkpoint_every=(artifacts.checkpoint_every or 0) if artifacts_uri and artifacts else 0,
+            resume_from=job.resume_from,
+        ),
     )

@@ -1,0 +1,62 @@
+"""Where a stack's runs keep their durable artifacts in S3: `s3://<bucket>/<prefix>/<stack>/run-<n>/`, with the
+checkpoints under `checkpoints/step_<N>/` and the final Hugging Face model under `model/` (trainer/config.py
+ArtifactsConfig). One place for the keys that the job's flags, the pods' IAM policy and the stack's outputs share.
+
+Pure and torch-free.
+"""
+
+from __future__ import annotations
+
+import re
+
+from stack.names import ARTIFACTS_BUCKET_VARIABLE
+from trainer.s3.uri import S3Uri
+
+DEFAULT_PREFIX = "fsdp-eks"
+# Key prefixes made of S3's "safe characters" (Amazon S3 user guide, "Naming Amazon S3 objects": letters, digits and
+# ! - _ . * ' ( )), here without the ones a shell or an IAM policy would read as something else (* is an IAM wildcard),
+# in segments joined by single slashes, with no slash at either end.
+_PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
+MODEL_DIRECTORY = "model"  # trainer: the exported HF model under the run's URI
+CHECKPOINT_DIRECTORY = "checkpoints"  # trainer: step_<N>/ under it
+
+
+def prefix_problem(prefix: str) -> str | None:
+    """Why `prefix` cannot be artifacts.prefix, or None."""
+    if _PREFIX.match(prefix) and ".." not in prefix.split("/") and "." not in prefix.split("/"):
+        return None
+    return (
+        "a key prefix of letters, digits, '-', '_' and '.' in segments joined by single '/', without a '/' at either "
+        "end, such as fsdp-eks or teams/ml/fsdp-eks"
+    )
+
+
+def stack_key(prefix: str, stack: str) -> str:
+    """Every run of the stack lives under this key prefix (ends with '/'): the pods' write access is scoped to it."""
+    return f"{prefix}/{stack}/"
+
+
+def run_key(prefix: str, stack: str, run: int) -> str:
+    """The key prefix of one run (ends with '/')."""
+    return f"{stack_key(prefix, stack)}run-{run}/"
+
+
+def run_uri(bucket: str, prefix: str, stack: str, run: int) -> S3Uri:
+    """The run's artifacts in `bucket`, as a prefix URI (s3://bucket/prefix/stack/run-n/)."""
+    return S3Uri(bucket, run_key(prefix, stack, run))
+
+
+def bucket_reference() -> str:
+    """The bucket as the pod's flags name it: a reference to the container's variable, which Kubernetes expands."""
+    return f"$({ARTIFACTS_BUCKET_VARIABLE})"
+
+
+def artifacts_flag(prefix: str, stack: str, run: int) -> str:
+    """--artifacts-uri as the job's pods get it, known at preview whether or not the bucket exists yet:
+    s3://$(FSDP_EKS_ARTIFACTS_BUCKET)/<prefix>/<stack>/run-<n> (no trailing '/': the trainer joins below it)."""
+    return f"s3://{bucket_reference()}/{run_key(prefix, stack, run).rstrip('/')}"
+
+
+def model_uri(run: S3Uri) -> S3Uri:
+    """The final model of a run, a directory of safetensors and config in Hugging Face format."""
+    return run.join(MODEL_DIRECTORY)
