@@ -95,9 +95,13 @@ class MemoryEstimate:
 
 def layer_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
     """(rows, columns) of each parameter of one decoder layer; FSDP2 shards rows (dim 0)."""
-    h, i, kv = shape.hidden_size, shape.intermediate_size, shape.num_kv_heads * shape.head_dim
-    attention = [(h, h), (kv, h), (kv, h), (h, h)]  # q, k, v, o
-    mlp = [(i, h), (i, h), (h, i)]  # gate, up, down
+    h, i, q, kv = shape.hidden_size, shape.intermediate_size, shape.q_width, shape.kv_width
+    attention = [(q, h), (kv, h), (kv, h), (h, q)]  # q, k, v, o
+    if shape.attention_bias:  # Qwen2 always; Llama and Qwen3 by config, with o's bias too
+        attention += [(q, 1), (kv, 1), (kv, 1), *([(h, 1)] if shape.o_bias else [])]
+    if shape.qk_norm:  # Qwen3: one RMSNorm weight of head_dim for q, one for k
+        attention += [(shape.head_dim, 1), (shape.head_dim, 1)]
+    mlp = [(i, h), (i, h), (h, i), *([(i, 1), (i, 1), (h, 1)] if shape.mlp_bias else [])]  # gate, up, down
     return [*attention, *mlp, (h, 1), (h, 1)]  # and the two RMSNorm weights
 
 

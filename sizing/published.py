@@ -18,18 +18,6 @@ from sizing.memory import Job
 from sizing.throughput import estimate_throughput, scaling_efficiency
 from trainer.model.presets import PRESETS, ModelShape
 
-# Llama 3.1 8B (meta-llama/Llama-3.1-8B config.json): not a preset of the trainer, only of this comparison.
-LLAMA31_8B = ModelShape(
-    name="llama3.1-8b",
-    hf_id="meta-llama/Llama-3.1-8B",
-    vocab_size=128256,
-    hidden_size=4096,
-    intermediate_size=14336,
-    num_layers=32,
-    num_heads=32,
-    num_kv_heads=8,
-    max_position_embeddings=131072,
-)
 TORCHTITAN_H100 = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1 and 3"
 TORCHTITAN_A100 = "pytorch/torchtitan docs/performance.md, Llama 2 table"
 FMS_FSDP = "foundation-model-stack/fms-fsdp README.md (IBM and PyTorch, 'Maximizing training throughput using FSDP')"
@@ -74,7 +62,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         TORCHTITAN_H100,
         "Llama 3.1 8B, 8 H100 (1 host, NVLink), FSDP, seq 8192, batch 2, selective AC, no compile; their H100s run "
         "at 500 W with HBM2e, below the SXM peak",
-        _job(LLAMA31_8B, 8192, 2, ac="selective"),
+        _job("llama3.1-8b", 8192, 2, ac="selective"),
         "p5.48xlarge",
         1,
         "tokens/s/GPU",
@@ -83,7 +71,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun(
         TORCHTITAN_H100,
         "the same on 128 H100 (16 hosts, 400 Gb/s RDMA per GPU: p5's 3200 Gbps per node)",
-        _job(LLAMA31_8B, 8192, 2, ac="selective"),
+        _job("llama3.1-8b", 8192, 2, ac="selective"),
         "p5.48xlarge",
         16,
         "tokens/s/GPU",
@@ -92,7 +80,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun(
         TORCHTITAN_H100,
         "the two runs above: 128 GPUs against 8 (5,605 / 5,762)",
-        _job(LLAMA31_8B, 8192, 2, ac="selective"),
+        _job("llama3.1-8b", 8192, 2, ac="selective"),
         "p5.48xlarge",
         16,
         "scaling efficiency",

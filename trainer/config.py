@@ -23,7 +23,7 @@ TORCH_FREE = True  # the stack, the job builder and the policy pack parse and re
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 MIXED_PRECISIONS = ("bf16", "fp16", "fp32")
 ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
-DATASET_FORMATS = ("auto", "text", "instruction", "dialogsum")
+DATASET_FORMATS = ("auto", "text", "instruction", "dialogsum", "chat")
 LR_SCHEDULES = ("cosine", "linear", "constant")
 DEVICES = ("auto", "cuda", "cpu")
 EXPORT_DTYPES = ("bf16", "fp16", "fp32")
@@ -36,9 +36,10 @@ def _flag(name: str, **argparse_kwargs: Any) -> dict[str, Any]:
 @dataclass
 class ModelConfig:
     name: str = field(default="tiny", metadata=_flag("--model"))
-    """Model: a preset name (tiny, small, llama2-7b, llama2-13b, llama2-70b: built from its shape and randomly
-    initialised from --seed), a local directory with config.json and *.safetensors, or a Hugging Face hub id
-    (pretrained weights)."""
+    """Model: a preset name (tiny, small, llama2-7b, llama2-13b, llama2-70b, llama3.1-8b, llama3.1-70b,
+    llama3.2-1b, llama3.2-3b, qwen2.5-7b, qwen3-8b, mistral-7b-v0.3: built from its shape and randomly initialised
+    from --seed), a local directory with config.json and *.safetensors, or a Hugging Face hub id (pretrained
+    weights); a Llama, Mistral, Qwen2 or Qwen3 model."""
     tokenizer: str | None = field(default=None, metadata=_flag("--tokenizer"))
     """Tokenizer: a hub id or local directory, or 'byte' for the built-in byte-level tokenizer (no download).
     Default: the model's own; 'byte' for presets without a hub checkpoint (tiny, small)."""
@@ -51,7 +52,8 @@ class DataConfig:
     generated text, no file needed)."""
     dataset_format: str = field(default="auto", metadata=_flag("--dataset-format", choices=DATASET_FORMATS))
     """Record format: text (a 'text' field or plain lines), instruction (alpaca-style instruction/input/output),
-    dialogsum (dialogue/summary). auto picks from the first record's fields."""
+    dialogsum (dialogue/summary), chat ('messages': a list of {role, content} turns, rendered by the tokenizer's
+    chat template; only the assistant's turns are learnt). auto picks from the first record's fields."""
     dataset_split: str = field(default="train", metadata=_flag("--dataset-split"))
     """Split to load for a Hugging Face dataset id."""
     dataset_config: str | None = field(default=None, metadata=_flag("--dataset-config"))

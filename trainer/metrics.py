@@ -64,11 +64,12 @@ def training_flops_per_token(shape: ModelShape, seq_len: int) -> float:
     6 N: two FLOPs per multiply-add, forward plus twice that in backward, over the N parameters that take part
     in matrix multiplies (the input embedding is a lookup; a tied embedding still serves as the output layer).
     12 L H T: the attention scores and weighted values per layer (PaLM, Chowdhery et al. 2022, appendix B;
-    H = hidden size, T = sequence length). Recomputation by activation checkpointing is not counted, as usual
+    H = the attention width, heads x head_dim, which is the hidden size but where a config sets head_dim apart,
+    T = sequence length). Recomputation by activation checkpointing is not counted, as usual
     for MFU.
     """
     matmul_params = shape.num_parameters - (0 if shape.tie_word_embeddings else shape.vocab_size * shape.hidden_size)
-    return 6.0 * matmul_params + 12.0 * shape.num_layers * shape.hidden_size * seq_len
+    return 6.0 * matmul_params + 12.0 * shape.num_layers * shape.q_width * seq_len
 
 
 def model_flops_utilisation(tokens_per_second_per_device: float, flops_per_token: float, peak_flops: float) -> float:

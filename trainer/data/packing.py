@@ -3,7 +3,8 @@
 Determinism contract (tests/trainer/test_data.py):
 - All documents are tokenised into one stream and cut into `seq_len` blocks; sample i predicts
   stream[i*L+1 : (i+1)*L+1] from stream[i*L : (i+1)*L]. Prompt tokens of instruction and dialogue records are
-  masked out of the loss, so only responses are learnt.
+  masked out of the loss, so only responses are learnt; chat records (`messages`) go through the tokenizer's own
+  chat template, and only the assistant's turns are learnt (trainer/data/tokenizer.py chat_pieces).
 - Sample order: a permutation of all samples seeded by (--seed, epoch), independent of the world size.
 - The global batch of step k is samples [k*G, (k+1)*G) of that order, whatever the world size; each
   data-parallel rank takes its own rows of it. The data position is the number of samples consumed, so a
@@ -90,6 +91,8 @@ def load_records(config: DataConfig) -> list[dict[str, Any]]:
 
 
 def detect_format(record: dict[str, Any]) -> str:
+    if "messages" in record:
+        return "chat"
     if {"instruction", "output"} <= record.keys():
         return "instruction"
     if {"dialogue", "summary"} <= record.keys():
@@ -135,10 +138,18 @@ class PackedData:
 
 
 def pack(records: Iterable[dict[str, Any]], tokenizer: Tokenizer, data_format: str, seq_len: int) -> PackedData:
-    """Tokenise each record as [bos] prompt response [eos] and concatenate them all."""
+    """Tokenise each record as [bos] prompt response [eos] (a chat record: as its template writes it) and
+    concatenate them all."""
     ids: list[int] = []
     trainable: list[bool] = []
     for record in records:
+        if data_format == "chat":
+            if "messages" not in record:
+                raise InputError(f"--dataset-format chat: a record has no field 'messages' ({sorted(record)})")
+            chat_ids, chat_trainable = tokenizer.encode_chat(record["messages"])
+            ids += chat_ids
+            trainable += chat_trainable
+            continue
         prompt, response = render(record, data_format)
         prefix = ([tokenizer.bos_id] if tokenizer.bos_id is not None else []) + tokenizer.encode(prompt)
         answer = tokenizer.encode(response) + ([tokenizer.eos_id] if tokenizer.eos_id is not None else [])

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from trainer.data.tokenizer_bytes import ByteTokenizer
+from trainer.errors import InputError
 from trainer.model.source import BYTE_TOKENIZER
+
+CHAT_FLAG = "--dataset-format chat"
+Message = dict[str, Any]
+"""One turn of a conversation in the OpenAI/Hugging Face chat format: {"role": ..., "content": ...}."""
 
 
 class Tokenizer(Protocol):
@@ -19,6 +25,11 @@ class Tokenizer(Protocol):
     eos_id: int | None
 
     def encode(self, text: str) -> list[int]: ...
+
+    def encode_chat(self, messages: list[Message]) -> tuple[list[int], list[bool]]:
+        """A conversation through the tokenizer's chat template: its ids, and per id whether it is trained on (the
+        assistant's turns)."""
+        ...
 
 
 class HFTokenizer:
@@ -37,6 +48,30 @@ class HFTokenizer:
     def encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
+    def encode_chat(self, messages: list[Message]) -> tuple[list[int], list[bool]]:
+        """The template writes the special tokens itself (the begin-of-text token too), so each piece is encoded
+        without adding any."""
+        if not getattr(self._tokenizer, "chat_template", None):
+            raise InputError(
+                f"{CHAT_FLAG}: the tokenizer {self.name} has no chat template; give --tokenizer one that has (the "
+                "model's -Instruct checkpoint's, for example), or use another --dataset-format"
+            )
+
+        def render(turns: list[Message], add_generation_prompt: bool) -> str:
+            # transformers tokenization_utils_base.py PreTrainedTokenizerBase.apply_chat_template: tokenize=False
+            # returns the rendered text.
+            return str(
+                self._tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=add_generation_prompt)
+            )
+
+        ids: list[int] = []
+        trainable: list[bool] = []
+        for text, trained in chat_pieces(messages, render):
+            piece = self.encode(text)
+            ids += piece
+            trainable += [trained] * len(piece)
+        return ids, trainable
+
     def save_pretrained(self, directory: str) -> None:
         self._tokenizer.save_pretrained(directory)
 
@@ -50,8 +85,50 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
         parts.append(backend.to_str())
     else:
         parts.append(json.dumps(sorted(tokenizer.get_vocab().items())))
+    template = getattr(tokenizer, "chat_template", None)
+    if template:  # it decides the ids of chat records; left out when absent so that older digests stay valid
+        parts.append(json.dumps(template, sort_keys=True))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def load_tokenizer(name: str) -> Tokenizer:
     return ByteTokenizer() if name == BYTE_TOKENIZER else HFTokenizer(name)
+
+
+def check_messages(messages: Any) -> list[Message]:
+    """The `messages` of a chat record, as the template expects them: a list of {role, content} objects."""
+    if not isinstance(messages, list) or not messages:
+        raise InputError(f"{CHAT_FLAG}: a record's 'messages' is not a non-empty list of turns")
+    for turn in messages:
+        if not isinstance(turn, dict) or not {"role", "content"} <= turn.keys():
+            raise InputError(f"{CHAT_FLAG}: a turn of 'messages' is not a {{role, content}} object: {turn!r:.200}")
+    return messages
+
+
+def chat_pieces(messages: Any, render: Callable[[list[Message], bool], str]) -> list[tuple[str, bool]]:
+    """The rendered conversation cut into consecutive pieces of text, each with whether it is trained on.
+
+    Each assistant turn i is trained on from the end of the prompt that asks for it, render(turns before i, with
+    the generation prompt), to the end of render(turns up to i), which holds the turn's content and the template's
+    end-of-turn tokens; everything else (system, user, tool turns, the assistant header) is masked. The prompt is
+    then tokenised on its own, as at inference, where the model continues from the generation prompt's tokens.
+    A template that renders a conversation's beginning differently once more turns follow (no common prefix)
+    cannot be cut like this: an InputError names the turn.
+    """
+    turns = check_messages(messages)
+    full = render(turns, False)
+    pieces: list[tuple[str, bool]] = []
+    done = 0
+    for index, turn in enumerate(turns):
+        if turn["role"] != "assistant":
+            continue
+        prompt, through = render(turns[:index], True), render(turns[: index + 1], False)
+        if not (full.startswith(through) and through.startswith(prompt) and len(prompt) >= done):
+            raise InputError(
+                f"{CHAT_FLAG}: the tokenizer's chat template does not render turn {index} (assistant) as a "
+                "continuation of the turns before it, so its tokens cannot be told from the prompt's"
+            )
+        pieces += [(full[done : len(prompt)], False), (full[len(prompt) : len(through)], True)]
+        done = len(through)
+    pieces.append((full[done:], False))
+    return [(text, trained) for text, trained in pieces if text]

@@ -5,6 +5,10 @@ The `tiny` preset's vocabulary (260) is sized for it.
 
 from __future__ import annotations
 
+from typing import Any
+
+from trainer.errors import InputError
+
 BOS_ID = 257
 EOS_ID = 258
 BYTE_VOCAB_SIZE = 260  # 256 byte values, pad, bos, eos, one reserved id
@@ -20,6 +24,12 @@ class ByteTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
+
+    def encode_chat(self, messages: list[dict[str, Any]]) -> tuple[list[int], list[bool]]:
+        raise InputError(
+            "--dataset-format chat: the byte tokenizer has no chat template; give --tokenizer one that has (the "
+            "model's -Instruct checkpoint's, for example), or use another --dataset-format"
+        )
 
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")

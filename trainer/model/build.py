@@ -25,21 +25,12 @@ WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.")
 
 
 def hf_config(source: ModelSource) -> Any:
-    """The transformers config of the model: built from a preset's shape, or read from config.json."""
-    from transformers import AutoConfig, LlamaConfig
+    """The transformers config of the model: the preset's family's config class built from its shape
+    (ModelShape.config_kwargs), or read from config.json."""
+    from transformers import AutoConfig
 
     if source.kind == "preset":
-        shape = source.shape
-        config = LlamaConfig(
-            vocab_size=shape.vocab_size,
-            hidden_size=shape.hidden_size,
-            intermediate_size=shape.intermediate_size,
-            num_hidden_layers=shape.num_layers,
-            num_attention_heads=shape.num_heads,
-            num_key_value_heads=shape.num_kv_heads,
-            max_position_embeddings=shape.max_position_embeddings,
-            tie_word_embeddings=shape.tie_word_embeddings,
-        )
+        config = AutoConfig.for_model(source.shape.model_type, **source.shape.config_kwargs())
     else:
         config = AutoConfig.from_pretrained(str(source.directory) if source.directory else source.name)
     config.use_cache = False
@@ -102,12 +93,19 @@ def _local(param: torch.Tensor) -> torch.Tensor:
 
 
 def is_norm_weight(name: str) -> bool:
+    """RMSNorm weights: the per-layer norms, the final one and Qwen3's per-head q_norm/k_norm alike."""
     return name.endswith("norm.weight")
+
+
+def is_bias(name: str) -> bool:
+    """Linear biases (Qwen2's q/k/v projections, Llama's and Qwen3's with attention_bias)."""
+    return name.endswith(".bias")
 
 
 @torch.no_grad()
 def init_weights(model: nn.Module, seed: int, std: float) -> None:
-    """Random init of every parameter: N(0, std) for matrices and embeddings, ones for RMSNorm weights.
+    """Random init of every parameter: N(0, std) for matrices and embeddings, ones for RMSNorm weights, zeros for
+    biases (as transformers' PreTrainedModel._init_weights does: modeling_utils.py, init.zeros_(module.bias)).
 
     Each full tensor comes from its own generator, seeded from --seed and the parameter's name, on the
     training device; the rank keeps only its rows. Same weights for any world size or sharding strategy.
@@ -116,8 +114,8 @@ def init_weights(model: nn.Module, seed: int, std: float) -> None:
         name = canonical_name(name)
         start, stop = local_rows(param)
         local = _local(param)
-        if is_norm_weight(name):
-            local.fill_(1.0)
+        if is_norm_weight(name) or is_bias(name):
+            local.fill_(1.0 if is_norm_weight(name) else 0.0)
             continue
         generator = torch.Generator(device=local.device).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
         full = torch.empty(param.shape, device=local.device, dtype=local.dtype).normal_(0.0, std, generator=generator)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trainer.errors import InputError
-from trainer.model.presets import PRESETS, ModelShape
+from trainer.model.presets import FAMILIES, PRESETS, ModelShape
 from trainer.s3.inputs import FILES, read_manifest, staged, staged_directory
 from trainer.s3.transfer import read_text
 from trainer.s3.uri import S3Uri, is_s3_uri
@@ -47,20 +47,51 @@ class ModelSource:
 
 
 def shape_from_hf_config(config: dict[str, Any], name: str) -> ModelShape:
-    """A ModelShape from a transformers config.json of a Llama-shaped decoder."""
+    """A ModelShape from the config.json of a model of one of the families the trainer builds (FAMILIES: Llama,
+    Mistral, Qwen2, Qwen3), as the hub publishes it (rope_theta and rope_scaling) or as transformers 5 saves it
+    (rope_parameters: modeling_rope_utils.py convert_rope_params_to_dict). InputError for anything else."""
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        raise InputError(
+            f"--model {name}: model_type {model_type!r} in its config.json is not one the trainer builds "
+            f"({', '.join(FAMILIES)})"
+        )
+    if config.get("use_sliding_window"):  # Qwen2/Qwen3: a window on the layers past max_window_layers
+        raise InputError(f"--model {name}: use_sliding_window is set; the trainer's attention is full causal")
     heads = int(config["num_attention_heads"])
-    return ModelShape(
-        name=name,
-        hf_id=None,
-        vocab_size=int(config["vocab_size"]),
-        hidden_size=int(config["hidden_size"]),
-        intermediate_size=int(config["intermediate_size"]),
-        num_layers=int(config["num_hidden_layers"]),
-        num_heads=heads,
-        num_kv_heads=int(config.get("num_key_value_heads") or heads),
-        max_position_embeddings=int(config["max_position_embeddings"]),
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-    )
+    rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    theta = float(rope.pop("rope_theta", config.get("rope_theta", 10000.0)))
+    if "type" in rope:  # transformers' older spelling of rope_type
+        rope.setdefault("rope_type", rope.pop("type"))
+    if any(isinstance(value, dict) for value in rope.values()):
+        raise InputError(f"--model {name}: RoPE parameters per layer type are not supported ({sorted(rope)})")
+    scaling = tuple(sorted((key, tuple(v) if isinstance(v, list) else v) for key, v in rope.items()))
+    # Qwen3Config's head_dim defaults to 128 whatever the width (configuration_qwen3.py), the others' to the width
+    # over the heads (LlamaAttention: getattr(config, "head_dim", None) or hidden_size // num_attention_heads).
+    head_dim = int(config.get("head_dim") or (128 if model_type == "qwen3" else int(config["hidden_size"]) // heads))
+    try:
+        return ModelShape(
+            name=name,
+            hf_id=None,
+            vocab_size=int(config["vocab_size"]),
+            hidden_size=int(config["hidden_size"]),
+            intermediate_size=int(config["intermediate_size"]),
+            num_layers=int(config["num_hidden_layers"]),
+            num_heads=heads,
+            num_kv_heads=int(config.get("num_key_value_heads") or heads),
+            max_position_embeddings=int(config["max_position_embeddings"]),
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            model_type=model_type,
+            explicit_head_dim=None if head_dim == int(config["hidden_size"]) // heads else head_dim,
+            attention_bias=True if model_type == "qwen2" else bool(config.get("attention_bias", False)),
+            mlp_bias=bool(config.get("mlp_bias", False)),
+            rope_theta=theta,
+            rope_scaling=() if scaling == (("rope_type", "default"),) else scaling,
+            rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+            sliding_window=config.get("sliding_window") if model_type == "mistral" else None,
+        )
+    except ValueError as error:  # the shape's own check: a feature its family cannot have
+        raise InputError(f"--model {name}: {error}") from error
 
 
 def looks_like_path(value: str) -> bool:
