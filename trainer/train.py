@@ -304,6 +304,8 @@ def export(config: TrainConfig, session: Session, env: DistEnv, tokenizer: Token
         return
     scratch = None
     if not directory and env.is_leader:
+        if config.checkpoint.directory:
+            Path(config.checkpoint.directory).mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=config.checkpoint.directory))
     directory = directory or str(scratch or "")  # the other ranks only take part in the gathers
     state = session.state

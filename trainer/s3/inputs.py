@@ -87,21 +87,27 @@ def read_manifest(cache_dir: str | Path, uri: S3Uri) -> StagedObjects | None:
 
 def stage_objects(uri: S3Uri, objects: list[S3Object], cache_dir: str | Path, flag: str, s3: Any) -> StagedObjects:
     """Download what changed since the last staging of `uri` (by ETag and size), drop what S3 no longer has, and
-    write the manifest last."""
+    write the manifest last. When nothing changed, nothing is touched: another pod's workers may be reading it."""
     root = staged_directory(cache_dir, uri)
     previous = read_manifest(cache_dir, uri)
     wanted = StagedObjects(str(uri), tuple(objects), tuple(local_name(uri, o.key, flag) for o in objects))
-    kept = {}
-    if previous is not None:
-        kept = {name: o for o, name in zip(previous.objects, previous.names, strict=True)}
-        (root / MANIFEST).unlink()  # from here until the new manifest, the directory is incomplete
-    for item, name in zip(wanted.objects, wanted.names, strict=True):
-        path = root / FILES / name
-        if kept.get(name) != item or not path.is_file():
-            download(S3Uri(uri.bucket, item.key), path, s3)
+    kept = dict(zip(previous.names, previous.objects, strict=True)) if previous else {}
+    changed = [
+        (item, name)
+        for item, name in zip(wanted.objects, wanted.names, strict=True)
+        if kept.get(name) != item or not (root / FILES / name).is_file()
+    ]
+    if previous == wanted and not changed:
+        return wanted
+    (root / MANIFEST).unlink(missing_ok=True)  # from here until the new manifest, the directory is incomplete
+    for item, name in changed:
+        download(S3Uri(uri.bucket, item.key), root / FILES / name, s3)
     for name in set(kept) - set(wanted.names):
         (root / FILES / name).unlink(missing_ok=True)
-    (root / MANIFEST).write_text(wanted.to_json())
+    root.mkdir(parents=True, exist_ok=True)
+    partial = root / f".{MANIFEST}.part"
+    partial.write_text(wanted.to_json())
+    partial.replace(root / MANIFEST)
     return wanted
 
 
