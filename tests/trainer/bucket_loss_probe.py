@@ -12,8 +12,8 @@ import sys
 
 def main(argv: list[str]) -> int:
     from trainer.checkpoint.checkpointer import Checkpointer, TrainState
-    from trainer.checkpoint.s3_store import s3_client
     from trainer.main import main as trainer_main
+    from trainer.s3.transfer import client as s3_client
 
     restore = Checkpointer.restore
 

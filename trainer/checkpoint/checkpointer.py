@@ -464,11 +464,10 @@ class Checkpointer:
         """Rank 0: the newest complete checkpoint of this run's durable tier, else --resume-from's; an InputError
         naming the URI and S3's error when S3 cannot say, or when --resume-from names no complete checkpoint."""
         if self.durable is not None:
-            root = self.durable.root
             try:
                 complete = self.durable.store.complete()
-            except Exception as error:
-                raise InputError(f"--artifacts-uri: cannot list {root}: {error}") from error
+            except InputError as error:  # trainer/s3/transfer.py S3Error: the URI and S3's error
+                raise InputError(f"--artifacts-uri: cannot list the checkpoints: {error}") from error
             if complete:
                 return self._s3_point(complete[-1].step, complete[-1].uri, DURABLE_TIER)
         if self.resume_from is None:
@@ -476,8 +475,8 @@ class Checkpointer:
         uri = S3Uri.parse(self.resume_from, "--resume-from")
         try:
             found = resume_source(uri)
-        except Exception as error:
-            raise InputError(f"--resume-from {uri}: cannot read it: {error}") from error
+        except InputError as error:
+            raise InputError(f"--resume-from: cannot list the checkpoints: {error}") from error
         if found is None:
             raise InputError(
                 f"--resume-from {uri}: no complete checkpoint there (a step_<N> prefix with meta.json, or a prefix "
@@ -486,10 +485,7 @@ class Checkpointer:
         return self._s3_point(found.step, found.uri, RESUME_FROM)
 
     def _s3_point(self, step: int, uri: S3Uri, tier: str) -> ResumePoint:
-        try:
-            meta = S3Checkpoints(uri).read_meta(uri)
-        except Exception as error:
-            raise InputError(f"{tier}: cannot read the meta.json of {uri}: {error}") from error
+        meta = S3Checkpoints(uri).read_meta(uri)  # an InputError naming the URI and S3's error
         difference = fingerprint_difference(meta, self.meta["model"]) if "model" in self.meta else None
         if difference:
             raise InputError(f"{tier}: checkpoint {uri} is from an incompatible model ({difference})")

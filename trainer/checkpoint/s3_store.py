@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, checkpoint_step
-from trainer.s3.endpoint import endpoint_url, force_path_style, region
+from trainer.s3.transfer import call, list_objects
+from trainer.s3.transfer import client as s3_client
 from trainer.s3.uri import S3Uri
 
 TORCH_FREE = True  # the local run lists a run's durable checkpoints with it
@@ -31,15 +32,6 @@ CHECKPOINTS = "checkpoints"
 """The durable tier's folder under --artifacts-uri."""
 # DeleteObjects takes at most 1,000 keys per request (Amazon S3 API reference, DeleteObjects).
 DELETE_BATCH = 1000
-
-
-def s3_client() -> Any:
-    """boto3's S3 client by the one endpoint rule (trainer/s3/endpoint.py); credentials as boto3 finds them."""
-    import boto3
-    from botocore.config import Config
-
-    addressing = {"addressing_style": "path"} if force_path_style() else {}
-    return boto3.client("s3", region_name=region(), endpoint_url=endpoint_url(), config=Config(s3=addressing))
 
 
 def checkpoints_root(artifacts_uri: str) -> S3Uri:
@@ -60,23 +52,19 @@ class S3Checkpoint:
 
 
 class S3Checkpoints:
-    """The step_<N> checkpoints directly under one prefix."""
+    """The step_<N> checkpoints directly under one prefix, through the run's boto3 client (trainer/s3/transfer.py)."""
 
     def __init__(self, root: S3Uri, client: Any = None) -> None:
         self.root = root
         self.client = client if client is not None else s3_client()
 
-    def _keys(self, prefix: str) -> list[str]:
-        paginator = self.client.get_paginator("list_objects_v2")
-        keys: list[str] = []
-        for page in paginator.paginate(Bucket=self.root.bucket, Prefix=prefix):
-            keys += [item["Key"] for item in page.get("Contents", [])]
-        return keys
+    def _keys(self, prefix: S3Uri) -> list[str]:
+        return [item.key for item in list_objects(S3Uri(prefix.bucket, prefix.prefix), self.client)]
 
     def all(self) -> list[S3Checkpoint]:
         """Every step_<N> under the root, complete or not, oldest first (one listing)."""
         steps: dict[int, bool] = {}
-        for key in self._keys(self.root.prefix):
+        for key in self._keys(self.root):
             name, _, rest = key[len(self.root.prefix) :].partition("/")
             step = checkpoint_step(name)
             if step is not None and rest:
@@ -87,27 +75,26 @@ class S3Checkpoints:
         return [checkpoint for checkpoint in self.all() if checkpoint.complete]
 
     def is_complete(self, checkpoint: S3Uri) -> bool:
-        meta_key = checkpoint.join(META_FILE).key
-        listed = self.client.list_objects_v2(Bucket=checkpoint.bucket, Prefix=meta_key, MaxKeys=1)
-        return any(item["Key"] == meta_key for item in listed.get("Contents", []))
+        meta = checkpoint.join(META_FILE)
+        return any(item.key == meta.key for item in list_objects(meta, self.client))
 
     def read_meta(self, checkpoint: S3Uri) -> dict[str, Any]:
-        body = self.client.get_object(Bucket=checkpoint.bucket, Key=checkpoint.join(META_FILE).key)["Body"]
-        return json.loads(body.read())
+        meta = checkpoint.join(META_FILE)
+        return json.loads(call(meta, lambda: self.client.get_object(Bucket=meta.bucket, Key=meta.key)["Body"].read()))
 
     def write_meta(self, checkpoint: S3Uri, meta: dict[str, Any]) -> None:
         """The commit: one PUT, after every other object of the checkpoint is written."""
-        body = json.dumps(meta, indent=2, sort_keys=True).encode()
-        self.client.put_object(Bucket=checkpoint.bucket, Key=checkpoint.join(META_FILE).key, Body=body)
+        body, target = json.dumps(meta, indent=2, sort_keys=True).encode(), checkpoint.join(META_FILE)
+        call(target, lambda: self.client.put_object(Bucket=target.bucket, Key=target.key, Body=body))
 
     def delete(self, checkpoint: S3Uri) -> None:
         """meta.json first (from then on the checkpoint is incomplete, never read), then everything else."""
-        meta_key = checkpoint.join(META_FILE).key
-        self.client.delete_object(Bucket=checkpoint.bucket, Key=meta_key)
-        rest = [key for key in self._keys(checkpoint.prefix) if key != meta_key]
+        meta = checkpoint.join(META_FILE)
+        call(meta, lambda: self.client.delete_object(Bucket=meta.bucket, Key=meta.key))
+        rest = [key for key in self._keys(checkpoint) if key != meta.key]
         for start in range(0, len(rest), DELETE_BATCH):
-            batch = [{"Key": key} for key in rest[start : start + DELETE_BATCH]]
-            self.client.delete_objects(Bucket=checkpoint.bucket, Delete={"Objects": batch, "Quiet": True})
+            batch = {"Objects": [{"Key": key} for key in rest[start : start + DELETE_BATCH]], "Quiet": True}
+            call(checkpoint, lambda batch=batch: self.client.delete_objects(Bucket=checkpoint.bucket, Delete=batch))
 
     def prune(self, keep: int) -> list[S3Checkpoint]:
         """Keep the newest `keep` complete checkpoints; delete older ones and every incomplete one (called after a
