@@ -21,11 +21,26 @@ from trainer.data.packing import (
     render,
     step_batch,
 )
+from trainer.data.tokenizer import HFTokenizer, chat_pieces
 from trainer.data.tokenizer_bytes import BOS_ID, EOS_ID, ByteTokenizer
 from trainer.errors import InputError
 
 ALPACA = {"instruction": "Add.", "input": "2 and 3", "output": "5"}
 DIALOGSUM = {"dialogue": "#Person1#: Hi.\n#Person2#: Hello.", "summary": "They greet."}
+CHAT = {
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 2 + 3?"},
+        {"role": "assistant", "content": "5"},
+        {"role": "user", "content": "And 2 times 3?"},
+        {"role": "assistant", "content": "6 ."},
+    ]
+}
+# ChatML, as Qwen's templates write it (tokenizer_config.json chat_template), cut to its core.
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def synthetic(seq_len: int = 16):
@@ -33,6 +48,7 @@ def synthetic(seq_len: int = 16):
 
 
 def test_formats_are_detected_from_the_fields() -> None:
+    assert detect_format(CHAT) == "chat"
     assert detect_format(ALPACA) == "instruction"
     assert detect_format(DIALOGSUM) == "dialogsum"
     assert detect_format({"text": "x"}) == "text"
@@ -129,3 +145,73 @@ def test_steps_that_make_many_epochs_of_a_small_data_set_are_pointed_out() -> No
         "and fine-tuning usually runs a few"
     )
     assert epochs_warning(60, 128, 800) is None  # 9.6 epochs
+
+
+def chat_tokenizer(directory: Path, template: str | None = CHATML) -> HFTokenizer:
+    """A word-level tokenizer made here (no download), saved and loaded as the trainer loads any: the special tokens
+    whole, words and punctuation apart, whitespace dropped."""
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<unk>", "system", "user", "assistant", "Be", "brief", ".", "What", "is", "2", "+", "3", "?", "5",
+             "And", "times", "6"]  # fmt: skip
+    backend = Backend(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<|im_start|>", eos_token="<|im_end|>", unk_token="<unk>"
+    )
+    if template:
+        fast.chat_template = template
+    fast.save_pretrained(directory)
+    return HFTokenizer(str(directory))
+
+
+def test_chat_records_train_on_the_assistant_turns_only(tmp_path: Path) -> None:
+    tokenizer = chat_tokenizer(tmp_path / "tokenizer")
+    packed = pack([CHAT, CHAT], tokenizer, "chat", seq_len=8)
+    tokens = tokenizer._tokenizer.convert_ids_to_tokens(packed.tokens.tolist())
+    masked = [(token, bool(trained)) for token, trained in zip(tokens, packed.trainable, strict=True)]
+    header = [("<|im_start|>", False), ("assistant", False)]
+    conversation = [
+        *[("<|im_start|>", False), ("system", False), ("Be", False), ("brief", False), (".", False)],
+        *[("<|im_end|>", False), ("<|im_start|>", False), ("user", False), ("What", False), ("is", False)],
+        *[("2", False), ("+", False), ("3", False), ("?", False), ("<|im_end|>", False)],
+        *header, ("5", True), ("<|im_end|>", True),
+        *[("<|im_start|>", False), ("user", False), ("And", False), ("2", False), ("times", False), ("3", False)],
+        *[("?", False), ("<|im_end|>", False)],
+        *header, ("6", True), (".", True), ("<|im_end|>", True),
+    ]  # fmt: skip
+    assert masked == conversation * 2  # the template writes every token: no bos or eos added around a record
+
+
+def test_chat_pieces_follow_the_template_and_refuse_one_that_rewrites_the_past() -> None:
+    def tagged(turns: list[dict[str, str]], add_generation_prompt: bool) -> str:
+        text = "".join(f"[{turn['role']}]{turn['content']}[end]" for turn in turns)
+        return text + ("[assistant]" if add_generation_prompt else "")
+
+    assert chat_pieces(CHAT["messages"][1:3], tagged) == [
+        ("[user]What is 2 + 3?[end][assistant]", False),
+        ("5[end]", True),
+    ]
+
+    def forgetful(turns: list[dict[str, str]], add_generation_prompt: bool) -> str:
+        """Like templates that drop earlier assistant turns' reasoning once another turn follows."""
+        text = "".join(f"[{t['role']}]{'...' if t is not turns[-1] else t['content']}[end]" for t in turns)
+        return text + ("[assistant]" if add_generation_prompt else "")
+
+    with pytest.raises(InputError, match=r"--dataset-format chat: .* turn 2 \(assistant\)"):
+        chat_pieces(CHAT["messages"], forgetful)
+    with pytest.raises(InputError, match="--dataset-format chat: a turn of 'messages' is not a"):
+        chat_pieces([{"role": "user"}], tagged)
+
+
+def test_a_tokenizer_without_a_chat_template_is_refused_by_flag(tmp_path: Path) -> None:
+    with pytest.raises(
+        InputError, match=r"--dataset-format chat: the tokenizer .* has no chat template; give --tokenizer"
+    ):
+        pack([CHAT], chat_tokenizer(tmp_path / "plain", template=None), "chat", seq_len=8)
+    with pytest.raises(InputError, match="--dataset-format chat: the byte tokenizer has no chat template"):
+        pack([CHAT], ByteTokenizer(), "chat", seq_len=8)
+    with pytest.raises(InputError, match="--dataset-format chat: a record has no field 'messages'"):
+        pack([ALPACA], chat_tokenizer(tmp_path / "chat"), "chat", seq_len=8)
