@@ -41,7 +41,9 @@ from trainer.validate import is_local_dataset
 
 log = logging.getLogger("trainer.stage")
 WEIGHT_FILES = ["*.json", "*.safetensors"]  # what the trainer reads of a model (trainer/train.py)
-TOKENIZER_FILES = ["*.json", "*.model", "*.txt"]  # tokenizer.json / tokenizer.model (sentencepiece) / vocab files
+# tokenizer.json / tokenizer.model (sentencepiece) / vocab files / chat_template.jinja (transformers'
+# CHAT_TEMPLATE_FILE, tokenization_utils_base.py: the template of chat records, trainer/data/tokenizer.py)
+TOKENIZER_FILES = ["*.json", "*.model", "*.txt", "*.jinja"]
 LOCK = ".stage.lock"
 MARKER = ".staged.json"
 

@@ -22,6 +22,7 @@ import pytest
 from local.etcd import free_port
 from local.s3 import LocalS3
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
+from tests.trainer.test_data import CHAT, chat_tokenizer
 from trainer.launch.exits import EXIT_STAGING_FAILED, REASON_PREFIX
 from trainer.s3.inputs import FILES, MANIFEST, staged_directory
 from trainer.s3.transfer import WAIT_VARIABLE
@@ -175,6 +176,24 @@ def test_a_model_from_s3_trains_and_the_final_model_lands_in_s3(s3: LocalS3, tmp
         "runs/dev/run-1/model/config.json",
         "runs/dev/run-1/model/model.safetensors",
     ]
+
+
+def test_an_s3_model_brings_its_own_tokenizer_and_chat_template(s3: LocalS3, tmp_path: Path) -> None:
+    """Without --tokenizer the model's own is used: staged with the weights, its chat template too, and the data set
+    tokenised with it."""
+    tiny_model(tmp_path / "model")
+    chat_tokenizer(tmp_path / "model")
+    upload(s3, tmp_path / "model", f"s3://{MODEL_BUCKET}/chat/")
+    put(s3, f"s3://{DATA_BUCKET}/chat.jsonl", jsonl([CHAT] * 50))
+    args = with_flags(
+        TINY, model=f"s3://{MODEL_BUCKET}/chat/", dataset=f"s3://{DATA_BUCKET}/chat.jsonl", dataset_format="chat",
+        seq_len="8", data_cache_dir=str(tmp_path / "cache"),
+    )  # fmt: skip
+    staged = stage(args, s3_env(s3))
+    assert staged.returncode == 0, staged.stderr
+    files = staged_directory(tmp_path / "cache", S3Uri.parse(f"s3://{MODEL_BUCKET}/chat/")) / FILES
+    assert {path.name for path in files.iterdir()} == {path.name for path in (tmp_path / "model").iterdir()}
+    assert len(tokens(tmp_path / "cache")) > 50
 
 
 def test_the_workers_refuse_an_s3_model_that_was_not_staged(s3: LocalS3, tmp_path: Path) -> None:

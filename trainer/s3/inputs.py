@@ -34,9 +34,10 @@ TORCH_FREE = True  # the model's source (trainer/model/source.py) finds a staged
 
 DATA_SUFFIXES = (".jsonl", ".json", ".txt")
 # What the trainer reads of a model directory, as from the hub (trainer/stage.py WEIGHT_FILES, TOKENIZER_FILES):
-# config and index .json files, weights, tokenizer.model (sentencepiece), vocabulary .txt files. Subdirectories
-# (the original/ consolidated checkpoint of Meta's repositories) are left out.
-MODEL_SUFFIXES = (".json", ".safetensors", ".model", ".txt")
+# config and index .json files, weights, tokenizer.model (sentencepiece), vocabulary .txt files, the chat template
+# (chat_template.jinja: transformers' CHAT_TEMPLATE_FILE, tokenization_utils_base.py). Subdirectories (the original/
+# consolidated checkpoint of Meta's repositories) are left out.
+MODEL_SUFFIXES = (".json", ".safetensors", ".model", ".txt", ".jinja")
 STAGED = "s3"
 MANIFEST = "manifest.json"
 FILES = "files"
