@@ -3,6 +3,7 @@ writer and reader, against a real S3 API (moto's server on 127.0.0.1, local/s3.p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,6 +174,21 @@ def test_resume_from_a_prefix_without_a_complete_checkpoint_is_bad_input(s3: Loc
     run = run_trainer(args, tmp_path, env=s3.client_environment())
     assert run.returncode == EXIT_BAD_INPUT, run.output
     assert f"--resume-from {partial}: no complete checkpoint there" in run.output
+
+
+def test_resume_from_a_checkpoint_of_another_model_is_bad_input(
+    s3: LocalS3, killed_run: TrainerRun, tmp_path: Path
+) -> None:
+    step_3 = S3Uri(BUCKET, "other-model/step_00000003")
+    copy_prefix(s3, KILLED.join("checkpoints", checkpoint_name(3)), step_3)
+    client = s3.client()
+    meta = json.loads(client.get_object(Bucket=BUCKET, Key=step_3.join(META_FILE).key)["Body"].read())
+    meta["model"]["hidden_size"] += 64
+    client.put_object(Bucket=BUCKET, Key=step_3.join(META_FILE).key, Body=json.dumps(meta).encode())
+    args = with_flags(TINY, checkpoint_dir=str(tmp_path / "ckpt"), resume_from=str(step_3))
+    run = run_trainer(args, tmp_path, env=s3.client_environment())
+    assert run.returncode == EXIT_BAD_INPUT, run.output
+    assert f"--resume-from: checkpoint {step_3} is from an incompatible model (hidden_size" in run.output
 
 
 def test_failed_s3_saves_warn_and_training_goes_on_but_a_failed_last_save_fails_the_run(
