@@ -4,37 +4,32 @@ s3:// inputs, and what the run left in it.
 On the cluster the job's pods write under `s3://<artifacts bucket>/<prefix>/<stack>/run-<n>/`: the pod's
 `--artifacts-uri s3://$(FSDP_EKS_ARTIFACTS_BUCKET)/...` names the bucket through the container's variable, which the
 kubelet expands. Here the same variable names a bucket in the local S3 API (the stack's artifacts.bucket when it
-names one, the same name in the local server; else fsdp-eks-<stack>-artifacts-local), local/launch.py expands the
-reference the same way, and the trainer reaches it through the same s3:// code paths as on AWS, with the endpoint in
-AWS_ENDPOINT_URL (trainer/s3/endpoint.py). The summary lists what is there: nothing in it is formatted from the flag
-alone.
+names one, the same name in the local server; else the stack's own bucket's prefix with "local" for its unique
+suffix: fsdp-eks-<stack>-artifacts-local), local/launch.py expands the reference the same way, and the trainer
+reaches it through the same s3:// code paths as on AWS, with the endpoint in AWS_ENDPOINT_URL
+(trainer/s3/endpoint.py). The summary lists what is there: nothing in it is formatted from the flag alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from local.s3 import LocalS3
+from stack.names import ARTIFACTS_BUCKET_VARIABLE, artifacts_bucket_prefix
 from trainer.checkpoint.s3_store import S3Checkpoint, S3Checkpoints, checkpoints_root
 from trainer.errors import InputError
 from trainer.s3.model_upload import model_uri
 from trainer.s3.uri import S3Uri, bucket_name_problem
 
-# The container variable that names the artifacts bucket (workloads/job/pod.py sets it; the pod's --artifacts-uri
-# refers to it).
-ARTIFACTS_BUCKET_VARIABLE = "FSDP_EKS_ARTIFACTS_BUCKET"
-MAX_BUCKET_NAME = 63  # S3's bucket naming rules (Amazon S3 user guide, "Bucket naming rules")
+LOCAL_BUCKET_SUFFIX = "local"  # in place of the unique suffix the provider adds to the stack's own bucket's prefix
 
 
 def local_bucket(stack: str, configured: str | None) -> str:
-    """The artifacts bucket in the local S3 API: the stack's own name for it, else one made from the stack's name."""
-    if configured:
-        return configured
-    name = re.sub(r"[^a-z0-9-]+", "-", f"fsdp-eks-{stack.lower()}")[: MAX_BUCKET_NAME - len("-artifacts-local")]
-    return f"{name.strip('-')}-artifacts-local"
+    """The artifacts bucket in the local S3 API: the stack's artifacts.bucket, else the name of the bucket the stack
+    would create (stack/names.py artifacts_bucket_prefix) with "local" for its unique suffix."""
+    return configured or artifacts_bucket_prefix(stack) + LOCAL_BUCKET_SUFFIX
 
 
 @dataclass(frozen=True)

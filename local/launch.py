@@ -219,8 +219,12 @@ def expand_references(value: str, env: dict[str, str]) -> str:
     return _REFERENCE.sub(lambda m: "$" if m.group(1) == "$" else env.get(m.group(2), m.group(0)), value)
 
 
-def expanded_command(container: dict[str, Any], env: dict[str, str]) -> list[str]:
-    return [expand_references(str(token), env) for token in container["command"]]
+def expanded_command(container: dict[str, Any], env: dict[str, str]) -> tuple[dict[str, str], list[str], list[str]]:
+    """torchrun's flags and the trainer's arguments with the `$(VAR)` references expanded from `env`, and the
+    trainer's arguments as the manifest writes them (what the run header shows the local changes against)."""
+    flags, manifest_args = split_command(container["command"])
+    expanded = {name: expand_references(value, env) for name, value in flags.items()}
+    return expanded, manifest_args, [expand_references(arg, env) for arg in manifest_args]
 
 
 def stand_in_changes(container: dict[str, Any], stand_ins: dict[str, str]) -> list[str]:
@@ -350,8 +354,8 @@ def local_plan(
     stand_ins = stand_ins or {}
     container = worker_container(manifest)
     mounts = volume_directories(container, work_dir)
-    flags, trainer_args = split_command(
-        expanded_command(container, local_container_environment(container, mounts, stand_ins))
+    flags, manifest_args, trainer_args = expanded_command(
+        container, local_container_environment(container, mounts, stand_ins)
     )
     variables = operator_variables(manifest)
     check_command_matches_policy(flags, variables)
@@ -374,7 +378,7 @@ def local_plan(
     variables = {**variables, **{f"PET_{name.upper().replace('-', '_')}": value for name, value in local.items()}}
     low, high = (int(n) for n in variables["PET_NNODES"].split(":"))
     trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1))
-    args, trainer_lines = local_trainer_args(trainer_args, trainer)
+    args, trainer_lines = local_trainer_args(manifest_args, trainer)
     changes += trainer_lines
     changes += hub_token_changes(container)
     changes += stand_in_changes(container, stand_ins)

@@ -128,8 +128,7 @@ def start_storage(options: LocalOptions, config: StackConfig) -> tuple[LocalStor
     """The run's S3 API with its artifacts bucket and the --s3-upload files (local/artifacts.py); its failures
     become LocalRunError."""
     try:
-        configured = getattr(getattr(config, "artifacts", None), "bucket", None)  # H3's section; TEMPORARY
-        return LocalStorage.start(local_bucket(options.stack, configured), options.s3_uploads)
+        return LocalStorage.start(local_bucket(options.stack, config.artifacts.bucket), options.s3_uploads)
     except (InputError, RuntimeError, OSError) as error:
         raise LocalRunError(f"the local S3 API: {error}") from None
 

@@ -31,7 +31,6 @@ from local.launch import (
     local_container_environment,
     local_trainer_args,
     local_trainer_config,
-    split_command,
     stand_in_changes,
     volume_directories,
 )
@@ -99,8 +98,8 @@ def trainjob_plan(
     stand_ins = stand_ins or {}
     container = node_container(runtime, trainjob)
     mounts = volume_directories(container, work_dir)
-    flags, trainer_args = split_command(
-        expanded_command(container, local_container_environment(container, mounts, stand_ins))
+    flags, manifest_args, trainer_args = expanded_command(
+        container, local_container_environment(container, mounts, stand_ins)
     )
     given = sorted(set(flags) & set(TRAINER_V2_FLAGS))
     if given:
@@ -111,7 +110,7 @@ def trainjob_plan(
     local = local_variables(master_port)
     changes = [f"{name}={value} (cluster: {cluster[name]})" for name, value in local.items()]
     trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(nodes, nodes + 1))
-    args, trainer_lines = local_trainer_args(trainer_args, trainer)
+    args, trainer_lines = local_trainer_args(manifest_args, trainer)
     changes += trainer_lines
     changes += hub_token_changes(container)
     changes += stand_in_changes(container, stand_ins)
