@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ RECORDS = [
 ]
 
 
-def jsonl(records: list[dict[str, str]]) -> str:
+def jsonl(records: Sequence[Mapping[str, object]]) -> str:
     return "".join(json.dumps(record) + "\n" for record in records)
 
 
