@@ -158,10 +158,10 @@ class DurableTier:
                     )
             return
         if self.is_leader:
-            self._prune()
             self.stats.s3_save_s = time.perf_counter() - upload.started
             self.stats.s3_bytes = upload.bytes
             log.info("saved checkpoint %s (%s) in %.2fs", upload.uri, format_bytes(upload.bytes), self.stats.s3_save_s)
+            self._prune()
 
     def _prune(self) -> None:
         """After a commit; a failure here costs only space (the next prune tries again)."""

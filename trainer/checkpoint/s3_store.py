@@ -88,10 +88,14 @@ class S3Checkpoints:
         call(target, lambda: self.client.put_object(Bucket=target.bucket, Key=target.key, Body=body))
 
     def delete(self, checkpoint: S3Uri) -> None:
-        """meta.json first (from then on the checkpoint is incomplete, never read), then everything else."""
+        """meta.json first (from then on the checkpoint is incomplete, never read), then everything else. Only keys
+        that exist: in a versioned bucket, deleting a missing key still adds a delete marker (Amazon S3 user guide,
+        "Deleting object versions from a versioning-enabled bucket")."""
+        keys = self._keys(checkpoint)
         meta = checkpoint.join(META_FILE)
-        call(meta, lambda: self.client.delete_object(Bucket=meta.bucket, Key=meta.key))
-        rest = [key for key in self._keys(checkpoint) if key != meta.key]
+        if meta.key in keys:
+            call(meta, lambda: self.client.delete_object(Bucket=meta.bucket, Key=meta.key))
+        rest = [key for key in keys if key != meta.key]
         for start in range(0, len(rest), DELETE_BATCH):
             batch = {"Objects": [{"Key": key} for key in rest[start : start + DELETE_BATCH]], "Quiet": True}
             call(checkpoint, lambda batch=batch: self.client.delete_objects(Bucket=checkpoint.bucket, Delete=batch))
