@@ -141,15 +141,18 @@ def layer_activation_bytes(shape: ModelShape, tokens: int, compute_bytes: int) -
     - each RMSNorm upcasts its input to fp32 and saves it (4h), saves the normalised value and its output (2eh)
       and 1/rms (4): two norms, 8h + 4eh + 8;
     - attention saves q and k after RoPE, v, and the SDPA output (which o_proj reads as its input, same storage):
-      e(2h + 2kv), plus the fp32 log-sum-exp per head (4 x heads). Flash/efficient SDPA keeps no s x s scores,
-      so the paper's 5as/h term is gone;
+      e(2q + 2kv) with q = heads x head_dim (h unless a config sets head_dim apart), plus the fp32 log-sum-exp per
+      head (4 x heads). Flash/efficient SDPA keeps no s x s scores, so the paper's 5as/h term is gone;
+    - Qwen3's per-head RMSNorms on q and k (Qwen3RMSNorm) each save their fp32 input, their normalised output in
+      the compute dtype and 1/rms per head: (4 + e)(q + kv) + 4(heads + kv heads);
     - the SwiGLU MLP saves gate, SiLU(gate), up and their product: 4eI (the paper's GeLU MLP of width 4h
       saves 19h including dropout masks; Llama has no dropout).
     tests/sizing/trainer_memory/test_activation_formula.py checks this against autograd's saved tensors, to the byte.
     """
-    h, i, e = shape.hidden_size, shape.intermediate_size, compute_bytes
-    kv = shape.num_kv_heads * shape.head_dim
-    per_token = 8 * h + 4 * e * h + 8 + e * (2 * h + 2 * kv) + FP32 * shape.num_heads + 4 * e * i
+    h, i, e, q, kv = shape.hidden_size, shape.intermediate_size, compute_bytes, shape.q_width, shape.kv_width
+    per_token = 8 * h + 4 * e * h + 8 + e * (2 * q + 2 * kv) + FP32 * shape.num_heads + 4 * e * i
+    if shape.qk_norm:
+        per_token += (FP32 + e) * (q + kv) + FP32 * (shape.num_heads + shape.num_kv_heads)
     return tokens * per_token
 
 
@@ -160,13 +163,12 @@ def checkpointed_layer_bytes(shape: ModelShape, tokens: int, compute_bytes: int,
     policy): the input plus the outputs of every matmul (q, k, v, o, gate, up, down projections) and of SDPA
     (output and log-sum-exp); norms, RoPE and SiLU are recomputed.
     """
-    h, i, e = shape.hidden_size, shape.intermediate_size, compute_bytes
-    kv = shape.num_kv_heads * shape.head_dim
+    h, i, e, q, kv = shape.hidden_size, shape.intermediate_size, compute_bytes, shape.q_width, shape.kv_width
     if mode == "none":
         return layer_activation_bytes(shape, tokens, compute_bytes)
     if mode == "full":
         return tokens * e * h
-    return tokens * (e * (h + (3 * h + 2 * kv + 2 * i) + h) + FP32 * shape.num_heads)
+    return tokens * (e * (h + (q + 2 * kv + 2 * h + 2 * i) + q) + FP32 * shape.num_heads)
 
 
 def recomputed_layer_bytes(shape: ModelShape, tokens: int, compute_bytes: int, mode: str) -> int:
@@ -176,11 +178,10 @@ def recomputed_layer_bytes(shape: ModelShape, tokens: int, compute_bytes: int, m
     SDPA output and log-sum-exp, gate and up are not held twice."""
     if mode == "none":
         return 0
-    h, i, e = shape.hidden_size, shape.intermediate_size, compute_bytes
-    kv = shape.num_kv_heads * shape.head_dim
+    h, i, e, q, kv = shape.hidden_size, shape.intermediate_size, compute_bytes, shape.q_width, shape.kv_width
     shared = tokens * FP32 * h if e == FP32 else 0
     if mode == "selective":
-        shared += tokens * (e * (kv + h + 2 * i) + FP32 * shape.num_heads)
+        shared += tokens * (e * (kv + q + 2 * i) + FP32 * shape.num_heads)
     return layer_activation_bytes(shape, tokens, compute_bytes) - shared
 
 
@@ -260,7 +261,7 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
         shared_saved=2 * job.seq_len * shape.head_dim * e + INT64 * tokens + tokens * (4 * h + 2 * e * h + 4),
         # Inside a layer's backward: the MLP's product, SiLU and up gradients and the residual gradient, or
         # the q/k/v gradients of SDPA, whichever is larger.
-        in_flight_grads=tokens * e * max(2 * i + h, 2 * h + 2 * kv),
+        in_flight_grads=tokens * e * max(2 * i + h, shape.q_width + h + 2 * kv),
         logits=e * v * tokens,  # the trainer keeps `logits` until the step's backward is done
         log_softmax=FP32 * v * tokens,  # fp32 log-probabilities, saved by cross-entropy
         optimizer_temporaries=optimizer_temporaries,

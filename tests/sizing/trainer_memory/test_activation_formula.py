@@ -18,6 +18,10 @@ from trainer.model.source import ModelSource
 
 MHA = ModelShape("mha", None, 300, 128, 352, 2, 8, 8, 256)
 GQA = ModelShape("gqa", None, 300, 128, 352, 2, 8, 2, 256)  # grouped-query attention, as Llama 2 70B
+QWEN2 = ModelShape("qwen2", None, 300, 128, 352, 2, 8, 2, 256, model_type="qwen2", attention_bias=True)
+# Qwen3: q/k norms, and a head_dim apart from hidden / heads (q is 256 wide in a 128-wide model).
+QWEN3 = ModelShape("qwen3", None, 300, 128, 352, 2, 8, 2, 256, model_type="qwen3", explicit_head_dim=32)
+MISTRAL = ModelShape("mistral", None, 300, 128, 352, 2, 8, 2, 256, model_type="mistral")
 
 
 def saved_bytes_by_module(shape: ModelShape, precision: str, batch: int, seq_len: int) -> dict[str, int]:
@@ -49,7 +53,7 @@ def saved_bytes_by_module(shape: ModelShape, precision: str, batch: int, seq_len
     return totals
 
 
-@pytest.mark.parametrize("shape", [MHA, GQA], ids=["mha", "gqa"])
+@pytest.mark.parametrize("shape", [MHA, GQA, QWEN2, QWEN3, MISTRAL], ids=["mha", "gqa", "qwen2", "qwen3", "mistral"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_a_layer_saves_what_the_formula_says(shape: ModelShape, precision: str) -> None:
     saved = saved_bytes_by_module(shape, precision, batch=2, seq_len=64)
@@ -58,12 +62,15 @@ def test_a_layer_saves_what_the_formula_says(shape: ModelShape, precision: str) 
     assert saved["layer1"] == layer_activation_bytes(shape, tokens=2 * 64, compute_bytes=compute_bytes)
 
 
+@pytest.mark.parametrize("shape", [GQA, QWEN3], ids=["gqa", "qwen3"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_the_whole_model_saves_layers_plus_shared_tensors_plus_log_probabilities(precision: str) -> None:
+def test_the_whole_model_saves_layers_plus_shared_tensors_plus_log_probabilities(
+    shape: ModelShape, precision: str
+) -> None:
     batch, seq_len = 2, 64
-    saved = sum(saved_bytes_by_module(GQA, precision, batch, seq_len).values())
-    job = Job(GQA, seq_len, batch, mixed_precision=precision)
+    saved = sum(saved_bytes_by_module(shape, precision, batch, seq_len).values())
+    job = Job(shape, seq_len, batch, mixed_precision=precision)
     loss_backward = memory_moments(job, Ranks(1, 1, "cpu"))[0]  # every layer's activations still saved
-    log_probabilities = FP32 * GQA.vocab_size * batch * seq_len
+    log_probabilities = FP32 * shape.vocab_size * batch * seq_len
     total_weight = FP32  # nll_loss also saves its one-element weight sum
     assert saved == loss_backward.terms["activations"] + log_probabilities + total_weight
