@@ -1,22 +1,26 @@
-"""The fsdp-eks stack: config in; VPC, EKS, EFA GPU nodes, checkpoint storage, platform and training job out.
+"""The fsdp-eks stack: config in; VPC, EKS, EFA GPU nodes, checkpoint storage, artifacts bucket, platform and training
+job out.
 
 Composition only: every resource lives in a component. `pulumi up` / `pulumi destroy`; see README.md.
 """
 
 import pulumi
 
+from infra.artifacts import ArtifactsBucket, ArtifactsBucketArgs
 from infra.cluster import Cluster, ClusterArgs
 from infra.existing_cluster import ExistingCluster
 from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.iam_scope import IamScope, scope_iam_resources
 from infra.lustre import CheckpointStorage, CheckpointStorageArgs
 from infra.network import Network, NetworkArgs
+from stack.artifacts import run_uri
 from stack.fit import checkpoint_warning, sizing_summary
 from stack.pulumi_config import read_stack_config
 from workloads.job.component import TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs
 from workloads.job.spec import job_spec
 from workloads.platform.component import Platform, PlatformArgs
+from workloads.platform.objects import artifacts_commands
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
 scope_iam_resources(IamScope(config.stack, config.cluster.role_permissions_boundary))  # before any role is registered
@@ -80,6 +84,16 @@ else:
         checkpoint_fs = storage.file_system
         job_runtime.append(storage)
 
+# The runs' durable artifacts: artifacts.bucket as it is, or a bucket of the stack's own that `pulumi destroy` keeps.
+created_bucket: pulumi.Output[str] | None = None
+if config.artifacts.bucket is None:
+    artifacts = ArtifactsBucket("artifacts", ArtifactsBucketArgs(config.stack))
+    created_bucket = artifacts.bucket_name
+    job_runtime.append(artifacts)
+artifacts_uri = pulumi.Output.from_input(created_bucket or config.artifacts.bucket or "").apply(
+    lambda bucket: str(run_uri(bucket, config.artifacts.prefix, config.stack, config.job.run))
+)
+
 platform = Platform(
     "platform",
     PlatformArgs(provider=cluster.provider, config=config, depends_on=node_groups),
@@ -97,6 +111,7 @@ if config.job.enabled:
             image=trainer_image.image_ref,
             depends_on=[platform],
             checkpoint_file_system=checkpoint_fs,
+            artifacts_bucket=created_bucket,
         ),
         opts=pulumi.ResourceOptions(depends_on=[platform, *job_runtime]),  # the platform brings `runtime` along
     )
@@ -111,4 +126,5 @@ pulumi.export("estimatedCostPerHour", config.cost_per_hour)
 pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from sizing.estimate
 if warning := checkpoint_warning(config):
     pulumi.log.warn(warning)
-pulumi.export("nextCommands", platform.next_commands)
+pulumi.export("artifactsUri", artifacts_uri)
+pulumi.export("nextCommands", artifacts_uri.apply(lambda uri: {**platform.next_commands, **artifacts_commands(uri)}))

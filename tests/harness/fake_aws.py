@@ -182,6 +182,29 @@ def _lifecycle_policy(name: str, inputs: dict[str, Any], region: str) -> tuple[s
     return inputs["repository"], {"registryId": ACCOUNT}
 
 
+def _bucket(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    """An S3 bucket's provider id is its name: `bucket`, else `bucketPrefix` and the provider's 26-character unique
+    suffix (pulumi-aws s3.Bucket: "Creates a unique bucket name beginning with the specified prefix"), else an
+    auto-name. Its ARN has no region or account (Amazon S3 user guide, "Policy resources for Amazon S3")."""
+    bucket = inputs.get("bucket") or (
+        prefixed_unique_id(inputs["bucketPrefix"], name) if inputs.get("bucketPrefix") else auto_name(name).lower()
+    )
+    return bucket, {
+        "bucket": bucket,
+        "arn": f"arn:aws:s3:::{bucket}",
+        "bucketDomainName": f"{bucket}.s3.amazonaws.com",
+        "bucketRegionalDomainName": f"{bucket}.s3.{region}.amazonaws.com",
+        "bucketRegion": region,
+        "region": region,
+    }
+
+
+def _bucket_configuration(name: str, inputs: dict[str, Any], region: str) -> tuple[str, dict[str, Any]]:
+    """A bucket's versioning, encryption, public access block, ownership controls, lifecycle and policy: the
+    provider's id is the bucket's name (pulumi-aws import forms of each, without an expected bucket owner)."""
+    return inputs["bucket"], {"region": region}
+
+
 AWS_MODELS: dict[str, Model] = {
     "aws:ec2/vpc:Vpc": _ec2("vpc", "vpc"),
     "aws:ec2/subnet:Subnet": _ec2("subnet", "subnet"),
@@ -207,6 +230,13 @@ AWS_MODELS: dict[str, Model] = {
     "aws:ebs/volume:Volume": _ebs_volume,
     "aws:ecr/repository:Repository": _repository,
     "aws:ecr/lifecyclePolicy:LifecyclePolicy": _lifecycle_policy,
+    "aws:s3/bucket:Bucket": _bucket,
+    "aws:s3/bucketVersioning:BucketVersioning": _bucket_configuration,
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": _bucket_configuration,
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": _bucket_configuration,
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls": _bucket_configuration,
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": _bucket_configuration,
+    "aws:s3/bucketPolicy:BucketPolicy": _bucket_configuration,
 }
 
 

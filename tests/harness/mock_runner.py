@@ -118,6 +118,12 @@ class RecordingMonitor(mocks.MockMonitor):
                 "propertyDependencies": {k: list(v.urns) for k, v in request.propertyDependencies.items()},
                 "deleteBeforeReplace": request.deleteBeforeReplace,
                 "replaceOnChanges": list(request.replaceOnChanges),
+                "retainOnDelete": request.retainOnDelete,
+                # The SDK sends alias specs (the mock monitor supports "aliasSpecs"); the engine resolves them.
+                "aliases": [
+                    {"urn": a.urn, "name": a.spec.name, "type": a.spec.type, "parentUrn": a.spec.parentUrn}
+                    for a in request.aliases
+                ],
                 # A remote component is constructed by its provider; the engine never analyzes these inputs.
                 "remote": request.remote,
                 "inputs": _plain(inputs),

@@ -41,6 +41,8 @@ class Registered:
     custom: bool = True
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs
     remote: bool = False  # a component its provider constructs (pulumi-eks, kustomize v2, ...)
+    retain_on_delete: bool = False  # `pulumi destroy` drops it from the state and leaves it in the cloud
+    aliases: list[dict[str, str]] = field(default_factory=list)  # urn, or the spec's name, type and parentUrn
 
 
 def registered(records: list[dict[str, Any]]) -> list[Registered]:
@@ -61,6 +63,8 @@ def registered(records: list[dict[str, Any]]) -> list[Registered]:
             r.get("custom", True),
             r.get("propertyDependencies", {}),
             r.get("remote", False),
+            r.get("retainOnDelete", False),
+            r.get("aliases", []),
         )
         for r in records
     ]

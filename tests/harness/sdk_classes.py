@@ -69,11 +69,13 @@ def resource_class(type_token: str) -> type | None:
 
 
 def args_class(type_token: str) -> type | None:
-    """The `*Args` input type of `type_token`'s class, from the class's own module."""
+    """The `*Args` input type of `type_token`'s class, from the class's own module: `<Class>InitArgs` where the
+    package has a nested type of the name `<Class>Args` already (pulumi-aws s3/bucket_versioning.py exports
+    BucketVersioningInitArgs, as s3/_inputs.py's BucketVersioningArgs is the Bucket's `versioning` block)."""
     cls = resource_class(type_token)
     if cls is None:
         return None
-    return _import(cls.__module__, f"{cls.__name__}Args")
+    return _import(cls.__module__, f"{cls.__name__}InitArgs") or _import(cls.__module__, f"{cls.__name__}Args")
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from stack.job_api import PYTORCHJOB, TRAINJOB, leader_labels
-from workloads.job.pod import namespace_manifest, service_account_manifest
+from workloads.job.pod import namespace_manifest, service_account_manifest, with_artifacts_bucket
 from workloads.job.pytorchjob import pytorchjob_manifest, with_image
 from workloads.job.spec import JobSpec
 from workloads.job.trainjob import node_pod_template, training_runtime, trainjob_manifest, with_trainjob_image
@@ -69,9 +69,10 @@ class JobApi(ABC):
     restarts: ClassVar[RestartScope]
 
     @abstractmethod
-    def custom_resources(self, spec: JobSpec, image: Any = None) -> list[JobResource]:
+    def custom_resources(self, spec: JobSpec, image: Any = None, bucket: Any = None) -> list[JobResource]:
         """The job's custom resources in the order they are created, each after those before it. `image`: the
-        pushed image (a pulumi Output in the stack) for every container; None keeps the spec's."""
+        pushed image (a pulumi Output in the stack) for every container; None keeps the spec's. `bucket`: the
+        artifacts bucket's name for the pods' variable (the stack's own bucket's, an Output); None keeps the spec's."""
 
     @abstractmethod
     def worker_pod(self, spec: JobSpec) -> dict[str, Any]:
@@ -99,10 +100,13 @@ class PyTorchJobApi(JobApi):
     platform = PlatformParts(Controller.TRAINING_OPERATOR, etcd=True)
     restarts = RestartScope.POD
 
-    def custom_resources(self, spec: JobSpec, image: Any = None) -> list[JobResource]:
+    def custom_resources(self, spec: JobSpec, image: Any = None, bucket: Any = None) -> list[JobResource]:
         manifest = pytorchjob_manifest(spec)
         if image is not None:
             manifest = with_image(manifest, image)
+        if bucket is not None:
+            for replica in manifest["spec"]["pytorchReplicaSpecs"].values():
+                with_artifacts_bucket(replica["template"]["spec"], bucket)
         return [JobResource("pytorchjob", manifest, after_prerequisites=True)]
 
     def worker_pod(self, spec: JobSpec) -> dict[str, Any]:
@@ -119,12 +123,16 @@ class TrainJobApi(JobApi):
     platform = PlatformParts(Controller.TRAINER_V2, etcd=False)
     restarts = RestartScope.GANG
 
-    def custom_resources(self, spec: JobSpec, image: Any = None) -> list[JobResource]:
+    def custom_resources(self, spec: JobSpec, image: Any = None, bucket: Any = None) -> list[JobResource]:
         """The runtime after the platform (Trainer v2's CRDs and webhooks), and the TrainJob after the runtime:
-        Trainer v2's webhook rejects a TrainJob whose runtime does not exist yet."""
+        Trainer v2's webhook rejects a TrainJob whose runtime does not exist yet. The pods' variables are the
+        runtime's (the TrainJob's command refers to them; its trainer.env would only add to them)."""
         runtime, trainjob = training_runtime(spec), trainjob_manifest(spec)
         if image is not None:
             runtime, trainjob = with_trainjob_image((runtime, trainjob), image)
+        if bucket is not None:
+            for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+                with_artifacts_bucket(replicated["template"]["spec"]["template"]["spec"], bucket)
         return [
             JobResource("runtime", runtime, after_prerequisites=False),
             JobResource("trainjob", trainjob, after_prerequisites=True),

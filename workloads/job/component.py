@@ -1,6 +1,7 @@
 """TrainingJob: the PyTorchJob (or, with job.api trainjob, the ClusterTrainingRuntime and TrainJob), the service account
-its pods run as and, when the stack names the Hugging Face token's secret, that account's read access to it
-(infra/hub_token_access.py) as resources of the stack. No resource holds the token.
+its pods run as and that account's Pod Identity role (infra/trainer_access.py): the stack's runs in the artifacts
+bucket, read-only s3:// inputs and, when the stack names the Hugging Face token's secret, its read. No resource holds
+the token.
 
 `pulumi up` starts the run; any change to the job (config, image, run counter) replaces the job, deleting the old
 one first (it has a fixed name); `pulumi destroy` removes it. The objects are the job API's dicts
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.hub_token_access import HubTokenAccess, HubTokenAccessArgs
 from infra.iam import PodIdentity
+from infra.trainer_access import TrainerAccess, TrainerAccessArgs, trainer_access_options
 from stack.file_system import LustreFileSystem
 from workloads.job.api import job_api_for
 from workloads.job.checkpoint_volume import checkpoint_volume_objects
@@ -39,11 +40,14 @@ class TrainingJobArgs:
     depends_on: Sequence[pulumi.Resource] = ()
     # The stack's FSx for Lustre file system (CheckpointStorage.file_system), for the default checkpoint claim.
     checkpoint_file_system: LustreFileSystem[pulumi.Input[str]] | None = None
+    # The artifacts bucket's name when the stack creates it (ArtifactsBucket.bucket_name, known once created); None:
+    # artifacts.bucket, which the spec names (JobSpec.artifacts.bucket).
+    artifacts_bucket: pulumi.Input[str] | None = None
 
 
 class TrainingJob(pulumi.ComponentResource):
-    """The training run: namespace, service account (with read access to the token's secret when one is named),
-    checkpoint claim (on FSx when given) and the job."""
+    """The training run: namespace, service account (with its Pod Identity role), checkpoint claim (on FSx when
+    given) and the job."""
 
     job_name: str
     namespace: str
@@ -63,13 +67,14 @@ class TrainingJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace])),
         )
         prerequisites: list[pulumi.Resource] = [namespace, service_account, *args.depends_on]
-        if static.hub_token is not None:
-            prerequisites.append(self._hub_token_access(name, static, args))
+        prerequisites.append(self._trainer_access(name, static, args))
         prerequisites += self._checkpoint_claim(name, static, args, child)
 
         # The job API's custom resources in order (workloads/job/api.py): the PyTorchJob, or a TrainJob's runtime and
-        # the TrainJob. Only the image field waits for the push; the rest of the job (rendezvous id included, derived
-        # from the image's content tag) is known at preview time and matches what the render CLI prints.
+        # the TrainJob. Only the image field waits for the push, and the artifacts bucket's variable for a bucket the
+        # stack creates; the rest of the job (rendezvous id included, derived from the image's content tag; every
+        # trainer flag, --artifacts-uri naming the bucket through that variable) is known at preview time and matches
+        # what the render CLI prints.
         self.job = self._custom_resources(name, static, args, child, prerequisites)
         self.job_name = static.name
         self.namespace = static.namespace
@@ -90,7 +95,7 @@ class TrainingJob(pulumi.ComponentResource):
         the platform alone); all replaced on any change (a TrainJob's runtime's JobSet failure policy is immutable,
         its trainer too). Returns the last: the job itself."""
         created: list[k8s.apiextensions.CustomResource] = []
-        for resource in job_api_for(spec.api).custom_resources(spec, args.image):
+        for resource in job_api_for(spec.api).custom_resources(spec, args.image, args.artifacts_bucket):
             after = prerequisites if resource.after_prerequisites else list(args.depends_on)
             created.append(
                 k8s.apiextensions.CustomResource(
@@ -104,20 +109,27 @@ class TrainingJob(pulumi.ComponentResource):
             )
         return created[-1]
 
-    def _hub_token_access(self, name: str, spec: JobSpec, args: TrainingJobArgs) -> HubTokenAccess:
-        """The service account's Pod Identity role, allowed to read the token's secret alone."""
-        assert spec.hub_token is not None
-        return HubTokenAccess(
-            f"{name}-hub-token",
-            HubTokenAccessArgs(
-                secret=spec.hub_token.secret,
+    def _trainer_access(self, name: str, spec: JobSpec, args: TrainingJobArgs) -> TrainerAccess:
+        """The service account's Pod Identity role: the stack's runs in the artifacts bucket, the s3:// inputs
+        read-only, the token's secret when one is named."""
+        bucket = spec.artifacts.bucket if args.artifacts_bucket is None else args.artifacts_bucket
+        if bucket is None:
+            raise ValueError(f"job {spec.name}: no artifacts bucket: neither artifacts.bucket nor the stack's own")
+        return TrainerAccess(
+            f"{name}-trainer-access",
+            TrainerAccessArgs(
                 identity=PodIdentity(spec.namespace, spec.service_account),
                 cluster_name=args.cluster_name,
-                region=spec.hub_token.region,
+                region=spec.artifacts.region,
                 stack=spec.stack,
+                artifacts_bucket=bucket,
+                stack_key=spec.artifacts.stack_key,
+                given_bucket=spec.artifacts.bucket,
+                inputs=spec.artifacts.inputs,
+                hub_token_secret=spec.hub_token.secret if spec.hub_token is not None else None,
                 depends_on=list(args.depends_on),
             ),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=trainer_access_options(name, self),
         )
 
     def _checkpoint_claim(

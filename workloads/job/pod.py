@@ -11,10 +11,12 @@ plain dicts. No object holds the Hugging Face token: the pods name the Secrets M
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from stack.names import (
+    ARTIFACTS_BUCKET_VARIABLE,
     COMPONENT_LABEL,
     GPU_NODE_GROUP,
     GPU_TAINT_EFFECT,
@@ -48,6 +50,14 @@ OFI_NCCL_NET = "Libfabric"
 # (Kubernetes counts init containers in a pod's QoS class).
 INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 PREPARE_CHECKPOINTS = "prepare-checkpoints"
+# The artifacts bucket variable's value in a manifest printed before the stack has created its bucket (the render CLI,
+# the policy pack's examples); the job component sets the created bucket's name instead (with_artifacts_bucket).
+UNCREATED_BUCKET = "<the stack's artifacts bucket, named when pulumi up creates it>"
+# Kubernetes' variable references in a container's command and args: $(NAME) from the container's environment, and
+# $$ for a literal $ (core/v1 Container.command: "Variable references $(VAR_NAME) are expanded using the container's
+# environment. If a variable cannot be resolved, the reference in the input string will be unchanged. Double $$ are
+# reduced to a single $, which allows for escaping the $(VAR_NAME) syntax").
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 @dataclass(frozen=True)
@@ -98,20 +108,28 @@ def network_env(spec: JobSpec) -> list[dict[str, Any]]:
 
 
 def hub_token_env(spec: JobSpec) -> list[dict[str, Any]]:
-    """Where the launcher reads the Hugging Face token (trainer/launch/hub_token.py): the secret's name or ARN and the
-    region to call, when the stack names a secret; nothing otherwise (public models and the synthetic data set need
-    no token, and the config check refuses a gated model without a secret). Neither value is secret."""
+    """Where the launcher reads the Hugging Face token (trainer/launch/hub_token.py): the secret's name or ARN, when
+    the stack names a secret (in the region aws_env names); nothing otherwise (public models and the synthetic data
+    set need no token, and the config check refuses a gated model without a secret). The value is not secret."""
     if spec.hub_token is None:
         return []
+    return [{"name": SECRET_VARIABLE, "value": spec.hub_token.secret}]
+
+
+def aws_env(spec: JobSpec) -> list[dict[str, Any]]:
+    """The region every AWS client of the pod calls (the token's secret, the artifacts bucket, s3:// inputs), and the
+    artifacts bucket's name that --artifacts-uri refers to (stack/artifacts.py artifacts_flag)."""
+    region = spec.hub_token.region if spec.hub_token is not None else spec.artifacts.region
     return [
-        {"name": SECRET_VARIABLE, "value": spec.hub_token.secret},
-        {"name": REGION_VARIABLE, "value": spec.hub_token.region},
+        {"name": REGION_VARIABLE, "value": region},
+        {"name": ARTIFACTS_BUCKET_VARIABLE, "value": spec.artifacts.bucket or UNCREATED_BUCKET},
     ]
 
 
 def container_env(spec: JobSpec) -> list[dict[str, Any]]:
     return [
         *hub_token_env(spec),
+        *aws_env(spec),
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         *worker_env(spec),  # the staged Hugging Face cache, hub offline, allocator and compile cache
         *network_env(spec),
@@ -212,7 +230,7 @@ def worker_pod(spec: JobSpec, container: TrainerContainer, restart_policy: str |
     `restart_policy`: the pod's own, where the API's controller needs one set (a TrainJob's Job); None leaves it
     to the controller (the Training Operator sets it from the replica's)."""
     pod_spec: dict[str, Any] = {
-        # Its own service account: the one the token's Pod Identity association names (infra/hub_token_access.py).
+        # Its own service account: the one the Pod Identity association names (infra/trainer_access.py).
         "serviceAccountName": spec.service_account,
         "nodeSelector": {NODE_GROUP_LABEL: GPU_NODE_GROUP, INSTANCE_TYPE_LABEL: spec.node.instance_type},
         "tolerations": [
@@ -242,9 +260,31 @@ def with_pod_image(pod: dict[str, Any], image: Any) -> None:
         container["image"] = image
 
 
+def with_artifacts_bucket(pod: dict[str, Any], bucket: Any) -> None:
+    """Every container of `pod` (a pod spec) that names the artifacts bucket set to name `bucket`, in place: the
+    stack's own bucket's name, a pulumi Output in the stack, or the local run's bucket."""
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
+        for variable in container.get("env", []):
+            if variable["name"] == ARTIFACTS_BUCKET_VARIABLE:
+                variable["value"] = bucket
+
+
+def expand_references(value: str, env: dict[str, str]) -> str:
+    """`value` (a command or args item) with Kubernetes' expansion of $(NAME) references from `env`, for a runner
+    that starts the container's command itself (the local run); an undefined name stays as written, as in the
+    kubelet."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return _REFERENCE.sub(replace, value)
+
+
 def service_account_manifest(spec: JobSpec) -> dict[str, Any]:
     """The service account the job's pods run as. It carries no role annotation: EKS Pod Identity maps it to a role
-    by an association on the cluster (infra/hub_token_access.py), not by anything on the object."""
+    by an association on the cluster (infra/trainer_access.py), not by anything on the object."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",

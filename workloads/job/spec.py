@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from sizing.catalog import InstanceType
+from stack.artifacts import artifacts_flag, run_key, stack_key
 from stack.config import JobConfig, StackConfig
 from stack.fit import checkpoint_timeout_minutes
 from stack.job_api import STATIC_RDZV_BACKEND, rendezvous_backend
@@ -19,6 +20,7 @@ from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE,
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 from stack.trainer_config import stack_trainer_config
 from trainer.config import TrainConfig
+from trainer.s3.uri import is_s3_uri
 from workloads.job.pod_trainer_config import pod_trainer_config
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
@@ -98,6 +100,26 @@ class HubTokenSource:
     region: str
 
 
+@dataclass(frozen=True)
+class ArtifactsTarget:
+    """Where the run keeps its durable artifacts (stack/artifacts.py) and what it reads from S3. The pods' role may
+    write under `stack_key` and read `inputs` (infra/trainer_access.py); the trainer's --artifacts-uri names the
+    bucket through the container's variable (stack/names.py ARTIFACTS_BUCKET_VARIABLE), whose value is `bucket`, or,
+    for the bucket the stack creates, its name once created (workloads/job/component.py)."""
+
+    bucket: str | None  # artifacts.bucket as given; None: the stack's own bucket (infra/artifacts.py)
+    stack_key: str  # <prefix>/<stack>/
+    run_key: str  # <prefix>/<stack>/run-<n>/
+    region: str  # the pods' AWS_REGION
+    inputs: tuple[str, ...]  # the s3:// job.dataset, job.model and job.resumeFrom: read-only
+
+
+def s3_inputs(job: JobConfig) -> tuple[str, ...]:
+    """The job's s3:// inputs, each once."""
+    values = (job.dataset, job.model, job.resume_from)
+    return tuple(dict.fromkeys(v for v in values if v is not None and is_s3_uri(v)))
+
+
 def trainer_service_account(name: str) -> str:
     """The service account the job's pods run as, in the training namespace: the one a Pod Identity association
     gives the token's read role to (a name of the job's own, never the namespace's `default`)."""
@@ -125,6 +147,7 @@ class JobSpec:
     distributed_debug: str
     service_account: str  # the pods' (trainer_service_account)
     hub_token: HubTokenSource | None  # None: the stack names no secret, and the pods read no token
+    artifacts: ArtifactsTarget
     rendezvous_id: str = ""  # filled in by job_spec from everything above
 
 
@@ -135,7 +158,10 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
     name = job_name(config.stack)
     run_directory = f"{CHECKPOINT_MOUNT}/{name}/run-{job.run}"
     node = node_shape(gpu.instance, efa=gpu.efa_enabled)
-    trainer = stack_trainer_config(job, checkpoint_timeout_minutes(config))
+    artifacts = config.artifacts
+    trainer = stack_trainer_config(
+        job, checkpoint_timeout_minutes(config), artifacts, artifacts_flag(artifacts.prefix, config.stack, job.run)
+    )
     spec = JobSpec(
         name=name,
         namespace=TRAINING_NAMESPACE,
@@ -160,6 +186,13 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
         distributed_debug=job.distributed_debug,
         service_account=trainer_service_account(name),
         hub_token=HubTokenSource(job.hf_token_secret, config.region) if job.hf_token_secret else None,
+        artifacts=ArtifactsTarget(
+            bucket=artifacts.bucket,
+            stack_key=stack_key(artifacts.prefix, config.stack),
+            run_key=run_key(artifacts.prefix, config.stack, job.run),
+            region=config.region,
+            inputs=s3_inputs(job),
+        ),
     )
     return dataclasses.replace(spec, rendezvous_id=rendezvous_id(spec))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stack.artifacts import CHECKPOINT_DIRECTORY, MODEL_DIRECTORY
 from stack.config import StackConfig
 from stack.names import (
     COMPONENT_LABEL,
@@ -99,6 +100,15 @@ def platform_objects(config: StackConfig) -> list[dict[str, Any]]:
         *scrape_objects(config),
         *node_tools_objects(config),
     ]
+
+
+def artifacts_commands(run_uri: str) -> dict[str, str]:
+    """The run's artifacts in S3 (`run_uri`, s3://bucket/prefix/stack/run-n/, the stack's artifactsUri): what is
+    there, and the final model downloaded in Hugging Face format (stack/artifacts.py MODEL_DIRECTORY)."""
+    return {
+        "artifacts": f"aws s3 ls {run_uri} && aws s3 ls {run_uri}{CHECKPOINT_DIRECTORY}/",
+        "downloadModel": f"aws s3 cp --recursive {run_uri}{MODEL_DIRECTORY}/ ./model",
+    }
 
 
 def next_commands(config: StackConfig) -> dict[str, str]:

@@ -2,9 +2,11 @@
 registered as JSON: the job's components tested on their own, before (or besides) their wiring in __main__.py.
 
 Usage: python -m tests.workloads.job.job_component_program STACK OUT.json [--given-image REF] [--fsx]
-           [--token-secret NAME]
+           [--token-secret NAME] [--bucket NAME] [--dataset URI]
 Run in a fresh process (see run_components below): the Pulumi runtime keeps global state. --token-secret names the
-Hugging Face token's Secrets Manager secret (job.hfTokenSecret) instead of the stack file's.
+Hugging Face token's Secrets Manager secret (job.hfTokenSecret) instead of the stack file's; --bucket an existing
+artifacts bucket (artifacts.bucket; without it the stack's own is created, as __main__.py does); --dataset the job's
+data set.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import mocks
 from pulumi.runtime.sync_await import _sync_await
 
+from infra.artifacts import ArtifactsBucket, ArtifactsBucketArgs
 from stack.file_system import LustreFileSystem
 from stack.files import load_stack_config
 from stack.paths import PROJECT_ROOT
@@ -50,8 +53,22 @@ class FakeRegistry(FakeCloud):
         return resource_id, state
 
 
-def program(stack: str, given_image: str | None, fsx: bool, token_secret: str | None) -> None:
+@dataclasses.dataclass(frozen=True)
+class Options:
+    given_image: str | None = None
+    fsx: bool = False
+    token_secret: str | None = None
+    bucket: str | None = None
+    dataset: str | None = None
+
+
+def program(stack: str, options: Options) -> None:
+    given_image, fsx, token_secret = options.given_image, options.fsx, options.token_secret
     config = load_stack_config(stack)
+    if options.bucket:
+        config = dataclasses.replace(config, artifacts=dataclasses.replace(config.artifacts, bucket=options.bucket))
+    if options.dataset:
+        config = dataclasses.replace(config, job=dataclasses.replace(config.job, dataset=options.dataset))
     if given_image:
         config = dataclasses.replace(config, job=dataclasses.replace(config.job, image=given_image))
     if token_secret:
@@ -62,6 +79,7 @@ def program(stack: str, given_image: str | None, fsx: bool, token_secret: str | 
     k8s.core.v1.ConfigMap("platform-ready", opts=pulumi.ResourceOptions(parent=platform, provider=provider))
     image = TrainerImage("trainer", TrainerImageArgs(stack=config.stack, image=config.job.image))
     file_system = LustreFileSystem("fs-0123456789abcdef0", "fs.example", "abcdefgh", 1200) if fsx else None
+    bucket = None if config.artifacts.bucket else ArtifactsBucket("artifacts", ArtifactsBucketArgs(config.stack))
     job = TrainingJob(
         "job",
         TrainingJobArgs(
@@ -71,22 +89,28 @@ def program(stack: str, given_image: str | None, fsx: bool, token_secret: str | 
             image=image.image_ref,
             depends_on=[platform],
             checkpoint_file_system=file_system,
+            artifacts_bucket=bucket.bucket_name if bucket else None,
         ),
     )
     pulumi.export("rendezvousId", job.rendezvous_id)
     pulumi.export("imageRef", image.image_ref)
 
 
-def run(stack: str, given_image: str | None, fsx: bool, token_secret: str | None) -> dict[str, Any]:
+def run(stack: str, options: Options) -> dict[str, Any]:
     fake = FakeRegistry()
     monitor = RecordingMonitor(fake)
     mocks.set_mocks(fake, project="fsdp-eks", stack=stack, preview=False, monitor=monitor)
-    _sync_await(mocks.run_pulumi_func(lambda: program(stack, given_image, fsx, token_secret)))
+    _sync_await(mocks.run_pulumi_func(lambda: program(stack, options)))
     return {"resources": monitor.records}
 
 
 def run_components(
-    stack: str, given_image: str | None = None, fsx: bool = False, token_secret: str | None = None
+    stack: str,
+    given_image: str | None = None,
+    fsx: bool = False,
+    token_secret: str | None = None,
+    bucket: str | None = None,
+    dataset: str | None = None,
 ) -> dict[str, Any]:
     """Run the program above in a fresh process and return its registrations."""
     env = {**os.environ, "PULUMI_CONFIG": json.dumps({"aws:region": "us-east-1"}), "PULUMI_CONFIG_SECRET_KEYS": "[]"}
@@ -95,6 +119,7 @@ def run_components(
         argv = [sys.executable, "-m", "tests.workloads.job.job_component_program", stack, str(out)]
         argv += (["--given-image", given_image] if given_image else []) + (["--fsx"] if fsx else [])
         argv += ["--token-secret", token_secret] if token_secret else []
+        argv += (["--bucket", bucket] if bucket else []) + (["--dataset", dataset] if dataset else [])
         done = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
         if done.returncode or not out.exists():
             raise RuntimeError(f"component run of {stack} failed:\n{done.stdout}\n{done.stderr}")
@@ -110,6 +135,9 @@ if __name__ == "__main__":
     parser.add_argument("--given-image")
     parser.add_argument("--fsx", action="store_true")
     parser.add_argument("--token-secret")
-    options = parser.parse_args()
-    registered = run(options.stack, options.given_image, options.fsx, options.token_secret)
-    Path(options.out).write_text(json.dumps(registered, default=repr))
+    parser.add_argument("--bucket")
+    parser.add_argument("--dataset")
+    given = parser.parse_args()
+    options = Options(given.given_image, given.fsx, given.token_secret, given.bucket, given.dataset)
+    registered = run(given.stack, options)
+    Path(given.out).write_text(json.dumps(registered, default=repr))

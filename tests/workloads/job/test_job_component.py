@@ -18,7 +18,7 @@ from .job_component_program import PUSHED_DIGEST, run_components
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
-TOKEN_ACCESS = "fsdp-eks:infra:HubTokenAccess"
+TRAINER_ACCESS = "fsdp-eks:infra:TrainerAccess"
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 GIVEN_IMAGE = "public.ecr.aws/example/trainer:1.0"
 
@@ -58,13 +58,15 @@ def test_every_child_is_parented_to_its_component() -> None:
     resources = built()
     job_urn = one(resources, "fsdp-eks:workloads:TrainingJob")["urn"]
     image_urn = one(resources, "fsdp-eks:workloads:TrainerImage")["urn"]
-    for type_token in (PYTORCHJOB, SERVICE_ACCOUNT, "kubernetes:core/v1:Namespace", TOKEN_ACCESS):
+    for type_token in (PYTORCHJOB, SERVICE_ACCOUNT, "kubernetes:core/v1:Namespace", TRAINER_ACCESS):
         assert one(resources, type_token)["parent"] == job_urn
     for type_token in ("aws:ecr/repository:Repository", "docker-build:index:Image"):
         assert one(resources, type_token)["parent"] == image_urn
-    access_urn = one(resources, TOKEN_ACCESS)["urn"]
-    for type_token in ("aws:iam/policy:Policy", "aws:iam/role:Role", ASSOCIATION):
+    access_urn = one(resources, TRAINER_ACCESS)["urn"]
+    for type_token in ("aws:iam/role:Role", ASSOCIATION):
         assert one(resources, type_token)["parent"] == access_urn
+    for type_token in ("aws:iam/policy:Policy", "aws:iam/rolePolicyAttachment:RolePolicyAttachment"):
+        assert {r["parent"] for r in resources if r["type"] == type_token} == {access_urn}
 
 
 def test_kubernetes_objects_use_the_stacks_provider() -> None:
@@ -82,11 +84,12 @@ def test_the_job_starts_after_the_platform_its_namespace_service_account_and_tok
     assert platform_child in dependencies
 
 
-def test_the_association_waits_for_the_platform_and_the_attached_policy() -> None:
+def test_the_association_waits_for_the_platform_and_every_attached_policy() -> None:
     resources = built()
     dependencies = one(resources, ASSOCIATION)["dependencies"]
     assert one(resources, "kubernetes:core/v1:ConfigMap")["urn"] in dependencies
-    assert one(resources, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")["urn"] in dependencies
+    attachments = [r["urn"] for r in resources if r["type"] == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"]
+    assert len(attachments) == 2 and set(attachments) <= set(dependencies)  # the artifacts' and the token's
 
 
 def test_the_pods_run_as_the_service_account_the_association_names() -> None:
@@ -132,10 +135,11 @@ def test_a_given_image_is_used_as_it_is_and_nothing_is_built() -> None:
     assert image_of(one(resources, PYTORCHJOB)) == GIVEN_IMAGE
 
 
-def test_no_kubernetes_secret_ever_and_no_aws_access_without_a_token_secret() -> None:
+def test_no_kubernetes_secret_ever_and_no_secret_read_without_a_token_secret() -> None:
     resources = without_token_secret()
     assert not [r for r in resources if r["type"] == "kubernetes:core/v1:Secret"]
-    assert not [r for r in resources if r["type"].startswith("aws:") and not r["type"].startswith("aws:ecr")]
+    policies = [r["inputs"]["policy"] for r in resources if r["type"] == "aws:iam/policy:Policy"]
+    assert len(policies) == 1 and "secretsmanager" not in policies[0]  # the artifacts bucket's alone
     assert one(resources, SERVICE_ACCOUNT)  # the pods run as their own account all the same
     assert not [r for r in built() if r["type"] == "kubernetes:core/v1:Secret"]
 
