@@ -15,7 +15,7 @@ import sys
 from trainer.config import parse_args
 from trainer.env import DistEnv, read_env
 from trainer.errors import InputError, StorageError
-from trainer.launch.exits import EXIT_BAD_INPUT, EXIT_NO_SPACE
+from trainer.launch.exits import EXIT_BAD_INPUT, EXIT_NO_SPACE, EXIT_PERMANENT
 from trainer.model.source import resolve_model
 from trainer.validate import validate
 
@@ -63,10 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     errors = validate(config, env, device_type, source)
     if errors:
         return refuse(errors, env)
+    from trainer.checkpoint.durable import DurableSaveError  # torch: after validation, as trainer.train
     from trainer.train import run
 
     try:
         run(config, env, source, device_type)
+    except DurableSaveError as error:
+        # Not final: the group's restart finds the last step on FSx and writes it to S3 again.
+        refuse([str(error)], env)
+        return EXIT_PERMANENT
     except InputError as error:
         return refuse([str(error)], env)
     except StorageError as error:

@@ -107,6 +107,12 @@ def _model_and_data(config: TrainConfig, source: ModelSource) -> list[str]:
             f"--seq-len {config.data.seq_len}: exceeds the model's max_position_embeddings "
             f"{shape.max_position_embeddings} ({source.name})"
         )
+    if shape.sliding_window is not None and config.data.seq_len > shape.sliding_window:
+        # trainer/model/attention.py is full causal: past the window it would attend where the model never did
+        errors.append(
+            f"--seq-len {config.data.seq_len}: exceeds the model's sliding_window {shape.sliding_window} "
+            f"({source.name}); the trainer's attention is full causal"
+        )
     tokenizer = config.model.tokenizer or source.default_tokenizer()
     if tokenizer == BYTE_TOKENIZER and shape.vocab_size < BYTE_VOCAB_SIZE:
         errors.append(f"--tokenizer byte: needs {BYTE_VOCAB_SIZE} ids but {source.name} has {shape.vocab_size}")
@@ -168,6 +174,16 @@ def _s3(config: TrainConfig) -> list[str]:
         errors.append(f"--s3-checkpoint-every {every}: needs --artifacts-uri")
     elif every and checkpoint_every and every % checkpoint_every:
         errors.append(f"--s3-checkpoint-every {every}: must be a multiple of --checkpoint-every {checkpoint_every}")
+    if artifacts.resume_from and not config.checkpoint.directory:
+        errors.append(
+            f"--resume-from {artifacts.resume_from}: needs --checkpoint-dir (a checkpoint is loaded, and saved again, "
+            "through it)"
+        )
+    if artifacts.uri and not config.checkpoint.directory:
+        errors.append(
+            f"--artifacts-uri {artifacts.uri}: needs --checkpoint-dir, the fast tier every checkpoint is written to "
+            "before S3"
+        )
     if is_s3_uri(config.data.dataset) and not config.data.cache_dir:
         errors.append(
             f"--dataset {config.data.dataset}: needs --data-cache-dir, the shared directory it is staged into once"

@@ -163,6 +163,7 @@ def test_a_model_from_s3_trains_and_the_final_model_lands_in_s3(s3: LocalS3, tmp
     args = with_flags(
         TINY, model=f"s3://{MODEL_BUCKET}/tiny/", tokenizer="byte", dataset=str(tmp_path / "data.jsonl"),
         data_cache_dir=str(tmp_path / "cache"), steps="2", artifacts_uri=f"s3://{ARTIFACTS_BUCKET}/runs/dev/run-1",
+        checkpoint_dir=str(tmp_path / "checkpoints"),
     )  # fmt: skip
     staged = stage(args, s3_env(s3))
     assert staged.returncode == 0, staged.stderr
@@ -203,13 +204,19 @@ def test_the_workers_refuse_an_s3_model_that_was_not_staged(s3: LocalS3, tmp_pat
     assert f"--model s3://{MODEL_BUCKET}/tiny/: not staged in --data-cache-dir {tmp_path}" in run.output
 
 
-def test_an_upload_that_fails_fails_the_run_naming_the_uri_and_the_aws_error(s3: LocalS3, tmp_path: Path) -> None:
-    args = with_flags(TINY, steps="1", warmup_steps="0", artifacts_uri="s3://no-such-artifacts/run-1")
+def test_a_missing_artifacts_bucket_fails_the_run_before_any_step_naming_the_uri_and_the_aws_error(
+    s3: LocalS3, tmp_path: Path
+) -> None:
+    """The durable tier is read at start (a checkpoint to resume from), so a bucket that is not there ends the run as
+    bad input before any training, not after it at the model's upload."""
+    args = with_flags(
+        TINY, steps="1", warmup_steps="0", artifacts_uri="s3://no-such-artifacts/run-1",
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+    )  # fmt: skip
     run = run_trainer(args, tmp_path, nproc=1, env={**s3.client_environment(), WAIT_VARIABLE: "0"})
     assert run.returncode == 2, run.output
-    assert "s3://no-such-artifacts/run-1/model/config.json: NoSuchBucket: The specified bucket does not exist" in (
-        run.output
-    )
+    assert "s3://no-such-artifacts/run-1/checkpoints/: NoSuchBucket: The specified bucket does not exist" in run.output
+    assert run.losses() == {}
 
 
 @pytest.mark.parametrize(
@@ -336,3 +343,17 @@ def test_staging_waits_for_a_grant_that_takes_effect_after_the_pod_starts(
             staging.wait()
     assert staging.returncode == 0, stderr
     assert f"trainer.s3: AccessDenied on s3://{DATA_BUCKET}/private.jsonl; retry in 2 s" in stderr
+
+
+def test_a_model_upload_that_fails_names_the_uri_and_the_aws_error(
+    s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ends the run (trainer/train.py export) when the model cannot be written: the object's URI and S3's error."""
+    from trainer.s3.model_upload import upload_model
+    from trainer.s3.transfer import S3Error
+
+    for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(S3Error, match=r"s3://no-such-artifacts/run-1/model/config\.json: NoSuchBucket: The specified"):
+        upload_model(tmp_path, "s3://no-such-artifacts/run-1")

@@ -88,6 +88,14 @@ UNEXPANDED = "s3://fsdp-eks-artifacts/$(STACK)/run-1"
         ),
         (["--dataset", "s3://fsdp-eks-data/x.jsonl"], "--dataset s3://fsdp-eks-data/x.jsonl: needs --data-cache-dir"),
         (["--tokenizer", "s3://fsdp-eks-models/tok/"], "--tokenizer s3://fsdp-eks-models/tok/: not read from S3"),
+        (
+            ["--resume-from", "s3://fsdp-eks-artifacts/old/"],
+            "--resume-from s3://fsdp-eks-artifacts/old/: needs --checkpoint-dir",
+        ),
+        (
+            ["--artifacts-uri", "s3://fsdp-eks-artifacts/r"],
+            "--artifacts-uri s3://fsdp-eks-artifacts/r: needs --checkpoint-dir",
+        ),
         (["--s3-checkpoint-every", "-1"], "--s3-checkpoint-every -1: must not be negative"),
         (["--s3-checkpoint-every", "10"], "--s3-checkpoint-every 10: needs --artifacts-uri"),
         (
@@ -120,3 +128,20 @@ def test_a_worker_needs_an_s3_model_staged(tmp_path: Path) -> None:
         resolve_model("s3://fsdp-eks-models/tiny/", None, offline=True)
     with pytest.raises(InputError, match=f"not staged in --data-cache-dir {tmp_path}"):
         resolve_model("s3://fsdp-eks-models/tiny/", str(tmp_path), offline=True)
+
+
+def test_a_sequence_longer_than_the_models_sliding_window_is_refused(tmp_path: Path) -> None:
+    """Mistral v0.1's config.json has a 4096-token window; the trainer's attention has none."""
+    import json
+
+    config = {
+        "model_type": "mistral", "vocab_size": 300, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 256, "sliding_window": 64,
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    argv = ["--model", str(tmp_path), "--tokenizer", "byte"]
+    assert errors_for([*argv, "--seq-len", "64"]) == []
+    assert errors_for([*argv, "--seq-len", "65"]) == [
+        f"--seq-len 65: exceeds the model's sliding_window 64 ({tmp_path}); the trainer's attention is full causal"
+    ]
