@@ -14,7 +14,7 @@ import re
 from stack.config import ClusterConfig, StackConfig
 from stack.fields import NAMESPACE
 from stack.hub_token_secret import secret_prefix_problems
-from stack.names import CLUSTER_NAME_PREFIX
+from stack.names import ARTIFACTS_BUCKET_PREFIX, CLUSTER_NAME_PREFIX
 
 # The AWS provider refuses a node group name prefix over 37 characters: a managed node group's name has at most 63
 # (EKS API reference, CreateNodegroup), and the provider appends a 26-character unique suffix to a prefix
@@ -87,6 +87,21 @@ def deploy_role_secret_problems(config: StackConfig) -> list[str]:
     """A stack CI deploys names its token's secret under SECRET_NAME_PREFIX: the boundary every role of such a stack
     carries lets it read no other secret (ci/role_boundary.py), so the job would fail at start, not at preview."""
     return secret_prefix_problems(config.job.hf_token_secret, ci_deployed=config.cluster.deployed_by_ci)
+
+
+def deploy_role_bucket_problems(config: StackConfig) -> list[str]:
+    """A stack CI deploys writes its artifacts to a bucket named under ARTIFACTS_BUCKET_PREFIX: the boundary every
+    role of such a stack carries lets it write to no other bucket (ci/role_boundary.py), so the job would fail at its
+    first checkpoint, not at preview."""
+    bucket = config.artifacts.bucket
+    if not config.cluster.deployed_by_ci or bucket is None or bucket.startswith(ARTIFACTS_BUCKET_PREFIX):
+        return []
+    return [
+        f"{NAMESPACE}:artifacts.bucket: {bucket!r} is not allowed on a stack CI deploys "
+        "(cluster.rolePermissionsBoundary is set); expected a bucket whose name starts with "
+        f"{ARTIFACTS_BUCKET_PREFIX!r}, the only buckets the boundary lets the job's pods write, or unset for the "
+        "stack's own"
+    ]
 
 
 def role_key(role_arn: str) -> tuple[str, str] | None:
@@ -207,6 +222,7 @@ def cluster_problems(config: StackConfig) -> list[str]:
         cluster_name_problems(config)
         + deploy_role_cluster_name_problems(config)
         + deploy_role_secret_problems(config)
+        + deploy_role_bucket_problems(config)
         + public_endpoint_problems(config)
         + prometheus_volume_problems(config)
     )

@@ -150,8 +150,8 @@ def test_eks_refuses_a_second_access_entry_for_the_role_that_creates_the_cluster
 def test_the_fake_refuses_a_resource_type_it_does_not_model() -> None:
     from pulumi.runtime import mocks
 
-    with pytest.raises(NotImplementedError, match="aws:s3/bucket:Bucket"):
-        FakeCloud().new_resource(mocks.MockResourceArgs("aws:s3/bucket:Bucket", "b", {}, "", "", True))
+    with pytest.raises(NotImplementedError, match="aws:sqs/queue:Queue"):
+        FakeCloud().new_resource(mocks.MockResourceArgs("aws:sqs/queue:Queue", "q", {}, "", "", True))
 
 
 def test_a_first_preview_answers_no_id_and_only_the_inputs_and_refuses_the_same_types() -> None:
@@ -163,8 +163,8 @@ def test_a_first_preview_answers_no_id_and_only_the_inputs_and_refuses_the_same_
     assert cloud.new_resource(args) == ("", group)
     remote = mocks.MockResourceArgs("eks:index:ManagedNodeGroup", "n", {"nodeRoleArn": "r"}, "", "", False)
     assert cloud.new_resource(remote) == ("", {})
-    with pytest.raises(NotImplementedError, match="aws:s3/bucket:Bucket"):
-        cloud.new_resource(mocks.MockResourceArgs("aws:s3/bucket:Bucket", "b", {}, "", "", True))
+    with pytest.raises(NotImplementedError, match="aws:sqs/queue:Queue"):
+        cloud.new_resource(mocks.MockResourceArgs("aws:sqs/queue:Queue", "q", {}, "", "", True))
 
 
 def test_every_resource_of_a_type_has_its_own_id(stack_run: ProgramRun) -> None:

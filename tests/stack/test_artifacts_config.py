@@ -102,3 +102,18 @@ def test_well_formed_prefixes_pass(prefix: str) -> None:
 @pytest.mark.parametrize("prefix", ["", "x/", "/x", "a//b", "a/../b", "a b", "a/./b"])
 def test_malformed_prefixes_fail(prefix: str) -> None:
     assert prefix_problem(prefix) is not None
+
+
+BOUNDARY = "arn:aws:iam::123456789012:policy/fsdp-eks-role-boundary"
+
+
+def test_a_ci_deployed_stack_writes_only_to_a_bucket_its_boundary_allows() -> None:
+    ci = {
+        "fsdp-eks:cluster": {"rolePermissionsBoundary": BOUNDARY, "creatorRoleArn": "arn:aws:iam::123456789012:role/d"}
+    }
+    refused = problems({**ci, ARTIFACTS: {"bucket": "team-ml-artifacts"}})
+    assert any("artifacts.bucket: 'team-ml-artifacts' is not allowed on a stack CI deploys" in p for p in refused)
+    assert (
+        parsed({**ci, ARTIFACTS: {"bucket": "fsdp-eks-kept-artifacts"}}).artifacts.bucket == "fsdp-eks-kept-artifacts"
+    )
+    assert parsed({ARTIFACTS: {"bucket": "team-ml-artifacts"}}).artifacts.bucket == "team-ml-artifacts"  # not CI's
