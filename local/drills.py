@@ -45,6 +45,7 @@ from __future__ import annotations
 import re
 import shutil
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -58,6 +59,7 @@ DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod", "restart-etcd"
 POD_DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod")  # drills aimed at one worker pod (--drill-pod)
 EVICTIONS = 2  # evict-pod: one more than the restarts a job with maxRestarts 1 could spend on them
 ETCD_DOWN_S = 3.0  # long enough for every agent's next keep-alive or state sync to fail
+S3_POLL_S = 1.0  # how often lost-storage lists the run's checkpoints in S3 while it waits for the first
 # The trainer's line when it loads a checkpoint (trainer/checkpoint/checkpointer.py restore): "resumed from <where>,
 # <which tier> (saved by ...".
 RESUMED_FROM = re.compile(r"resumed from (\S+), (.+?) \(saved by")
@@ -143,6 +145,7 @@ class Drill:
         self.evicted_pid: int | None = None  # evict-pod: the agent evicted last; the next eviction waits for another
         self.storage: RunStorage | None = None  # lost-storage: set by the runner once the run's storage exists
         self.log_offsets: dict[Path, int] = {}  # lost-storage: the pods' logs when it fired; the new cluster's follow
+        self.listed_at = float("-inf")  # lost-storage: when it last listed the checkpoints in S3
 
     def describe(self, job: str) -> str:
         target = f" {job}-worker-{self.pod_index}" if self.name in POD_DRILLS else ""
@@ -158,6 +161,10 @@ class Drill:
                 return self._evict_again(pods, checkpoint_dir)
             return self._kill_workers_again(pods) if self.name == "kill-workers" else ""
         durable = self.storage.newest_durable if self.storage and self.name == "lost-storage" else None
+        if durable is not None:  # a listing takes milliseconds; the runner polls ten times a second
+            if time.monotonic() - self.listed_at < S3_POLL_S:
+                return ""
+            self.listed_at = time.monotonic()
         if not self.trigger.met(checkpoint_dir, last_step, durable):
             return ""
         killed: list[Proc] = []
@@ -174,7 +181,8 @@ class Drill:
             detail = self._lose_cluster(pods, killed)
         else:
             detail = self._restart_etcd(etcd)
-        # lost-storage: the resume point is in S3 (its file system is gone)
+        # lost-storage: the resume point is in S3 (its file system is gone), listed again after the kill: a checkpoint
+        # may have been committed since the trigger's listing
         checkpoint = durable() if durable is not None else newest_checkpoint_step(checkpoint_dir)
         repeats = 0 if self.name == "kill-workers" and not killed else 1  # kill-workers counts rounds with victims
         evicted_at = (checkpoint,) if self.name == "evict-pod" else ()

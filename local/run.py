@@ -36,7 +36,6 @@ QUIET_NOTE_S = 15.0
 # What a quiet spell usually is: after a lost node, torch's dynamic rendezvous first lets the node's keep-alives
 # expire (3 x 5 s), then waits last_call_timeout (30 s) for more nodes before it settles on fewer.
 WAITING_HINT = "the agents are starting or re-forming the rendezvous (see the logs for details)"
-S3_POLL_S = 1.0  # how often lost-storage lists the run's checkpoints in S3 while it waits for the first
 
 
 class LocalRunError(ValueError):
@@ -141,23 +140,7 @@ def watch_storage(drill: Drill | None, plan: LocalPlan, storage: LocalStorage) -
     if not is_s3_uri(uri):
         raise LocalRunError("--drill lost-storage: the job writes no artifacts to S3 (no --artifacts-uri)")
     assert uri is not None
-    drill.storage = RunStorage(plan.volumes, NewestDurable(storage, uri))
-
-
-@dataclass
-class NewestDurable:
-    """The newest complete checkpoint in the run's S3, listed at most every S3_POLL_S (the drill is polled ten times
-    as often)."""
-
-    storage: LocalStorage
-    artifacts_uri: str
-    listed_at: float = float("-inf")
-    step: int | None = None
-
-    def __call__(self) -> int | None:
-        if time.monotonic() - self.listed_at >= S3_POLL_S:
-            self.listed_at, self.step = time.monotonic(), self.storage.newest_checkpoint_step(self.artifacts_uri)
-        return self.step
+    drill.storage = RunStorage(plan.volumes, lambda: storage.newest_checkpoint_step(uri))
 
 
 def check_etcd(options: LocalOptions) -> None:

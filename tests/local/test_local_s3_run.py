@@ -29,6 +29,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
 
 STEPS = 20
 CHECKPOINT_EVERY = 10
+# lost-storage waits for a checkpoint in S3 (listed once a second) before it fires: steps enough after the first that
+# the job is still running then, even on two busy cores.
+DRILL_STEPS = 40
 DATASET = "s3://local-data/sets/train.jsonl"
 
 
@@ -73,7 +76,7 @@ def s3_dataset_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
 @pytest.fixture(scope="module")
 def lost_storage_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
     """Two agents; once a checkpoint is complete in S3, both lost with their file system; the job again on one."""
-    options = dev_options(tmp_path_factory.mktemp("lost-storage"), nodes=2)
+    options = dev_options(tmp_path_factory.mktemp("lost-storage"), nodes=2, steps=DRILL_STEPS)
     return run_local(dataclasses.replace(options, drill="lost-storage"))
 
 
@@ -130,7 +133,7 @@ def test_s3_dataset_is_staged_from_the_local_s3_and_trained_on(s3_dataset_run: L
 def test_lost_storage_kills_every_pod_and_deletes_the_shared_file_system(lost_storage_run: LocalResult) -> None:
     drill = lost_storage_run.drill
     assert drill is not None and drill.checkpoint_step is not None
-    assert drill.at_step < STEPS, "the drill fired only after the job had finished"
+    assert drill.at_step < DRILL_STEPS, "the drill fired only after the job had finished"
     assert len(drill.killed) >= 4, "expected both agents and their workers"
     assert "the shared file system deleted" in drill.detail
 
@@ -146,7 +149,7 @@ def test_lost_storage_job_resumes_from_its_own_s3_checkpoint_not_step_0(lost_sto
 def test_lost_storage_job_finishes_at_another_world_size_with_the_model_in_s3(lost_storage_run: LocalResult) -> None:
     assert lost_storage_run.succeeded, lost_storage_run.reason
     summary = lost_storage_run.summary
-    assert summary is not None and summary.steps == STEPS
+    assert summary is not None and summary.steps == DRILL_STEPS
     assert summary.world_sizes == [2, 1]
     assert lost_storage_run.artifacts is not None and lost_storage_run.artifacts.model is not None
 
