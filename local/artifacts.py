@@ -95,7 +95,7 @@ class LocalStorage:
             lines = [f"S3: moto's S3 API at {s3.endpoint}, artifacts bucket {bucket}"]
             for upload in uploads:
                 written = s3.upload(upload.source, upload.target)
-                lines.append(f"  uploaded {upload.source} -> {upload.target} ({len(written)} objects)")
+                lines.append(f"  uploaded {upload.source} -> {upload.target} (objects: {len(written)})")
         except BaseException:
             s3.stop()
             raise
