@@ -27,6 +27,9 @@ DATASET_FORMATS = ("auto", "text", "instruction", "dialogsum", "chat")
 LR_SCHEDULES = ("cosine", "linear", "constant")
 DEVICES = ("auto", "cuda", "cpu")
 EXPORT_DTYPES = ("bf16", "fp16", "fp32")
+# The attention and MLP projections of every supported family (Llama, Mistral, Qwen2, Qwen3: transformers'
+# modeling_*.py names), the targets torchtune's and llama-recipes' LoRA recipes train too.
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def _flag(name: str, **argparse_kwargs: Any) -> dict[str, Any]:
@@ -77,7 +80,8 @@ class ParallelConfig:
     """HYBRID_SHARD only: number of replica groups (the mesh's replicate dimension). Default: the number of nodes
     (WORLD_SIZE / LOCAL_WORLD_SIZE), so parameters are sharded within a node and replicated across nodes."""
     mixed_precision: str = field(default="bf16", metadata=_flag("--mixed-precision", choices=MIXED_PRECISIONS))
-    """Compute dtype of forward/backward; parameters, gradient reduction and optimizer state stay in fp32."""
+    """Compute dtype of forward/backward; parameters, gradient reduction and optimizer state stay in fp32 (with
+    --lora-rank, the frozen base weights are held in this dtype and only the adapters in fp32)."""
     activation_checkpointing: str = field(
         default="none", metadata=_flag("--activation-checkpointing", choices=ACTIVATION_CHECKPOINTING)
     )
@@ -163,6 +167,26 @@ class ArtifactsConfig:
 
 
 @dataclass
+class LoraConfig:
+    rank: int = field(default=0, metadata=_flag("--lora-rank"))
+    """LoRA rank r: train low-rank adapters (PEFT) beside frozen base weights kept in the compute dtype; 0 is full
+    fine-tuning."""
+    alpha: int = field(default=32, metadata=_flag("--lora-alpha"))
+    """LoRA alpha (an integer, as peft.LoraConfig takes it): the adapters' output is scaled by alpha / rank."""
+    targets: str = field(default=",".join(LORA_TARGETS), metadata=_flag("--lora-targets"))
+    """Comma-separated names of the linear layers that get adapters (in every decoder layer)."""
+
+    def target_list(self) -> list[str]:
+        return [name.strip() for name in self.targets.split(",") if name.strip()]
+
+    def settings(self) -> dict[str, Any] | None:
+        """What a checkpoint of this run holds depends on: None for full fine-tuning."""
+        if not self.rank:
+            return None
+        return {"rank": self.rank, "alpha": self.alpha, "targets": sorted(self.target_list())}
+
+
+@dataclass
 class MetricsConfig:
     file: str | None = field(default=None, metadata=_flag("--metrics-file"))
     """Append one JSON object per logged step to this file (rank 0 only)."""
@@ -186,6 +210,7 @@ class TrainConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
+    lora: LoraConfig = field(default_factory=LoraConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
 

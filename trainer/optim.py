@@ -15,15 +15,17 @@ ADAM_BETAS = (0.9, 0.95)  # the Llama 2 paper's values (Touvron et al. 2023, sec
 
 
 def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.AdamW:
-    """Weight decay on matrices only; norm weights (1-D) are left alone.
+    """Weight decay on matrices only; norm weights (1-D) are left alone. Only the parameters that require a
+    gradient: under LoRA the adapters, not the frozen base (no optimizer state for it).
 
     The fused implementation (one kernel over every tensor of a group, no temporaries) wherever torch has it for
     the parameters' device, CPU and CUDA included: torch otherwise picks foreach on CUDA, and on CPU a Python loop
     over the tensors, which with this trainer's ~10 element-wise passes per tensor takes 3 to 4 times the CPU time
     of the fused kernel (docs/performance.md).
     """
-    matrices = [p for p in model.parameters() if p.ndim >= 2]
-    vectors = [p for p in model.parameters() if p.ndim < 2]
+    trained = [p for p in model.parameters() if p.requires_grad]
+    matrices = [p for p in trained if p.ndim >= 2]
+    vectors = [p for p in trained if p.ndim < 2]
     groups = [{"params": matrices, "weight_decay": config.weight_decay}, {"params": vectors, "weight_decay": 0.0}]
     fused = uses_fused_kernel(matrices + vectors)
     return torch.optim.AdamW(groups, lr=config.lr, betas=ADAM_BETAS, eps=1e-8, fused=fused)

@@ -40,11 +40,20 @@ from trainer.data.packing import (
     step_batch,
 )
 from trainer.data.tokenizer import Tokenizer, load_tokenizer
+from trainer.dtypes import TORCH_DTYPES
 from trainer.env import DistEnv
 from trainer.errors import InputError
 from trainer.faults import maybe_fault
 from trainer.loss_scale import LossScaler
-from trainer.model.build import build_meta_model, hf_config, init_buffers, init_weights, load_pretrained_weights
+from trainer.model.build import (
+    build_meta_model,
+    hf_config,
+    init_adapters,
+    init_buffers,
+    init_weights,
+    load_pretrained_weights,
+)
+from trainer.model.lora import apply_lora
 from trainer.model.source import ModelSource
 from trainer.optim import build_optimizer, build_scheduler
 from trainer.parallel.distributed import init_distributed, io_group, leave_distributed, pick_device
@@ -87,6 +96,8 @@ def build_model(
     """Meta device -> parallelize (shard) -> to_empty -> weights (seeded init, or this rank's pretrained rows)."""
     model_config = hf_config(source)
     model = build_meta_model(model_config)
+    if config.lora.rank:
+        apply_lora(model, config.lora, TORCH_DTYPES[config.parallel.mixed_precision])
     parallelize(model, config.parallel, mesh, tokens_per_rank=config.schedule.batch_size * config.data.seq_len)
     model.to_empty(device=device)
     init_buffers(model, device)
@@ -94,6 +105,17 @@ def build_model(
         load_pretrained_weights(model, pretrained_directory(source, env, io))
     else:
         init_weights(model, config.schedule.seed, std=model_config.initializer_range)
+    if config.lora.rank:
+        init_adapters(model, config.schedule.seed)
+        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        log.info(
+            "LoRA rank %d, alpha %d on %s: %.2fM trained parameters, the base frozen in %s",
+            config.lora.rank,
+            config.lora.alpha,
+            ",".join(config.lora.target_list()),
+            trained / 1e6,
+            config.parallel.mixed_precision,
+        )
     return model, model_config
 
 
@@ -142,7 +164,7 @@ def train_step(
         loss = summed / max(1, batch.global_target_tokens)
         scaler.scaled(loss).backward()
         loss_total += loss.detach()
-    parameters = list(model.parameters())
+    parameters = [p for p in model.parameters() if p.requires_grad]  # under LoRA the adapters alone
     scaler.unscale(parameters)
     if grad_clip:
         grad_norm = torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
@@ -212,6 +234,7 @@ def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch
             "seq_len": config.data.seq_len,
             "dataset": config.data.dataset,
             "seed": config.schedule.seed,
+            "lora": config.lora.settings(),
         }
         checkpointer = Checkpointer(
             config.checkpoint,
@@ -309,7 +332,17 @@ def export(config: TrainConfig, session: Session, env: DistEnv, tokenizer: Token
         scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=config.checkpoint.directory))
     directory = directory or str(scratch or "")  # the other ranks only take part in the gathers
     state = session.state
-    export_hf(state.model, session.model_config, directory, config.checkpoint.export_dtype, env, tokenizer)
+    lora = config.lora if config.lora.rank else None
+    export_hf(
+        state.model,
+        session.model_config,
+        directory,
+        config.checkpoint.export_dtype,
+        env,
+        tokenizer,
+        lora,
+        config.model.name,
+    )
     failure = None
     if artifacts and env.is_leader:
         try:

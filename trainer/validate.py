@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from trainer.checkpoint.layout import incompatibility, latest_checkpoint, read_meta
-from trainer.config import TrainConfig
+from trainer.config import LORA_TARGETS, TrainConfig
 from trainer.data.tokenizer_bytes import BYTE_VOCAB_SIZE
 from trainer.env import DistEnv
 from trainer.errors import InputError
@@ -136,7 +136,7 @@ def _checkpoint(config: TrainConfig, source: ModelSource) -> list[str]:
     if latest is None:
         return []
     _, path = latest
-    reason = incompatibility(read_meta(path), source.shape)
+    reason = incompatibility(read_meta(path), source.shape, config.lora.settings())
     if reason:
         return [f"--checkpoint-dir {directory}: checkpoint {path.name} is from an incompatible model ({reason})"]
     return []
@@ -191,6 +191,26 @@ def _s3(config: TrainConfig) -> list[str]:
     return errors
 
 
+def _lora(config: TrainConfig) -> list[str]:
+    lora, errors = config.lora, []
+    if lora.rank < 0:
+        errors.append(f"--lora-rank {lora.rank}: must not be negative (0 is full fine-tuning)")
+    if not lora.rank:
+        return errors
+    if lora.alpha <= 0:
+        errors.append(f"--lora-alpha {lora.alpha}: must be positive")
+    unknown = [name for name in lora.target_list() if name not in LORA_TARGETS]
+    if unknown or not lora.target_list():
+        errors.append(
+            f"--lora-targets {lora.targets}: {', '.join(unknown) or 'no layer named'}; the decoder layers' linear "
+            f"layers are {','.join(LORA_TARGETS)}"
+        )
+    if config.parallel.fp8:
+        # torchao would convert the adapters' own small linears as well, and FP8 buys nothing on a frozen base.
+        errors.append("--fp8: not with --lora-rank (the adapters' linears are too small for FP8)")
+    return errors
+
+
 def validate(config: TrainConfig, env: DistEnv, device_type: str, source: ModelSource) -> list[str]:
     """Every reason the run cannot start; empty when it can."""
     return (
@@ -200,4 +220,5 @@ def validate(config: TrainConfig, env: DistEnv, device_type: str, source: ModelS
         + _model_and_data(config, source)
         + _checkpoint(config, source)
         + _s3(config)
+        + _lora(config)
     )

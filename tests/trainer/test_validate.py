@@ -72,6 +72,34 @@ def test_a_checkpoint_of_the_same_model_is_accepted_and_tmp_dirs_are_ignored(tmp
     assert errors_for(["--checkpoint-dir", str(tmp_path)]) == []
 
 
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--lora-rank", "-1"], "--lora-rank -1: must not be negative"),
+        (["--lora-rank", "8", "--lora-targets", "q_proj,lm_head"], "--lora-targets q_proj,lm_head: lm_head;"),
+        (["--lora-rank", "8", "--lora-alpha", "0"], "--lora-alpha 0: must be positive"),
+        (["--lora-rank", "8", "--fp8", "--compile"], "--fp8: not with --lora-rank"),
+    ],
+)
+def test_bad_lora_flags_are_refused(argv: list[str], expected: str) -> None:
+    errors = errors_for(argv)
+    assert any(expected in error for error in errors), errors
+
+
+def test_a_checkpoint_resumes_only_with_the_lora_settings_it_was_saved_with(tmp_path: Path) -> None:
+    checkpoint = tmp_path / checkpoint_name(3)
+    checkpoint.mkdir()
+    saved = parse_args(["--lora-rank", "16"]).lora.settings()
+    write_meta(checkpoint, {"model": model_fingerprint(PRESETS["tiny"]), "step": 3, "lora": saved})
+    same = ["--checkpoint-dir", str(tmp_path), "--lora-rank", "16", "--lora-targets", "v_proj,q_proj,k_proj,o_proj,"
+            "gate_proj,up_proj,down_proj"]  # fmt: skip
+    assert errors_for(same) == []  # the targets' order does not matter
+    for argv, now in ((["--lora-rank", "8"], "LoRA rank 8"), ([], "full fine-tuning")):
+        errors = errors_for(["--checkpoint-dir", str(tmp_path), *argv])
+        assert any("saved with LoRA rank 16, alpha 32, targets down_proj,gate_proj" in e and f"uses {now}" in e
+                   for e in errors), errors  # fmt: skip
+
+
 UNEXPANDED = "s3://fsdp-eks-artifacts/$(STACK)/run-1"
 
 

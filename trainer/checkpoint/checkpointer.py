@@ -37,7 +37,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.staging import AsyncStager
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 from torch.distributed.tensor import DTensor, Shard
 
 from trainer.checkpoint.commit import Commits, Outcome, PendingSave
@@ -47,6 +47,7 @@ from trainer.checkpoint.layout import (
     checkpoint_name,
     complete_checkpoints,
     fingerprint_difference,
+    lora_difference,
     read_meta,
     write_meta,
 )
@@ -134,6 +135,15 @@ def _set_rng_state(state: dict[str, torch.Tensor]) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
+def _state_dict_options(state: TrainState) -> StateDictOptions:
+    """A checkpoint holds what is trained: under LoRA the adapters (and their optimizer state), not the frozen base,
+    which --model gives again on resume (torch/distributed/checkpoint/state_dict.py: ignore_frozen_params leaves out
+    parameters without requires_grad). Loading then leaves the frozen parameters as they are (strict=False); every
+    trained one is still loaded, or DCP's load fails on the key missing from the checkpoint."""
+    frozen = any(not parameter.requires_grad for parameter in state.model.parameters())
+    return StateDictOptions(ignore_frozen_params=frozen, strict=not frozen)
+
+
 def _items(tensor: torch.Tensor) -> int:
     """Stored items of a tensor: one per shard for a DTensor (each rank writes its own), else one."""
     if isinstance(tensor, DTensor):
@@ -156,10 +166,10 @@ def checkpoint_bytes(tree: Any) -> int:
 
 
 def expected_checkpoint_bytes(model: nn.Module) -> int:
-    """A checkpoint's bytes before the optimizer has any state (its moments appear at the first step): each
-    parameter, its two moments, and the step counter."""
+    """A checkpoint's bytes before the optimizer has any state (its moments appear at the first step): each trained
+    parameter (under LoRA the adapters alone), its two moments, and the step counter."""
     total = 0
-    for parameter in model.parameters():
+    for parameter in (p for p in model.parameters() if p.requires_grad):
         one = parameter.numel() * parameter.element_size() + _items(parameter) * ITEM_OVERHEAD_BYTES
         total += COPIES_PER_PARAMETER * one + ITEM_OVERHEAD_BYTES
     return total
@@ -202,7 +212,7 @@ class Checkpointer:
 
     def _state(self, state: TrainState) -> dict[str, Any]:
         # get_state_dict initialises empty optimizer state, so a fresh optimizer is a complete load template.
-        model_state, optim_state = get_state_dict(state.model, state.optimizer)
+        model_state, optim_state = get_state_dict(state.model, state.optimizer, options=_state_dict_options(state))
         return {
             "model": model_state,
             "optim": optim_state,
@@ -412,7 +422,13 @@ class Checkpointer:
         if meta.get("device_type") != self.device_type:
             del saved["rng"]  # a CUDA generator state means nothing on CPU and vice versa
         read_bytes = load_state(saved, point.source, self.io, self.replicas)
-        set_state_dict(state.model, state.optimizer, model_state_dict=saved["model"], optim_state_dict=saved["optim"])
+        set_state_dict(
+            state.model,
+            state.optimizer,
+            model_state_dict=saved["model"],
+            optim_state_dict=saved["optim"],
+            options=_state_dict_options(state),
+        )
         state.scheduler.load_state_dict(saved["scheduler"])
         state.loss_scaler.load_state_dict(saved["loss_scale"])
         if "rng" in saved:
@@ -487,6 +503,7 @@ class Checkpointer:
     def _s3_point(self, step: int, uri: S3Uri, tier: str) -> ResumePoint:
         meta = S3Checkpoints(uri).read_meta(uri)  # an InputError naming the URI and S3's error
         difference = fingerprint_difference(meta, self.meta["model"]) if "model" in self.meta else None
+        difference = difference or lora_difference(meta, self.meta.get("lora"))
         if difference:
             raise InputError(f"{tier}: checkpoint {uri} is from an incompatible model ({difference})")
         return ResumePoint(step, uri, meta, tier)

@@ -87,9 +87,26 @@ def write_meta(checkpoint: Path, meta: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
-def incompatibility(meta: dict[str, Any], shape: ModelShape) -> str | None:
-    """Why a checkpoint cannot be loaded into a model of `shape`, or None if it can."""
-    return fingerprint_difference(meta, model_fingerprint(shape))
+def incompatibility(meta: dict[str, Any], shape: ModelShape, lora: dict[str, Any] | None = None) -> str | None:
+    """Why a checkpoint cannot be loaded into a model of `shape` trained with `lora` (LoraConfig.settings: None for
+    full fine-tuning), or None if it can."""
+    return fingerprint_difference(meta, model_fingerprint(shape)) or lora_difference(meta, lora)
+
+
+def describe_lora(settings: dict[str, Any] | None) -> str:
+    if not settings:
+        return "full fine-tuning"
+    return f"LoRA rank {settings['rank']}, alpha {settings['alpha']}, targets {','.join(settings['targets'])}"
+
+
+def lora_difference(meta: dict[str, Any], wanted: dict[str, Any] | None) -> str | None:
+    """How a checkpoint's LoRA settings differ from `wanted`, or None. A LoRA checkpoint holds the adapters and not
+    the base, a full one the base and no adapters: neither resumes as the other, nor with another rank or targets
+    (another alpha would silently rescale what was learnt). Checkpoints from before LoRA have no key: full."""
+    saved = meta.get("lora")
+    if saved == wanted:
+        return None
+    return f"saved with {describe_lora(saved)}, this run uses {describe_lora(wanted)}"
 
 
 def fingerprint_difference(meta: dict[str, Any], wanted: dict[str, Any]) -> str | None:

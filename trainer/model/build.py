@@ -18,10 +18,12 @@ from torch import nn
 from torch.distributed.tensor import DTensor, Shard
 
 from trainer.model.attention import causal_sdpa
+from trainer.model.lora import adapter_init_bound, is_adapter
 from trainer.model.source import ModelSource
 
-# Wrappers that activation checkpointing and torch.compile may add to a module's parameter names.
-WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.")
+# Wrappers that activation checkpointing, torch.compile and LoRA (peft's lora.Linear holds the original layer as
+# base_layer) may add to a module's parameter names.
+WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.", "base_layer.")
 
 
 def hf_config(source: ModelSource) -> Any:
@@ -108,9 +110,12 @@ def init_weights(model: nn.Module, seed: int, std: float) -> None:
     biases (as transformers' PreTrainedModel._init_weights does: modeling_utils.py, init.zeros_(module.bias)).
 
     Each full tensor comes from its own generator, seeded from --seed and the parameter's name, on the
-    training device; the rank keeps only its rows. Same weights for any world size or sharding strategy.
+    training device, in fp32 (a base held in bf16 under LoRA is the fp32 draw rounded); the rank keeps only its rows.
+    Same weights for any world size or sharding strategy. LoRA adapters: init_adapters.
     """
     for name, param in model.named_parameters():
+        if is_adapter(name):
+            continue
         name = canonical_name(name)
         start, stop = local_rows(param)
         local = _local(param)
@@ -118,7 +123,29 @@ def init_weights(model: nn.Module, seed: int, std: float) -> None:
             local.fill_(1.0 if is_norm_weight(name) else 0.0)
             continue
         generator = torch.Generator(device=local.device).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
-        full = torch.empty(param.shape, device=local.device, dtype=local.dtype).normal_(0.0, std, generator=generator)
+        full = torch.empty(param.shape, device=local.device, dtype=torch.float32).normal_(0.0, std, generator=generator)
+        local.copy_(full[start:stop])
+
+
+@torch.no_grad()
+def init_adapters(model: nn.Module, seed: int) -> None:
+    """LoRA adapters as peft initialises them (peft/tuners/lora/layer.py LoraLayer.reset_lora_parameters,
+    init_lora_weights=True): A kaiming-uniform (a=sqrt(5)), B zeros, so the model starts as its base. Each full A from
+    a generator seeded by --seed and its name, this rank's rows kept: the same adapters for any world size."""
+    for name, param in model.named_parameters():
+        if not is_adapter(name):
+            continue
+        local = _local(param)
+        if ".lora_B." in name:
+            local.zero_()
+            continue
+        name = canonical_name(name)
+        start, stop = local_rows(param)
+        generator = torch.Generator(device=local.device).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+        bound = adapter_init_bound(param.shape[1])
+        full = torch.empty(param.shape, device=local.device, dtype=torch.float32).uniform_(
+            -bound, bound, generator=generator
+        )
         local.copy_(full[start:stop])
 
 
@@ -157,16 +184,18 @@ def safetensors_index(directory: Path) -> dict[str, Path]:
 
 @torch.no_grad()
 def load_pretrained_weights(model: nn.Module, directory: Path) -> None:
-    """Copy this rank's rows of every parameter from the safetensors files (reads only those bytes)."""
+    """Copy this rank's rows of every parameter from the safetensors files (reads only those bytes), in the
+    parameter's dtype; LoRA adapters are not in them (init_adapters)."""
     from safetensors import safe_open
 
     index = safetensors_index(directory)
-    missing = [canonical_name(n) for n, _ in model.named_parameters() if canonical_name(n) not in index]
+    base = [(name, param) for name, param in model.named_parameters() if not is_adapter(name)]  # LoRA: init_adapters
+    missing = [canonical_name(n) for n, _ in base if canonical_name(n) not in index]
     if missing:
         raise KeyError(f"--model {directory}: the checkpoint lacks {missing[:5]}{'...' if len(missing) > 5 else ''}")
     handles: dict[Path, Any] = {}
     try:
-        for name, param in model.named_parameters():
+        for name, param in base:
             name = canonical_name(name)
             file = index[name]
             handles.setdefault(file, safe_open(file, framework="pt"))

@@ -89,7 +89,10 @@ class VocabShardedEmbedding(nn.Module):
         full = embedding.weight
         local = torch.empty(local_rows, self.embedding_dim, dtype=full.dtype, device=full.device)
         shape, stride = full.shape, full.stride()
-        self.weight = nn.Parameter(DTensor.from_local(local, mesh, [Shard(0)], shape=shape, stride=stride))
+        self.weight = nn.Parameter(
+            DTensor.from_local(local, mesh, [Shard(0)], shape=shape, stride=stride),
+            requires_grad=full.requires_grad,  # frozen under LoRA (trainer/model/lora.py)
+        )
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         # A Parameter over a DTensor (set in __init__): the DTensor's methods, which the Parameter type does not show.
