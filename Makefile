@@ -34,16 +34,19 @@ $(STAMP): requirements-dev.lock
 # first and constrains the others, so CI deploys with the very versions the tests ran.
 # The trainer image's lock (docker/Dockerfile installs it with --require-hashes) is compiled from
 # requirements-trainer.txt without torch, read from standard input, and requirements-trainer-gpu.txt: torch and the
-# CUDA libraries it pins come with the base image (stack/versions.py TRAINER_BASE_IMAGE) and stay as they are, and
-# nothing else in the lock requires torch. The base image runs Python 3.11 on linux/amd64 (pytorch/pytorch
+# CUDA libraries it pins come with the base image (stack/versions.py TRAINER_BASE_IMAGE) and stay as they are. peft,
+# accelerate and s3torchconnector require torch, so torch is the lock's one "unsafe" package: pip-compile leaves it
+# out (--unsafe-package, without --allow-unsafe), and pip finds it already installed in the image; torch's own
+# pure-Python dependencies stay pinned at the versions the tests ran with the same torch. The base image runs Python 3.11 on linux/amd64 (pytorch/pytorch
 # docker.Makefile: PYTHON_VERSION ?= 3.11), the interpreter pip-compile resolves for here; compiled against PyPI, the
 # lock holds the hashes of every file of each pinned version.
 BASE_IMAGE_PACKAGES := ^torch([^A-Za-z0-9._-]|$$)
+IMAGE_LOCK_ARGS := $(filter-out --allow-unsafe,$(PIP_COMPILE_ARGS)) --no-allow-unsafe --unsafe-package torch
 lock:
 	$(PIP_COMPILE) $(PIP_COMPILE_ARGS) --output-file requirements-dev.lock requirements-dev.txt requirements-torch-cpu.txt
 	$(PIP_COMPILE) $(PIP_COMPILE_ARGS) --constraint requirements-dev.lock --output-file requirements.lock requirements.txt
 	$(PIP_COMPILE) $(PIP_COMPILE_ARGS) --constraint requirements-dev.lock --output-file policy/requirements.lock policy/requirements.txt
-	grep -v -E '$(BASE_IMAGE_PACKAGES)' requirements-trainer.txt | $(PIP_COMPILE) $(PIP_COMPILE_ARGS) --constraint requirements-dev.lock --output-file requirements-trainer.lock - requirements-trainer-gpu.txt
+	grep -v -E '$(BASE_IMAGE_PACKAGES)' requirements-trainer.txt | $(PIP_COMPILE) $(IMAGE_LOCK_ARGS) --constraint requirements-dev.lock --output-file requirements-trainer.lock - requirements-trainer-gpu.txt
 
 demo: $(STAMP)
 	$(PY) -m local --stack dev

@@ -98,7 +98,9 @@ def test_every_action_a_stack_policy_grants_is_inside_the_boundary(stack_run: Pr
             resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
             for action in actions:
                 for resource in resources:  # the boundary scopes some reads by resource (secrets under a prefix)
-                    context = _statement_context(statement)
+                    # S3 sets s3:ResourceAccount to the bucket owner's account on every request; the stack's
+                    # bucket is its own.
+                    context = {**_statement_context(statement), "s3:ResourceAccount": ACCOUNT.account_id}
                     assert allowed(BOUNDARY, action, resource, context), (stack_run.stack, action, resource)
 
 

@@ -17,9 +17,11 @@ from tests.workflows.workflows import ROOT
 
 MAKEFILE = (ROOT / "Makefile").read_text()
 # `[grep -v -E '<filter>' <file> | ]$(PIP_COMPILE) $(PIP_COMPILE_ARGS) [--constraint <lock>] --output-file <lock>
-# <input>...` in the `lock` target; an input `-` is standard input, the filtered file.
+# <input>...` in the `lock` target (the image's lock with $(IMAGE_LOCK_ARGS)); an input `-` is standard input,
+# the filtered file.
 COMPILE = re.compile(
-    r"^\t(?:grep -v -E '(?P<filter>[^']+)' (?P<filtered>\S+) \| )?\$\(PIP_COMPILE\) \$\(PIP_COMPILE_ARGS\) "
+    r"^\t(?:grep -v -E '(?P<filter>[^']+)' (?P<filtered>\S+) \| )?\$\(PIP_COMPILE\) "
+    r"\$\((?P<args>PIP_COMPILE_ARGS|IMAGE_LOCK_ARGS)\) "
     r"(?:--constraint (?P<constraint>\S+) )?--output-file (?P<lock>\S+) (?P<inputs>.+)$",
     re.M,
 )
@@ -101,6 +103,14 @@ def test_the_image_lock_leaves_exactly_torch_to_the_base_image() -> None:
     dropped = [line for line in trainer if FILTERS[IMAGE_LOCK].search(line)]
     assert [Requirement(line).name for line in dropped] == ["torch"]
     assert not FILTERS[IMAGE_LOCK].search("torchao==0.17.0")  # a name that only starts with torch stays
+    # peft, accelerate and s3torchconnector require torch: the image lock's compile names it its one unsafe package,
+    # which pip-compile leaves out of the lock (and pip finds installed in the base image).
+    (args,) = [m["args"] for m in COMPILE.finditer(MAKEFILE) if m["lock"] == IMAGE_LOCK]
+    assert args == "IMAGE_LOCK_ARGS"
+    image_args = _expand(f"$({args})").split()
+    assert "--unsafe-package" in image_args and image_args[image_args.index("--unsafe-package") + 1] == "torch"
+    assert "--allow-unsafe" not in image_args and "--no-allow-unsafe" in image_args
+    assert re.search(r"^# torch$", (ROOT / IMAGE_LOCK).read_text(), re.M)  # pip-compile's note of what it left out
     names = set(lock_entries(IMAGE_LOCK))
     assert "torch" not in names and "triton" not in names
     assert not [name for name in names if name.startswith("nvidia-")]

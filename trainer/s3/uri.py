@@ -49,7 +49,7 @@ class S3Uri:
         problem = bucket_name_problem(bucket)
         if problem:
             raise InputError(f"{flag} {value}: {problem}")
-        if "//" in key:
+        if "//" in key or key.startswith("/"):
             raise InputError(f"{flag} {value}: the key has an empty path segment ('//')")
         return cls(bucket, key)
 
