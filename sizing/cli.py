@@ -27,7 +27,7 @@ from sizing.fsx import (
 )
 from sizing.memory import CHECKPOINTING
 from sizing.throughput import Assumptions
-from trainer.config import SHARDING_STRATEGIES
+from trainer.config import LORA_TARGETS, SHARDING_STRATEGIES
 from trainer.launch.exits import EXIT_BAD_INPUT
 from trainer.units import DTYPE_BYTES, GIB
 
@@ -61,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--mixed-precision", choices=tuple(DTYPE_BYTES), default="bf16")
     parser.add_argument("--activation-checkpointing", choices=CHECKPOINTING, default="none")
+    parser.add_argument(
+        "--lora-rank", type=int, default=0, help="LoRA rank as the trainer's --lora-rank (default: 0, full fine-tuning)"
+    )
+    parser.add_argument(
+        "--lora-targets", default=",".join(LORA_TARGETS), help="LoRA's target layers, comma-separated (default: all)"
+    )
     parser.add_argument("--mfu", type=float, default=None, help="assumed model FLOPs utilisation (default: per chip)")
     parser.add_argument(
         "--fsx-capacity-gib", type=int, default=None, help="FSx for Lustre capacity (default: the smallest that holds "
@@ -77,10 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def lora_targets(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(name.strip() for name in args.lora_targets.split(",") if name.strip())
+
+
 def storage_of(args: argparse.Namespace) -> StorageEstimate:
     """The job's checkpoint storage: a hub id is staged (pretrained), a preset is not."""
     shape = resolve_shape(args.model)
-    estimate = estimate_storage(shape, pretrained=args.model not in PRESETS, per_tib=args.fsx_throughput_per_tib)
+    estimate = estimate_storage(
+        shape,
+        pretrained=args.model not in PRESETS,
+        per_tib=args.fsx_throughput_per_tib,
+        lora_rank=args.lora_rank,
+        lora_targets=lora_targets(args),
+    )
     capacity = args.fsx_capacity_gib or estimate.needed_capacity_gib
     problem = fsx_capacity_problem(capacity)
     if problem:
@@ -107,6 +123,8 @@ def sizings(args: argparse.Namespace) -> list[Sizing]:
             sharding_strategy=strategy,
             mixed_precision=args.mixed_precision,
             activation_checkpointing=args.activation_checkpointing,
+            lora_rank=args.lora_rank,
+            lora_targets=lora_targets(args),
         )
         result.append(size_job(job, instance, args.nodes, Assumptions(mfu=args.mfu), storage))
     return result
@@ -120,7 +138,8 @@ def render_storage(sizing: Sizing, every: int | None) -> list[str]:
     gib = storage.checkpoint_bytes / GIB
     lines = [
         "",
-        f"Checkpoints: {gib:.1f} GiB each (fp32 weights + AdamW moments); {storage.keep} kept + 1 being written + "
+        f"Checkpoints: {gib:.1f} GiB each (fp32 trained weights + AdamW moments); {storage.keep} kept + 1 being "
+        "written + "
         f"{(storage.staged_bytes + storage.export_bytes) / GIB:.1f} GiB staged weights and export = "
         f"{storage.needed_bytes / GIB:.1f} GiB: FSx for Lustre of {storage.needed_capacity_gib} GiB or more",
         f"On {storage.capacity_gib} GiB at {storage.per_tib} MB/s/TiB ({storage.throughput_bytes_per_s / 1e6:,.0f} "
@@ -146,7 +165,8 @@ def render_table(results: list[Sizing], every: int | None = None) -> str:
         f"{job.shape.hf_id or job.shape.name} ({job.shape.num_parameters / 1e9:.2f}B parameters) on {first.nodes} x "
         f"{instance.name} ({first.gpus} x {instance.gpu_chip}, {instance.gpu_memory_gib} GiB each)",
         f"seq {job.seq_len}, batch {job.batch_size} per GPU, {job.grad_accum} micro step(s) per optimizer step, "
-        f"{job.mixed_precision}, activation checkpointing {job.activation_checkpointing}",
+        f"{job.mixed_precision}, activation checkpointing {job.activation_checkpointing}"
+        + (f", LoRA rank {job.lora_rank} on {','.join(job.lora_targets)} (the base frozen)" if job.lora_rank else ""),
         "",
         f"{'strategy':<14} {'peak alloc':>10} {'needed':>8} {'fits':>4} {'tokens/s':>11} {'per GPU':>8} "
         f"{'MFU':>6} {'step':>8} {'scaling':>8}  peak at",

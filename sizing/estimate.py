@@ -27,7 +27,7 @@ from sizing.memory import (
     peak_memory,
 )
 from sizing.throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
-from trainer.config import SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
+from trainer.config import LORA_TARGETS, SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
 from trainer.env import DistEnv
 from trainer.model.presets import PRESETS, ModelShape, find_shape
 from trainer.parallel.plan import make_plan
@@ -104,6 +104,7 @@ class Sizing:
             "seq_len": job.seq_len,
             "batch_size": job.batch_size,
             "grad_accum": job.grad_accum,
+            "lora_rank": job.lora_rank,
             "peak_moment": self.memory.moment,
             "peak_allocated_bytes": self.memory.total,
             "memory_bytes": dict(self.memory.terms),
@@ -140,6 +141,8 @@ def make_job(
     sharding_strategy: str = "FULL_SHARD",
     mixed_precision: str = "bf16",
     activation_checkpointing: str = "none",
+    lora_rank: int = 0,
+    lora_targets: tuple[str, ...] = LORA_TARGETS,
 ) -> Job:
     """A Job, its gradient accumulation derived as the trainer does (trainer/parallel/plan.py); SizingError if bad."""
     checkpointing = activation_checkpointing
@@ -154,6 +157,8 @@ def make_job(
         (1 <= seq_len <= shape.max_position_embeddings, f"seq len {seq_len}", f"1..{shape.max_position_embeddings}"),
         (batch_size >= 1, f"batch size {batch_size}", "at least 1"),
         (gpus >= 1, f"{gpus} GPUs", "at least 1"),
+        (lora_rank >= 0, f"LoRA rank {lora_rank}", "0 (full fine-tuning) or more"),
+        (set(lora_targets) <= set(LORA_TARGETS), f"LoRA targets {','.join(lora_targets)}", ",".join(LORA_TARGETS)),
     ]
     for ok, what, allowed in checks:
         if not ok:
@@ -168,7 +173,7 @@ def make_job(
         ) from None
     return Job(
         shape, seq_len, batch_size, sharding_strategy, mixed_precision, activation_checkpointing,
-        grad_accum=plan.grad_accum,
+        grad_accum=plan.grad_accum, lora_rank=lora_rank, lora_targets=tuple(lora_targets),
     )  # fmt: skip
 
 

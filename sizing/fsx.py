@@ -2,7 +2,9 @@
 save and a load take at its throughput, and what it costs. Pure Python (no torch).
 
 What the trainer writes (trainer/checkpoint/checkpointer.py): fp32 master weights and AdamW's two fp32 moments, 12 bytes
-per parameter (trainer/checkpoint/space.py), whatever the compute dtype. A save writes the new checkpoint before it
+per trained parameter (trainer/checkpoint/space.py), whatever the compute dtype; under LoRA only the adapters are
+trained and saved (the frozen base comes from --model again), so its checkpoints are a fraction of a percent of the
+model's. A save writes the new checkpoint before it
 deletes the oldest of the --keep-checkpoints kept, so the file system holds keep + 1 of them at that moment. The same
 file system also holds the run's staged hub weights (trainer/stage.py) and its Hugging Face export.
 
@@ -20,8 +22,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from sizing.memory import adapter_parameters
 from trainer.checkpoint.space import COPIES_PER_PARAMETER, MASTER_WEIGHT_BYTES
-from trainer.config import CheckpointConfig
+from trainer.config import LORA_TARGETS, CheckpointConfig
 from trainer.model.presets import ModelShape
 from trainer.units import GIB
 
@@ -37,6 +40,7 @@ HOURS_PER_MONTH = 730  # AWS prices a month as 730 hours
 # Hub checkpoints of Llama 2 are stored in 16-bit floats, as is the trainer's default export (--export-dtype bf16).
 STAGED_WEIGHT_BYTES = 2
 EXPORT_WEIGHT_BYTES = 2
+ADAPTER_EXPORT_BYTES = 4  # a LoRA export's adapter is fp32, as trained (trainer/checkpoint/export.py export_adapter)
 KEEP_CHECKPOINTS = CheckpointConfig.keep  # the trainer's default; the job does not change it
 # The checkpoint timeout a job gets: this many times the predicted save or load, and never less than the trainer's
 # default. The baseline throughput is a floor for a file system the job has to itself; the factor covers other
@@ -142,8 +146,9 @@ class StorageEstimate:
         return max(int(MIN_TIMEOUT_MINUTES), math.ceil(TIMEOUT_FACTOR * longest / 60))
 
 
-def checkpoint_bytes(shape: ModelShape) -> int:
-    return shape.num_parameters * MASTER_WEIGHT_BYTES * COPIES_PER_PARAMETER
+def checkpoint_bytes(shape: ModelShape, lora_rank: int = 0, lora_targets: tuple[str, ...] = LORA_TARGETS) -> int:
+    trained = adapter_parameters(shape, lora_rank, lora_targets) if lora_rank else shape.num_parameters
+    return trained * MASTER_WEIGHT_BYTES * COPIES_PER_PARAMETER
 
 
 def estimate_storage(
@@ -153,12 +158,16 @@ def estimate_storage(
     capacity_gib: int = DEFAULT_FSX_CAPACITY_GIB,
     per_tib: int = DEFAULT_FSX_THROUGHPUT_PER_TIB,
     keep: int = KEEP_CHECKPOINTS,
+    lora_rank: int = 0,
+    lora_targets: tuple[str, ...] = LORA_TARGETS,
 ) -> StorageEstimate:
+    """Under LoRA the export holds the merged model and the adapter (trainer/checkpoint/export.py)."""
+    trained_adapters = adapter_parameters(shape, lora_rank, lora_targets)
     return StorageEstimate(
-        checkpoint_bytes=checkpoint_bytes(shape),
+        checkpoint_bytes=checkpoint_bytes(shape, lora_rank, lora_targets),
         keep=keep,
         staged_bytes=shape.num_parameters * STAGED_WEIGHT_BYTES if pretrained else 0,
-        export_bytes=shape.num_parameters * EXPORT_WEIGHT_BYTES,
+        export_bytes=shape.num_parameters * EXPORT_WEIGHT_BYTES + ADAPTER_EXPORT_BYTES * trained_adapters,
         capacity_gib=capacity_gib,
         per_tib=per_tib,
     )

@@ -9,7 +9,12 @@ What is modelled is what trainer/ builds (trainer/parallel/parallelize.py, train
 - parameters are fp32 shards; forward and backward run on unsharded copies in the mixed-precision dtype
   (MixedPrecisionPolicy param_dtype), gradients are reduce-scattered in fp32 into fp32 shards;
 - AdamW keeps two fp32 moments per parameter (torch.optim.AdamW: exp_avg and exp_avg_sq);
-- the model is transformers' LlamaForCausalLM with SDPA attention; the loss is an fp32 cross-entropy.
+- the model is transformers' LlamaForCausalLM with SDPA attention; the loss is an fp32 cross-entropy;
+- with LoRA (--lora-rank, trainer/model/lora.py) the base is frozen and held in the compute dtype (no gradient,
+  no optimizer state, nothing of it reduced: the head and the embedding reduce nothing at all), and only the fp32
+  adapters have gradients and AdamW moments; each layer gathers its adapters with its base, and saves each
+  adapter's r-wide intermediate for backward (peft's lora.Linear: lora_B's input). That the frozen base may let
+  autograd save less than a trained one is not counted: for LoRA the activations are an upper bound.
 
 The peak is the largest of a few moments of a training step (`MOMENTS`), each the sum of the buffers alive then.
 FSDP2 buffer lifetimes follow torch/distributed/fsdp/_fully_shard (torch 2.13): in forward the previous layer's
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainer.config import ParallelConfig, TrainConfig
+from trainer.config import LORA_TARGETS, ParallelConfig, TrainConfig
 from trainer.env import DistEnv
 from trainer.model.presets import ModelShape
 from trainer.parallel.plan import mesh_shape
@@ -46,6 +51,10 @@ class Job:
     activation_checkpointing: str = "none"
     grad_accum: int = 1
     """Micro steps per optimizer step; above 1, the gradient shards live through every forward and backward."""
+    lora_rank: int = 0
+    """LoRA's rank (--lora-rank); 0 is full fine-tuning."""
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    """The linear layers with adapters (--lora-targets)."""
 
     @property
     def tokens(self) -> int:
@@ -103,6 +112,41 @@ def layer_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
         attention += [(shape.head_dim, 1), (shape.head_dim, 1)]
     mlp = [(i, h), (i, h), (h, i), *([(i, 1), (i, 1), (h, 1)] if shape.mlp_bias else [])]  # gate, up, down
     return [*attention, *mlp, (h, 1), (h, 1)]  # and the two RMSNorm weights
+
+
+def adapter_shapes(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(rows, columns) of one decoder layer's LoRA adapters, in registration order: per target linear of (out, in),
+    A (rank, in) and B (out, rank) (peft/tuners/lora/layer.py LoraLayer.update_layer). None without LoRA."""
+    if not rank:
+        return []
+    h, i, q, kv = shape.hidden_size, shape.intermediate_size, shape.q_width, shape.kv_width
+    linear = {"q_proj": (q, h), "k_proj": (kv, h), "v_proj": (kv, h), "o_proj": (h, q), "gate_proj": (i, h),
+              "up_proj": (i, h), "down_proj": (h, i)}  # fmt: skip
+    found: list[tuple[int, int]] = []
+    for name in LORA_TARGETS:  # the layer's module order
+        if name in targets:
+            rows, cols = linear[name]
+            found += [(rank, cols), (rows, rank)]
+    return found
+
+
+def adapter_parameters(shape: ModelShape, rank: int, targets: tuple[str, ...]) -> int:
+    """Parameters LoRA trains in the whole model."""
+    return shape.num_layers * numel(adapter_shapes(shape, rank, targets))
+
+
+def lora_saved_bytes(shape: ModelShape, tokens: int, compute_bytes: int, rank: int, targets: tuple[str, ...],
+                     mode: str) -> int:  # fmt: skip
+    """What a layer's adapters add to what it keeps for backward: each lora_B saves its r-wide input (lora_A's
+    output); selective checkpointing also keeps both adapter matmuls' outputs (its policy keeps every mm), full only
+    the layer's input."""
+    adapters = adapter_shapes(shape, rank, targets)
+    if not adapters or mode == "full":
+        return 0
+    intermediates = tokens * compute_bytes * rank * (len(adapters) // 2)
+    if mode == "none":
+        return intermediates
+    return 2 * intermediates + tokens * compute_bytes * sum(rows for rows, _ in adapters[1::2])
 
 
 def root_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
@@ -190,9 +234,12 @@ class _Sizes:
     """The per-rank quantities every moment is built from (bytes unless named numel)."""
 
     layers: int
-    layer_shard: int  # numel
+    layer_shard: int  # numel, LoRA's adapters included
     head_shard: int  # numel
     embedding_shard: int  # numel
+    layer_trained: int  # numel of the layer's shard that is trained (LoRA: its adapters)
+    head_trained: int
+    embedding_trained: int
     split: bool  # embedding and head are units of their own (untied embeddings)
     gathered_layer: int  # a layer's unsharded parameters in the compute dtype (padded)
     gathered_head: int
@@ -229,7 +276,13 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
         head_parameter_shapes(shape),
         embedding_parameter_shapes(shape),
     )
+    lora = job.lora_rank > 0
+    adapters = adapter_shapes(shape, job.lora_rank, job.lora_targets)
+    trained = adapters if lora else layer
+    layer = [*layer, *adapters]
     layer_shard, head_shard, embedding_shard = (shard_numel(p, shard) for p in (layer, head, embedding))
+    head_trained, embedding_trained = (0, 0) if lora else (head_shard, embedding_shard)
+    layer_trained = shard_numel(trained, shard)
     h, v, i = shape.hidden_size, shape.vocab_size, shape.intermediate_size
     kv = shape.num_kv_heads * shape.head_dim
     # trainer/optim.py takes AdamW's fused kernel on CPU and CUDA: it updates each tensor in place, one element at a
@@ -239,24 +292,34 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
     # whole output and its reduce_scatter_tensor a copy of the whole input (measured on torch 2.13: one extra
     # buffer of that size each; all_reduce works in place).
     gloo = ranks.device == "cpu" and shard > 1
+    lora_saved = lora_saved_bytes(shape, tokens, e, job.lora_rank, job.lora_targets, job.activation_checkpointing)
     return _Sizes(
         layers=shape.num_layers,
         layer_shard=layer_shard,
         head_shard=head_shard,
         embedding_shard=embedding_shard,
+        layer_trained=layer_trained,
+        head_trained=head_trained,
+        embedding_trained=embedding_trained,
         split=not shape.tie_word_embeddings,
         gathered_layer=e * shard * layer_shard,
         gathered_head=e * shard * head_shard,
         all_gather_buffer=e * shard * layer_shard if shard > 1 else 0,
-        layer_grad=e * numel(layer),
-        head_grad=e * numel(head),
-        embedding_grad=e * numel(embedding),
-        output_layer_grad=e * v * h,
-        reduce_scatter_layer=FP32 * shard * layer_shard,
-        reduce_scatter_head=FP32 * shard * head_shard,
-        reduce_scatter_embedding=FP32 * shard * embedding_shard,
-        saved_layer=checkpointed_layer_bytes(shape, tokens, e, job.activation_checkpointing),
-        recomputed_layer=recomputed_layer_bytes(shape, tokens, e, job.activation_checkpointing),
+        layer_grad=e * numel(trained),
+        head_grad=0 if lora else e * numel(head),
+        embedding_grad=0 if lora else e * numel(embedding),
+        output_layer_grad=0 if lora else e * v * h,
+        reduce_scatter_layer=FP32 * shard * layer_trained,
+        reduce_scatter_head=FP32 * shard * head_trained,
+        reduce_scatter_embedding=FP32 * shard * embedding_trained,
+        saved_layer=checkpointed_layer_bytes(shape, tokens, e, job.activation_checkpointing) + lora_saved,
+        # A recomputed layer saves its adapters' intermediates again only where checkpointing kept none of them.
+        recomputed_layer=recomputed_layer_bytes(shape, tokens, e, job.activation_checkpointing)
+        + (
+            lora_saved_bytes(shape, tokens, e, job.lora_rank, job.lora_targets, "none")
+            if job.activation_checkpointing == "full"
+            else 0
+        ),
         # cos and sin (one per position, shared by all layers), token ids, final norm (as a layer's norm).
         shared_saved=2 * job.seq_len * shape.head_dim * e + INT64 * tokens + tokens * (4 * h + 2 * e * h + 4),
         # Inside a layer's backward: the MLP's product, SiLU and up gradients and the residual gradient, or
@@ -266,14 +329,14 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
         log_softmax=FP32 * v * tokens,  # fp32 log-probabilities, saved by cross-entropy
         optimizer_temporaries=optimizer_temporaries,
         all_gather_temporary=e * shard * layer_shard if gloo else 0,
-        reduce_scatter_temporary=FP32 * shard * layer_shard if gloo else 0,
-        head_reduce_scatter_temporary=FP32 * shard * head_shard if gloo else 0,
-        embedding_reduce_scatter_temporary=FP32 * shard * embedding_shard if gloo else 0,
-        # Registration order: a layer ends with its post-attention norm weight, the head (and a tied root) with the
-        # output layer, the embedding unit is its one weight.
-        held_layer_grad=e * h if shard > 1 else 0,
-        held_head_grad=e * v * h if shard > 1 else 0,
-        held_embedding_grad=e * numel(embedding) if shard > 1 else 0,
+        reduce_scatter_temporary=FP32 * shard * layer_trained if gloo else 0,
+        head_reduce_scatter_temporary=FP32 * shard * head_trained if gloo else 0,
+        embedding_reduce_scatter_temporary=FP32 * shard * embedding_trained if gloo else 0,
+        # Registration order: a layer ends with its post-attention norm weight (LoRA: its last adapter's B), the head
+        # (and a tied root) with the output layer, the embedding unit is its one weight.
+        held_layer_grad=(e * numel(adapters[-1:]) if lora else e * h) if shard > 1 else 0,
+        held_head_grad=e * v * h if shard > 1 and not lora else 0,
+        held_embedding_grad=e * numel(embedding) if shard > 1 and not lora else 0,
         # trainer/parallel/parallelize.py: reshard_after_forward only for FULL_SHARD and HYBRID_SHARD.
         keeps_layers_gathered=job.sharding_strategy in ("SHARD_GRAD_OP", "NO_SHARD"),
     )
@@ -324,6 +387,7 @@ class _Step:
     z: _Sizes
     runtime_bytes: int
     total_shard: int  # numel of the rank's whole shard
+    trained_shard: int  # numel of the part of it that is trained (LoRA: the adapters)
     all_gathered: int  # every layer gathered (SHARD_GRAD_OP, NO_SHARD keep them after the forward)
     prefetch_buffer: int  # the next layer's all-gather output, when layers are resharded after use
     # Untied: the head is resharded and reduced right after its backward, before the layers'. Tied: the root stays
@@ -335,12 +399,13 @@ class _Step:
     def moment(self, name: str, gradient_shards: int, **terms: int) -> MemoryEstimate:
         """The sharded state plus `terms`. `gradient_shards` (numel) have been reduced so far in this backward;
         from the second micro step of an accumulating step on, all of them exist throughout."""
-        reduced = self.total_shard if self.job.grad_accum > 1 else gradient_shards
+        reduced = self.trained_shard if self.job.grad_accum > 1 else gradient_shards
+        frozen = self.total_shard - self.trained_shard  # LoRA's base, held in the compute dtype
         state = {
             "runtime": self.runtime_bytes,
-            "parameters": FP32 * self.total_shard,
+            "parameters": FP32 * self.trained_shard + self.job.compute_bytes * frozen,
             "gradients": FP32 * reduced,
-            "optimizer_states": 2 * FP32 * self.total_shard,
+            "optimizer_states": 2 * FP32 * self.trained_shard,
         }
         return MemoryEstimate(name, {term: state.get(term, terms.get(term, 0)) for term in TERMS})
 
@@ -356,11 +421,12 @@ def _step(job: Job, ranks: Ranks, runtime_bytes: int) -> _Step:
         z=z,
         runtime_bytes=runtime_bytes,
         total_shard=z.layers * z.layer_shard + z.head_shard + z.embedding_shard,
+        trained_shard=z.layers * z.layer_trained + z.head_trained + z.embedding_trained,
         all_gathered=z.layers * z.gathered_layer if z.keeps_layers_gathered else 0,
         prefetch_buffer=0 if z.keeps_layers_gathered else z.all_gather_buffer,
         head_after_backward=0 if z.split else z.gathered_head,
         output_grad_after_backward=0 if z.split else z.output_layer_grad,
-        head_reduced=z.head_shard if z.split else 0,
+        head_reduced=z.head_trained if z.split else 0,
     )
 
 
@@ -368,7 +434,7 @@ def _loss_and_head_moments(s: _Step) -> list[MemoryEstimate]:
     """From the loss's backward to the head's reduce-scatter: MOMENTS[0:4]."""
     z, job = s.z, s.job
     head_reduce = _reduce_scatter(
-        z.head_grad, z.reduce_scatter_head, FP32 * z.head_shard, z.head_reduce_scatter_temporary, z.held_head_grad
+        z.head_grad, z.reduce_scatter_head, FP32 * z.head_trained, z.head_reduce_scatter_temporary, z.held_head_grad
     )
     head_reduce["communication_buffers"] += s.prefetch_buffer
     return [
@@ -432,7 +498,7 @@ def _layer_backward(s: _Step, name: str, index: int) -> MemoryEstimate:
     kept_input = z.reduce_scatter_layer if index < z.layers - 1 else (z.reduce_scatter_head if z.split else 0)
     return s.moment(
         name,
-        s.head_reduced + (z.layers - 1 - index) * z.layer_shard,
+        s.head_reduced + (z.layers - 1 - index) * z.layer_trained,
         unsharded_parameters=s.head_after_backward + gathered,
         unsharded_gradients=s.output_grad_after_backward,
         communication_buffers=(s.prefetch_buffer if index > 0 else 0) + kept_input,
@@ -445,23 +511,23 @@ def _last_reductions_and_update(s: _Step) -> list[MemoryEstimate]:
     """From layer 0's reduce-scatter to the optimizer step: MOMENTS[6:10]."""
     z = s.z
     first_layer_reduce = _reduce_scatter(
-        z.layer_grad, z.reduce_scatter_layer, FP32 * z.layer_shard, z.reduce_scatter_temporary, z.held_layer_grad
+        z.layer_grad, z.reduce_scatter_layer, FP32 * z.layer_trained, z.reduce_scatter_temporary, z.held_layer_grad
     )
     first_layer_reduce["unsharded_gradients"] += s.output_grad_after_backward
     # The last unit reduced: the embedding's own (untied), else the root with everything outside the layers.
     last_grad, last_input, last_shard, last_temporary, last_held = (
-        (z.embedding_grad, z.reduce_scatter_embedding, z.embedding_shard, z.embedding_reduce_scatter_temporary,
+        (z.embedding_grad, z.reduce_scatter_embedding, z.embedding_trained, z.embedding_reduce_scatter_temporary,
          z.held_embedding_grad)
         if z.split
-        else (z.head_grad, z.reduce_scatter_head, z.head_shard, z.head_reduce_scatter_temporary, z.held_head_grad)
+        else (z.head_grad, z.reduce_scatter_head, z.head_trained, z.head_reduce_scatter_temporary, z.held_head_grad)
     )  # fmt: skip
     last_reduce = _reduce_scatter(last_grad, last_input, FP32 * last_shard, last_temporary, last_held)
-    layer_shards = z.layers * z.layer_shard
+    layer_shards = z.layers * z.layer_trained
     return [
         # Layer 0's reduce-scatter: its parameters are resharded before the fp32 input is allocated.
         s.moment(
             MOMENTS[6],
-            s.head_reduced + (z.layers - 1) * z.layer_shard,
+            s.head_reduced + (z.layers - 1) * z.layer_trained,
             unsharded_parameters=s.head_after_backward,
             **first_layer_reduce,
             activations=z.shared_saved,
@@ -481,7 +547,7 @@ def _last_reductions_and_update(s: _Step) -> list[MemoryEstimate]:
         s.moment(MOMENTS[8], s.head_reduced + layer_shards, **last_reduce, loss_buffers=z.logits),
         s.moment(
             MOMENTS[9],
-            s.total_shard,
+            s.trained_shard,
             loss_buffers=z.logits,
             optimizer_temporaries=z.optimizer_temporaries,
         ),

@@ -26,7 +26,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sizing.catalog import InstanceType
-from sizing.memory import FP32, Job, Ranks, layer_parameter_shapes, numel, root_parameter_shapes
+from sizing.memory import (
+    FP32,
+    Job,
+    Ranks,
+    adapter_parameters,
+    adapter_shapes,
+    layer_parameter_shapes,
+    numel,
+    root_parameter_shapes,
+)
 from trainer.hardware import HBM_BYTES_PER_S, PEAK_BF16_FLOPS
 from trainer.metrics import training_flops_per_token
 
@@ -131,8 +140,10 @@ def estimate_throughput(
     assumptions = assumptions or Assumptions()
     shape, e = job.shape, job.compute_bytes
     mfu = assumptions.mfu if assumptions.mfu is not None else default_mfu(instance.gpu_chip, shape.hidden_size)
-    flops_per_token = training_flops_per_token(shape, job.seq_len)
-    forward_flops = flops_per_token / 3  # forward is a third of forward + backward (2N + 4LHT of 6N + 12LHT)
+    adapters = adapter_parameters(shape, job.lora_rank, job.lora_targets)
+    flops_per_token = training_flops_per_token(shape, job.seq_len, adapters)
+    # Forward is 2N + 4LHT (+ 2A under LoRA): a third of full fine-tuning's 6N + 12LHT.
+    forward_flops = training_flops_per_token(shape, job.seq_len) / 3 + 2.0 * adapters
     recompute = forward_flops if job.activation_checkpointing == "full" else 0.0
     rate = instance.peak_bf16_flops_per_gpu * mfu
     forward_s = job.tokens * forward_flops / rate
@@ -143,6 +154,10 @@ def estimate_throughput(
     intra, inter = _links(instance, nodes, assumptions)
     shard_link = inter if shard > instance.gpus else intra
     layer, root = numel(layer_parameter_shapes(shape)), numel(root_parameter_shapes(shape))
+    # Under LoRA only the adapters' gradients are reduced; layers gather their adapters with their base.
+    layer_adapters = numel(adapter_shapes(shape, job.lora_rank, job.lora_targets))
+    layer_trained, root_trained = (layer_adapters, 0) if job.lora_rank else (layer, root)
+    layer += layer_adapters
     layers = shape.num_layers
     resharded = job.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")  # trainer/parallel/parallelize.py
 
@@ -162,8 +177,8 @@ def estimate_throughput(
     def micro_step(last: bool) -> tuple[float, float]:
         """(communication, exposed communication) of a micro step; only the last all-reduces across replicas."""
         forward_comm = layers * gather(layer)
-        backward_comm = layers * ((gather(layer) if resharded else 0.0) + reduce(layer, last))
-        unhidden = gather(root) + reduce(root, last)
+        backward_comm = layers * ((gather(layer) if resharded else 0.0) + reduce(layer_trained, last))
+        unhidden = gather(root) + reduce(root_trained, last)
         exposed = max(0.0, forward_comm - forward_s) + max(0.0, backward_comm - backward_s) + unhidden
         overlapped = min(forward_comm, forward_s) + min(backward_comm, backward_s)
         return forward_comm + backward_comm + unhidden, exposed + assumptions.overlap_cost * overlapped

@@ -58,7 +58,7 @@ METRIC_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
-def training_flops_per_token(shape: ModelShape, seq_len: int) -> float:
+def training_flops_per_token(shape: ModelShape, seq_len: int, adapters: int = 0) -> float:
     """Forward + backward FLOPs per token: 6 N + 12 L H T.
 
     6 N: two FLOPs per multiply-add, forward plus twice that in backward, over the N parameters that take part
@@ -67,9 +67,14 @@ def training_flops_per_token(shape: ModelShape, seq_len: int) -> float:
     H = the attention width, heads x head_dim, which is the hidden size but where a config sets head_dim apart,
     T = sequence length). Recomputation by activation checkpointing is not counted, as usual
     for MFU.
+    With LoRA (`adapters`: the parameters it trains) the frozen base computes no weight gradients, only the
+    gradients of its inputs: 4 N for the base, 6 A for the adapters, and the same 12 L H T.
     """
     matmul_params = shape.num_parameters - (0 if shape.tie_word_embeddings else shape.vocab_size * shape.hidden_size)
-    return 6.0 * matmul_params + 12.0 * shape.num_layers * shape.q_width * seq_len
+    attention = 12.0 * shape.num_layers * shape.q_width * seq_len
+    if adapters:
+        return 4.0 * matmul_params + 6.0 * adapters + attention
+    return 6.0 * matmul_params + attention
 
 
 def model_flops_utilisation(tokens_per_second_per_device: float, flops_per_token: float, peak_flops: float) -> float:

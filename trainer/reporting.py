@@ -97,11 +97,18 @@ def checkpoint_figures(stats: CheckpointStats | None) -> CheckpointFigures:
 
 class StepReporter:
     def __init__(
-        self, config: TrainConfig, env: DistEnv, shape: ModelShape, global_batch: int, device: torch.device
+        self,
+        config: TrainConfig,
+        env: DistEnv,
+        shape: ModelShape,
+        global_batch: int,
+        device: torch.device,
+        adapters: int = 0,
     ) -> None:
+        """`adapters`: the parameters LoRA trains (0: full fine-tuning), for the FLOPs of MFU."""
         self.env, self.device, self.total_steps = env, device, config.schedule.steps
         self.tokens_per_step = global_batch * config.data.seq_len
-        self.flops_per_token = training_flops_per_token(shape, config.data.seq_len)
+        self.flops_per_token = training_flops_per_token(shape, config.data.seq_len, adapters)
         self.peak = peak_flops(config, device)
         metrics = config.metrics
         self.sink = MetricsSink(metrics.file, metrics.port, metrics.host) if env.is_leader else None

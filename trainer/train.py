@@ -283,8 +283,9 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
     plan = make_plan(config, env)
     session = set_up(config, env, source, device, plan)
     order = SampleOrder(data.num_samples, config.schedule.seed)
-    reporter = StepReporter(config, env, source.shape, plan.global_batch_size, device)
     state = session.state
+    adapters = sum(p.numel() for p in state.model.parameters() if p.requires_grad) if config.lora.rank else 0
+    reporter = StepReporter(config, env, source.shape, plan.global_batch_size, device, adapters)
     log_start(config, env, source, plan, data, state.progress.step)
     total, every = config.schedule.steps, config.checkpoint.every
     reporter.restart_clock(state.progress.step)

@@ -14,6 +14,7 @@ from sizing.memory import (
     TERMS,
     Job,
     Ranks,
+    adapter_shapes,
     layer_parameter_shapes,
     memory_moments,
     numel,
@@ -162,3 +163,43 @@ def test_accumulation_all_reduces_across_replicas_once_per_step() -> None:
     assert estimate_throughput(replace(full, grad_accum=8), P5, 2).step_s == pytest.approx(
         8 * estimate_throughput(full, P5, 2).step_s
     )
+
+
+LLAMA31_70B = PRESETS["llama3.1-70b"]
+
+
+def lora_70b(rank: int) -> Job:
+    """Llama 3.1 70B, seq 4096, batch 1 per GPU, full activation checkpointing (Pulumi.p5-1-llama70b-lora.yaml)."""
+    return make_job(LLAMA31_70B, gpus=8, seq_len=4096, activation_checkpointing="full", lora_rank=rank)
+
+
+def test_llama31_70b_with_lora_fits_one_p5_node_and_full_fine_tuning_does_not() -> None:
+    lora, full = size_job(lora_70b(16), P5, 1), size_job(lora_70b(0), P5, 1)
+    assert lora.fits and not full.fits
+    assert lora.needed_bytes < 40 * 2**30 < 150 * 2**30 < full.needed_bytes
+
+
+def test_lora_keeps_the_frozen_base_in_the_compute_dtype_and_trains_only_the_adapters() -> None:
+    """Per rank at the optimizer step: the base's shard in bf16, the adapters' in fp32 with fp32 gradients and two
+    fp32 moments; nothing of the base has a gradient or optimizer state."""
+    ranks, targets = Ranks(8, 8), ("q_proj", "v_proj")
+    terms = optimizer_step(replace(job_7b(lora_rank=8), lora_targets=targets), ranks)
+    h, q, kv = LLAMA_7B.hidden_size, LLAMA_7B.q_width, LLAMA_7B.kv_width
+    assert adapter_shapes(LLAMA_7B, 8, targets) == [(8, h), (q, 8), (8, h), (kv, 8)]
+    adapters = LLAMA_7B.num_layers * shard_numel(adapter_shapes(LLAMA_7B, 8, targets), 8)
+    base = LLAMA_7B.num_layers * shard_numel(layer_parameter_shapes(LLAMA_7B), 8)
+    base += shard_numel(root_parameter_shapes(LLAMA_7B)[:2], 8) + shard_numel([(h, 1)], 8)
+    assert terms["parameters"] == 2 * base + FP32 * adapters
+    assert terms["gradients"] == FP32 * adapters
+    assert terms["optimizer_states"] == 2 * FP32 * adapters
+
+
+def test_lora_saves_the_adapters_r_wide_intermediates_and_does_less_work() -> None:
+    full, lora = job_7b(), job_7b(lora_rank=16)
+    saved = [
+        memory_moments(job, Ranks(8, 8))[MOMENTS.index("loss backward")].terms["activations"] for job in (full, lora)
+    ]
+    assert saved[1] - saved[0] == LLAMA_7B.num_layers * 4096 * 2 * 16 * 7  # bf16, 7 targets
+    speeds = [estimate_throughput(job, P5, 1) for job in (full, lora)]
+    assert speeds[1].compute_s < speeds[0].compute_s  # no weight gradients for the frozen base
+    assert training_flops_per_token(LLAMA_7B, 4096, adapters=1) < training_flops_per_token(LLAMA_7B, 4096)

@@ -9,11 +9,13 @@ import pytest
 
 from sizing.cli import main
 from sizing.fsx import estimate_storage, fsx_capacity_for
+from sizing.memory import adapter_parameters
 from stack.fields import ConfigError
 from stack.files import load_stack_config
 from stack.fit import sizing_summary, stack_storage
 from stack.parse import parse_stack_config
 from tests.harness.pulumi_program import run_program
+from trainer.config import LORA_TARGETS
 from trainer.model.presets import PRESETS, find_shape
 from trainer.units import GIB
 
@@ -36,6 +38,18 @@ def test_a_checkpoint_is_twelve_bytes_per_parameter() -> None:
         estimate = estimate_storage(PRESETS[name], pretrained=False)
         assert estimate.checkpoint_bytes == 12 * PRESETS[name].num_parameters
         assert round(estimate.checkpoint_bytes / GIB, 1) == gib
+
+
+def test_a_lora_checkpoint_is_twelve_bytes_per_adapter_parameter() -> None:
+    """Only the adapters and their moments (the base comes from --model again); the export is the merged model and the
+    fp32 adapter."""
+    shape = PRESETS["llama3.1-70b"]
+    adapters = adapter_parameters(shape, 16, LORA_TARGETS)
+    assert adapters == 80 * 16 * (2 * (8192 + 8192) + 2 * (8192 + 1024) + 3 * (8192 + 28672))  # q,o; k,v; MLP
+    estimate = estimate_storage(shape, pretrained=True, lora_rank=16)
+    assert estimate.checkpoint_bytes == 12 * adapters
+    assert round(estimate.checkpoint_bytes / GIB, 1) == 2.3  # against 788.5 GiB for full fine-tuning
+    assert estimate.export_bytes == 2 * shape.num_parameters + 4 * adapters
 
 
 def test_the_file_system_holds_keep_plus_one_checkpoints_the_staged_weights_and_the_export() -> None:
