@@ -62,3 +62,13 @@ def test_trainer_overhead_prints_both_loops() -> None:
     assert done.returncode == 0, done.stderr
     assert "| bare fully_shard loop |" in done.stdout and "| trainer (python -m trainer) |" in done.stdout
     assert "median over rounds" in done.stdout and "tokens per CPU-second" in done.stdout
+
+
+def test_lora_vs_full_prints_throughput_and_peak_memory_for_both() -> None:
+    done = bench("bench/lora_vs_full.py", "--model", "tiny", "--nproc", "1", "--rounds", "1", "--warmup", "2",
+                 "--steps", "2", "--seq-len", "64")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    for title in ("tokens/s (wall time)", "tokens per CPU-second of rank 0", "peak memory of the busiest rank"):
+        table = done.stdout.split(title)[1]
+        rows = [line for line in table.splitlines() if line.startswith(("| full fine-tuning |", "| LoRA |"))][:2]
+        assert len(rows) == 2 and all(row.count("|") == 4 for row in rows), table
