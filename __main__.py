@@ -127,4 +127,8 @@ pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and ex
 if warning := checkpoint_warning(config):
     pulumi.log.warn(warning)
 pulumi.export("artifactsUri", artifacts_uri)
-pulumi.export("nextCommands", artifacts_uri.apply(lambda uri: {**platform.next_commands, **artifacts_commands(uri)}))
+# Each S3 command its own Output: a first preview, before the bucket has its name, still shows the other commands.
+s3_commands = {
+    key: artifacts_uri.apply(lambda uri, key=key: artifacts_commands(uri)[key]) for key in artifacts_commands("")
+}
+pulumi.export("nextCommands", {**platform.next_commands, **s3_commands})

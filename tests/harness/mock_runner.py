@@ -170,10 +170,21 @@ def _resolve_outputs() -> dict[str, Any]:
     resolved: dict[str, Any] = {}
     for name, value in stack.outputs.items():
         output = pulumi.Output.from_input(value)
-        plain = _sync_await(output.future())
-        resolved[name] = SECRET_SENTINEL if _sync_await(output.is_secret()) else _plain(plain)
-        resolved[f"{name}.__plain"] = _plain(plain)  # the value itself, for tests that look for leaks
+        plain = _resolve_known(value)
+        resolved[name] = SECRET_SENTINEL if _sync_await(output.is_secret()) else plain
+        resolved[f"{name}.__plain"] = plain  # the value itself, for tests that look for leaks
     return resolved
+
+
+def _resolve_known(value: Any) -> Any:
+    """An exported value as the engine records it: a plain dict or list keeps its known entries, and only an Output
+    that is unknown at preview is None (the SDK serialises each nested Output on its own, pulumi/runtime/rpc.py
+    serialize_property), where Output.from_input of the whole would make all of it unknown."""
+    if isinstance(value, dict):
+        return {key: _resolve_known(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_resolve_known(item) for item in value]
+    return _plain(_sync_await(pulumi.Output.from_input(value).future()))
 
 
 def _run_program() -> None:
