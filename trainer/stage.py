@@ -111,6 +111,7 @@ def stage(config: TrainConfig) -> None:
     if not config.data.cache_dir:
         raise InputError("--data-cache-dir: staging needs the shared directory the workers map the data set from")
     root = Path(config.data.cache_dir)
+    check_durable_tier(config, source)
     with exclusive(root):
         source = stage_from_s3(config, source, root)
         wanted = staged_items(config, source)
@@ -125,6 +126,35 @@ def stage(config: TrainConfig) -> None:
             log.info("tokenizer %s in %s", tokenizer_name, download(tokenizer_name, TOKENIZER_FILES))
         tokenise(config, source, root)
         marker.write_text(json.dumps(wanted, indent=2))
+
+
+def check_durable_tier(config: TrainConfig, source: ModelSource) -> None:
+    """Before any GPU work, what the workers would otherwise find only after loading the model or at the last step:
+    the run's bucket takes its writes (trainer/s3/preflight.py), and a --resume-from the run will read (it has no
+    checkpoint of its own yet) holds a complete checkpoint of this model. Each failure is an InputError naming the
+    URI: staging's exit 4, final."""
+    from trainer.checkpoint.layout import fingerprint_difference, latest_checkpoint, model_fingerprint
+    from trainer.checkpoint.s3_store import S3Checkpoints, checkpoints_root, resume_source
+    from trainer.s3.preflight import check_artifacts
+
+    artifacts, resume_from = config.artifacts.uri, config.artifacts.resume_from
+    if artifacts:
+        check_artifacts(artifacts)
+    if not resume_from or latest_checkpoint(config.checkpoint.directory) is not None:
+        return
+    if artifacts and S3Checkpoints(checkpoints_root(artifacts)).complete():
+        return  # the run resumes from its own durable tier, never from --resume-from again
+    uri = S3Uri.parse(resume_from, "--resume-from")
+    found = resume_source(uri)
+    if found is None:
+        raise InputError(
+            f"--resume-from {uri}: no complete checkpoint there (a step_<N> prefix with meta.json, or a prefix holding "
+            "them)"
+        )
+    difference = fingerprint_difference(S3Checkpoints(found.uri).read_meta(found.uri), model_fingerprint(source.shape))
+    if difference:
+        raise InputError(f"--resume-from {found.uri}: a checkpoint of another model ({difference})")
+    log.info("the run will resume from %s", found.uri)
 
 
 def tokenise(config: TrainConfig, source: ModelSource, root: Path) -> None:

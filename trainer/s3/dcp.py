@@ -29,7 +29,8 @@ def client_config() -> S3ClientConfig:
     return S3ClientConfig(force_path_style=force_path_style())
 
 
-def _client() -> S3Client:
+def connector_client() -> S3Client:
+    """The CRT client every checkpoint shard is written and read with (the preflight writes through it too)."""
     return S3Client(region(), endpoint=endpoint_url(), s3client_config=client_config())
 
 
@@ -38,7 +39,7 @@ class S3Writer(S3StorageWriter):
 
     def __init__(self, uri: S3Uri, thread_count: int = 1) -> None:
         super().__init__(region(), str(uri), s3client_config=client_config(), thread_count=thread_count)
-        self.fs = S3FileSystem(region(), s3_client=_client())
+        self.fs = S3FileSystem(region(), s3_client=connector_client())
 
 
 class S3Reader(S3StorageReader):
@@ -46,4 +47,4 @@ class S3Reader(S3StorageReader):
 
     def __init__(self, uri: S3Uri) -> None:
         super().__init__(region(), str(uri), s3client_config=client_config())
-        self.fs = S3FileSystem(region(), s3_client=_client(), reader_constructor=self._reader_constructor)
+        self.fs = S3FileSystem(region(), s3_client=connector_client(), reader_constructor=self._reader_constructor)

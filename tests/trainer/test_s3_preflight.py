@@ -1,0 +1,136 @@
+"""Staging asks, before any GPU work, whether the run can write its durable tier and find its --resume-from
+(trainer/s3/preflight.py, trainer/stage.py check_durable_tier), against moto's S3 API on 127.0.0.1: a bucket the pods
+may read but not write, one in another region, a --resume-from with nothing to resume or of another model, each end
+staging once with exit 4 naming the URI; a bucket that takes the write is left as it was."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from local.s3 import LocalS3
+from tests.harness.trainer_runs import TINY, with_flags
+from tests.trainer.test_s3_inputs import last_line, s3_env, stage
+from trainer.checkpoint.layout import META_FILE, checkpoint_name, model_fingerprint
+from trainer.launch.exits import EXIT_STAGING_FAILED
+from trainer.model.presets import PRESETS
+
+ARTIFACTS = "fsdp-eks-dev-artifacts-preflight"
+ELSEWHERE = "fsdp-eks-dev-artifacts-frankfurt"
+RUN = f"s3://{ARTIFACTS}/fsdp-eks/dev/run-1"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[LocalS3]:
+    with LocalS3.start() as server:
+        server.create_bucket(ARTIFACTS)
+        server.client().create_bucket(
+            Bucket=ELSEWHERE, CreateBucketConfiguration={"LocationConstraint": "eu-central-1"}
+        )
+        yield server
+
+
+def run_args(tmp_path: Path, **flags: str) -> list[str]:
+    return with_flags(
+        TINY, tokenizer="byte", data_cache_dir=str(tmp_path / "cache"), checkpoint_dir=str(tmp_path / "ckpt"),
+        artifacts_uri=RUN, **flags,
+    )  # fmt: skip
+
+
+def keys(s3: LocalS3, bucket: str) -> list[str]:
+    return [item["Key"] for item in s3.client().list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def put_checkpoint(s3: LocalS3, prefix: str, step: int, shape_name: str) -> str:
+    """A complete checkpoint's meta.json (all staging reads of it) under s3://ARTIFACTS/<prefix>."""
+    key = f"{prefix}/{checkpoint_name(step)}/{META_FILE}"
+    meta = {"model": model_fingerprint(PRESETS[shape_name]), "step": step}
+    s3.client().put_object(Bucket=ARTIFACTS, Key=key, Body=json.dumps(meta).encode())
+    return f"s3://{ARTIFACTS}/{prefix}"
+
+
+def test_a_bucket_that_takes_the_write_passes_and_keeps_nothing_of_the_probe(s3: LocalS3, tmp_path: Path) -> None:
+    result = stage(run_args(tmp_path), s3_env(s3))
+    assert result.returncode == 0, result.stderr
+    assert [key for key in keys(s3, ARTIFACTS) if ".write-probe-" in key] == []
+
+
+def test_a_missing_bucket_ends_staging_once_naming_it(s3: LocalS3, tmp_path: Path) -> None:
+    result = stage(with_flags(run_args(tmp_path), artifacts_uri="s3://fsdp-eks-gone/run-1"), s3_env(s3))
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    assert last_line(result) == (
+        "python -m trainer.stage: error: s3://fsdp-eks-gone/run-1: NoSuchBucket: The specified bucket does not exist"
+    )
+
+
+def test_a_bucket_in_another_region_ends_staging_before_training_could_fail_at_its_first_save(
+    s3: LocalS3, tmp_path: Path
+) -> None:
+    result = stage(with_flags(run_args(tmp_path), artifacts_uri=f"s3://{ELSEWHERE}/run-1"), s3_env(s3))
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    assert last_line(result).startswith(
+        f"python -m trainer.stage: error: s3://{ELSEWHERE}/run-1: the bucket is in eu-central-1, the job in us-east-1"
+    )
+
+
+def test_a_resume_from_without_a_complete_checkpoint_ends_staging(s3: LocalS3, tmp_path: Path) -> None:
+    empty = f"s3://{ARTIFACTS}/fsdp-eks/old/run-9/checkpoints"
+    s3.client().put_object(Bucket=ARTIFACTS, Key="fsdp-eks/old/run-9/checkpoints/step_00000004/.metadata", Body=b"")
+    result = stage(run_args(tmp_path, resume_from=empty), s3_env(s3))
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    assert last_line(result).startswith(
+        f"python -m trainer.stage: error: --resume-from {empty}: no complete checkpoint"
+    )
+
+
+def test_a_resume_from_of_another_model_ends_staging(s3: LocalS3, tmp_path: Path) -> None:
+    other = put_checkpoint(s3, "fsdp-eks/small/run-1/checkpoints", 6, "small")
+    result = stage(run_args(tmp_path, resume_from=other), s3_env(s3))
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    assert f"--resume-from {other}/{checkpoint_name(6)}: a checkpoint of another model (vocab_size 32000 != 260" in (
+        last_line(result)
+    )
+
+
+def test_a_resume_from_of_this_model_passes(s3: LocalS3, tmp_path: Path) -> None:
+    same = put_checkpoint(s3, "fsdp-eks/tiny/run-1/checkpoints", 8, "tiny")
+    result = stage(run_args(tmp_path, resume_from=same), s3_env(s3))
+    assert result.returncode == 0, result.stderr
+    assert f"the run will resume from {same}/{checkpoint_name(8)}" in result.stderr
+
+
+def test_a_bucket_the_pods_may_read_but_not_write_ends_staging_naming_the_connectors_error(tmp_path: Path) -> None:
+    """moto with IAM checks on (as tests/trainer/test_s3_inputs.py guarded_s3): the pods' user may list the bucket and
+    read, not put. The connector's CRT client, which writes every checkpoint shard, is refused at staging."""
+    import boto3
+
+    with LocalS3.start(server_env={"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as server:
+        setup = {"aws_access_key_id": "setup", "aws_secret_access_key": "setup"}
+        iam = boto3.client("iam", endpoint_url=server.endpoint, region_name=server.region, **setup)
+        iam.create_user(UserName="admin")
+        everything = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        iam.put_user_policy(UserName="admin", PolicyName="all", PolicyDocument=json.dumps(everything))
+        admin = iam.create_access_key(UserName="admin")["AccessKey"]
+        admin_keys = {"aws_access_key_id": admin["AccessKeyId"], "aws_secret_access_key": admin["SecretAccessKey"]}
+        boto3.client("s3", endpoint_url=server.endpoint, region_name=server.region, **admin_keys).create_bucket(
+            Bucket=ARTIFACTS
+        )
+        iam = boto3.client("iam", endpoint_url=server.endpoint, region_name=server.region, **admin_keys)
+        iam.create_user(UserName="reader")
+        read = ["s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation"]
+        reading = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": read, "Resource": "*"}]}
+        iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps(reading))
+        reader = iam.create_access_key(UserName="reader")["AccessKey"]
+        env = {
+            **s3_env(server),
+            "AWS_ACCESS_KEY_ID": reader["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": reader["SecretAccessKey"],
+        }
+        result = stage(run_args(tmp_path), env)
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    line = last_line(result)
+    assert line.startswith(f"python -m trainer.stage: error: {RUN}/.write-probe-"), line
+    assert "the S3 connector could not write" in line
