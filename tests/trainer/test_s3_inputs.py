@@ -357,3 +357,27 @@ def test_a_model_upload_that_fails_names_the_uri_and_the_aws_error(
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(S3Error, match=r"s3://no-such-artifacts/run-1/model/config\.json: NoSuchBucket: The specified"):
         upload_model(tmp_path, "s3://no-such-artifacts/run-1")
+
+
+def test_a_model_exported_again_leaves_no_file_of_the_earlier_export(
+    s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run exported again (another shard count, LoRA's adapter no more) replaces the model: `aws s3 cp --recursive`
+    of model/ brings exactly the new export."""
+    from trainer.s3.model_upload import upload_model
+
+    for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
+        monkeypatch.setenv(name, value)
+    run = f"s3://{ARTIFACTS_BUCKET}/runs/again/run-1"
+    first, second = tmp_path / "first", tmp_path / "second"
+    for directory, files in ((first, ("config.json", "model-00001-of-00002.safetensors", "adapter/a.json")),
+                             (second, ("config.json", "model.safetensors"))):  # fmt: skip
+        for name in files:
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
+            (directory / name).write_text(name)
+    upload_model(first, run)
+    upload_model(second, run)
+    assert sorted(keys(s3, f"{run}/model/")) == [
+        "runs/again/run-1/model/config.json",
+        "runs/again/run-1/model/model.safetensors",
+    ]

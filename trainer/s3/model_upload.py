@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from trainer.s3.transfer import upload_directory
+from trainer.s3.transfer import call, client, list_objects, upload_directory
 from trainer.s3.uri import S3Uri
 
 TORCH_FREE = True  # the stack's outputs and the local run's summary name the model's URI with it
@@ -30,8 +30,16 @@ def model_uri(artifacts_uri: str) -> S3Uri:
 
 
 def upload_model(directory: Path, artifacts_uri: str) -> S3Uri:
-    """Every file of the exported model to model_uri; an S3Error (naming the URI and AWS's error) if any fails."""
+    """Every file of the exported model to model_uri, then the keys there that this export did not write deleted (a
+    run exported again with another shard count, or without LoRA's adapter, would otherwise leave files that
+    `aws s3 cp --recursive` brings along); an S3Error (naming the URI and AWS's error) if any call fails."""
     target = model_uri(artifacts_uri)
     written = upload_directory(directory, target)
+    kept = {uri.key for uri in written}
+    stale = [S3Uri(target.bucket, item.key) for item in list_objects(target) if item.key not in kept]
+    for uri in stale:
+        call(uri, lambda uri=uri: client().delete_object(Bucket=uri.bucket, Key=uri.key))
+    if stale:
+        log.info("deleted %d files of an earlier export under %s", len(stale), target)
     log.info("model in %s (%d files)", target, len(written))
     return target
