@@ -135,7 +135,7 @@ def check_durable_tier(config: TrainConfig, source: ModelSource) -> None:
     URI: staging's exit 4, final."""
     from trainer.checkpoint.layout import fingerprint_difference, latest_checkpoint, model_fingerprint
     from trainer.checkpoint.s3_store import S3Checkpoints, checkpoints_root, resume_source
-    from trainer.s3.preflight import check_artifacts
+    from trainer.s3.preflight import check_artifacts, check_region
 
     artifacts, resume_from = config.artifacts.uri, config.artifacts.resume_from
     if artifacts:
@@ -145,6 +145,7 @@ def check_durable_tier(config: TrainConfig, source: ModelSource) -> None:
     if artifacts and S3Checkpoints(checkpoints_root(artifacts)).complete():
         return  # the run resumes from its own durable tier, never from --resume-from again
     uri = S3Uri.parse(resume_from, "--resume-from")
+    check_region(uri)
     found = resume_source(uri)
     if found is None:
         raise InputError(

@@ -134,3 +134,12 @@ def test_a_bucket_the_pods_may_read_but_not_write_ends_staging_naming_the_connec
     line = last_line(result)
     assert line.startswith(f"python -m trainer.stage: error: {RUN}/.write-probe-"), line
     assert "the S3 connector could not write" in line
+
+
+def test_a_resume_from_in_another_region_ends_staging(s3: LocalS3, tmp_path: Path) -> None:
+    elsewhere = f"s3://{ELSEWHERE}/fsdp-eks/old/run-1/checkpoints"
+    result = stage(run_args(tmp_path, resume_from=elsewhere), s3_env(s3))
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    assert last_line(result).startswith(
+        f"python -m trainer.stage: error: {elsewhere}: the bucket is in eu-central-1, the job in us-east-1"
+    )

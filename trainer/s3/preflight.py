@@ -48,16 +48,21 @@ def _crt_write(probe: S3Uri) -> None:
         ) from None
 
 
+def check_region(uri: S3Uri) -> None:
+    """The connector reads and writes checkpoints only in the job's region; S3Error naming the URI otherwise."""
+    where, ours = bucket_region(uri), region()
+    if where != ours:
+        raise S3Error(
+            f"{uri}: the bucket is in {where}, the job in {ours}; the checkpoints' S3 client signs for the job's "
+            "region: use a bucket in the stack's region"
+        )
+
+
 def check_artifacts(artifacts_uri: str) -> None:
     """The run's bucket is in the job's region and takes a write through the connector; S3Error (an InputError)
     naming the URI otherwise. The probe object is deleted again."""
     artifacts = S3Uri.parse(artifacts_uri, "--artifacts-uri")
-    where, ours = bucket_region(artifacts), region()
-    if where != ours:
-        raise S3Error(
-            f"{artifacts}: the bucket is in {where}, the job in {ours}; the checkpoints' S3 client signs for the "
-            "job's region: use a bucket in the stack's region"
-        )
+    check_region(artifacts)
     probe = probe_uri(artifacts)
     call(probe, lambda: _crt_write(probe))
     call(probe, lambda: s3_client().delete_object(Bucket=probe.bucket, Key=probe.key))
