@@ -30,7 +30,7 @@ from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_
 from stack.names import CLUSTER_NAME_PREFIX
 from trainer.config import ACTIVATION_CHECKPOINTING, MIXED_PRECISIONS, SHARDING_STRATEGIES
 from trainer.errors import InputError
-from trainer.s3.uri import S3Uri, bucket_name_problem, is_s3_uri
+from trainer.s3.uri import S3Uri, bucket_name_problem, checkpoint_bucket_problem, is_s3_uri
 
 CAPACITY_TYPES = ("ON_DEMAND", "CAPACITY_BLOCK", "SPOT")
 ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -86,6 +86,22 @@ def s3_uri_problem(value: str) -> str | None:
 
 def required_s3_uri_problem(value: str) -> str | None:
     return s3_uri_problem(value) if is_s3_uri(value) else "an s3://bucket/key URI"
+
+
+def checkpoint_uri_problem(value: str) -> str | None:
+    """An s3:// URI of checkpoints: well formed, in a bucket the checkpoints' client reaches."""
+    problem = required_s3_uri_problem(value)
+    if problem is None:
+        dots = checkpoint_bucket_problem(S3Uri.parse(value).bucket)
+        problem = f"a bucket without dots ({dots})" if dots else None
+    return problem
+
+
+def artifacts_bucket_problem(bucket: str) -> str | None:
+    if bucket_name_problem(bucket) is not None:
+        return "an S3 bucket name (S3's naming rules)"
+    dots = checkpoint_bucket_problem(bucket)
+    return f"a bucket without dots ({dots})" if dots else None
 
 
 # EC2 placement group names: up to 255 ASCII characters (EC2 API reference, CreatePlacementGroup).
@@ -347,7 +363,7 @@ class JobConfig:
         None,
         "An s3:// checkpoint (.../checkpoints/step_<N>) or directory of them (.../checkpoints, the newest complete "
         "one) to start from when the run has none of its own, such as an earlier stack's run; any world size.",
-        required_s3_uri_problem,
+        checkpoint_uri_problem,
     )
     api: str = setting(
         "api",
@@ -402,10 +418,11 @@ class ArtifactsConfig:
     bucket: str | None = setting(
         "bucket",
         None,
-        "An existing S3 bucket, in the stack's region, for the runs' checkpoints and final models: used as it is, "
+        "An existing S3 bucket, in the stack's region and without dots in its name, for the runs' checkpoints and "
+        "final models: used as it is, "
         "never created, changed or deleted by the stack. Default: a bucket the stack creates (versioned, encrypted, "
         "private), which pulumi destroy keeps.",
-        lambda bucket: None if bucket_name_problem(bucket) is None else "an S3 bucket name (S3's naming rules)",
+        artifacts_bucket_problem,
     )
     prefix: str = setting(
         "prefix",

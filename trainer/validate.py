@@ -18,7 +18,7 @@ from trainer.errors import InputError
 from trainer.model.source import BYTE_TOKENIZER, ModelSource
 from trainer.parallel.plan import make_plan
 from trainer.s3.inputs import DATA_SUFFIXES
-from trainer.s3.uri import S3Uri, is_s3_uri
+from trainer.s3.uri import S3Uri, checkpoint_bucket_problem, is_s3_uri
 
 LOCAL_DATA_SUFFIXES = DATA_SUFFIXES
 # What Kubernetes leaves of a $(VAR) reference it could not expand (the Kubernetes API reference, Container `args`:
@@ -163,6 +163,10 @@ def _s3(config: TrainConfig) -> list[str]:
     uris |= {flag: value for flag, value in (("--dataset", config.data.dataset), ("--model", config.model.name))
              if is_s3_uri(value)}  # fmt: skip
     errors += [problem for flag, value in uris.items() if value and (problem := uri_problem(flag, value))]
+    for flag in ("--artifacts-uri", "--resume-from"):
+        value = uris[flag]
+        if value and not uri_problem(flag, value) and (problem := checkpoint_bucket_problem(S3Uri.parse(value).bucket)):
+            errors.append(f"{flag} {value}: {problem}")
     if config.model.tokenizer and is_s3_uri(config.model.tokenizer):
         errors.append(
             f"--tokenizer {config.model.tokenizer}: not read from S3; an s3:// --model brings its own tokenizer"

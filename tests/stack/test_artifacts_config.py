@@ -36,8 +36,8 @@ def test_by_default_the_stack_makes_its_own_bucket_and_writes_every_checkpoint_u
 
 
 def test_an_existing_bucket_and_a_nested_prefix_are_accepted() -> None:
-    artifacts = parsed({ARTIFACTS: {"bucket": "team.ml-artifacts", "prefix": "teams/ml"}}).artifacts
-    assert (artifacts.bucket, artifacts.prefix) == ("team.ml-artifacts", "teams/ml")
+    artifacts = parsed({ARTIFACTS: {"bucket": "team-ml-artifacts", "prefix": "teams/ml"}}).artifacts
+    assert (artifacts.bucket, artifacts.prefix) == ("team-ml-artifacts", "teams/ml")
 
 
 @pytest.mark.parametrize(
@@ -45,6 +45,11 @@ def test_an_existing_bucket_and_a_nested_prefix_are_accepted() -> None:
     [
         ({ARTIFACTS: {"bucket": "Team_Bucket"}}, "artifacts.bucket: 'Team_Bucket' is not allowed"),
         ({ARTIFACTS: {"bucket": "ab"}}, "artifacts.bucket: 'ab' is not allowed"),
+        (
+            {ARTIFACTS: {"bucket": "team.models"}},
+            "artifacts.bucket: 'team.models' is not allowed; expected a bucket without dots",
+        ),
+        ({JOB: {"resumeFrom": "s3://team.models/run-1/checkpoints"}}, "a bucket without dots"),
         ({ARTIFACTS: {"prefix": "/runs/"}}, "artifacts.prefix: '/runs/' is not allowed"),
         ({ARTIFACTS: {"prefix": "runs//x"}}, "artifacts.prefix: 'runs//x' is not allowed"),
         ({ARTIFACTS: {"prefix": "runs/*"}}, "artifacts.prefix: 'runs/*' is not allowed"),

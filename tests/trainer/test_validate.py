@@ -125,6 +125,8 @@ UNEXPANDED = "s3://fsdp-eks-artifacts/$(STACK)/run-1"
             "--artifacts-uri s3://fsdp-eks-artifacts/r: needs --checkpoint-dir",
         ),
         (["--s3-checkpoint-every", "-1"], "--s3-checkpoint-every -1: must not be negative"),
+        (["--artifacts-uri", "s3://team.models/r"], "--artifacts-uri s3://team.models/r: 'team.models' has dots"),
+        (["--resume-from", "s3://team.models/r/"], "--resume-from s3://team.models/r/: 'team.models' has dots"),
         (["--s3-checkpoint-every", "10"], "--s3-checkpoint-every 10: needs --artifacts-uri"),
         (
             ["--s3-checkpoint-every", "15", "--checkpoint-every", "10", "--artifacts-uri", "s3://fsdp-eks-artifacts/r"],

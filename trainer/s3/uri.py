@@ -34,6 +34,16 @@ def bucket_name_problem(bucket: str) -> str | None:
     return None
 
 
+def checkpoint_bucket_problem(bucket: str) -> str | None:
+    """Why checkpoints cannot be written to or read from `bucket`, a valid name, or None. The S3 connector's CRT
+    client addresses a bucket on AWS as a host name (virtual-hosted style, trainer/s3/endpoint.py), and a name with
+    dots does not match S3's TLS certificate (*.s3.<region>.amazonaws.com covers one label); boto3 would cope, so
+    everything but the checkpoints would work."""
+    if "." in bucket:
+        return f"{bucket!r} has dots, which the checkpoints' S3 client cannot reach over TLS: use a bucket without dots"
+    return None
+
+
 @dataclass(frozen=True)
 class S3Uri:
     bucket: str
