@@ -134,8 +134,14 @@ BOUNDARY_POLICY_WRITES = STACK_POLICY_WRITES
 # internal/service/s3/tags.go bucketUpdateTags), as IAM actions (S3 API reference, each operation's "Permissions";
 # Service Authorization Reference, Amazon S3). Delete*Configuration calls of these resources take the same Put
 # permissions, which a retained bucket's resources never make.
+# Tags: pulumi-aws 7.51.1's Bucket first sends them with CreateBucket and manages them with the S3 Control tagging
+# API (s3:TagResource, s3:UntagResource, s3:ListTagsForResource: buckets' attribute-based access control), and falls
+# back to PutBucketTagging / GetBucketTagging only where those are denied, a fallback that fails on an account with
+# ABAC on for its buckets (pulumi_aws/s3/bucket.py, the Bucket's tags note). Both sets, so either path works.
 BUCKET_WRITES = (
     "s3:CreateBucket",
+    "s3:TagResource",
+    "s3:UntagResource",
     "s3:PutBucketTagging",
     "s3:PutBucketVersioning",
     "s3:PutEncryptionConfiguration",
@@ -153,6 +159,7 @@ BUCKET_READS = (
     "s3:ListBucket",
     "s3:GetBucketLocation",
     "s3:GetBucketTagging",
+    "s3:ListTagsForResource",
     "s3:GetBucketPolicy",
     "s3:GetBucketAcl",
     "s3:GetBucketCORS",

@@ -50,9 +50,22 @@ def test_the_deploy_role_reads_back_what_pulumi_aws_reads(action: str) -> None:
     assert allowed(DEPLOY, action, s3(STACK_BUCKET), THIS_ACCOUNT)
 
 
+@pytest.mark.parametrize(
+    "actions",
+    [
+        ("s3:TagResource", "s3:UntagResource", "s3:ListTagsForResource"),  # pulumi-aws 7's first choice (S3 Control)
+        ("s3:PutBucketTagging", "s3:GetBucketTagging"),  # its fallback, which fails where buckets use ABAC
+    ],
+)
+def test_the_deploy_role_tags_the_stacks_bucket_either_way_pulumi_aws_tries(actions: tuple[str, ...]) -> None:
+    assert all(allowed(DEPLOY, action, s3(STACK_BUCKET), THIS_ACCOUNT) for action in actions)
+
+
 @pytest.mark.parametrize("bucket", ["other-bucket", "payments-fsdp-eks-dev", "pulumi-state"])
 def test_the_deploy_role_creates_or_configures_no_other_bucket(bucket: str) -> None:
-    for action in ("s3:CreateBucket", "s3:PutBucketPolicy", "s3:PutBucketPublicAccessBlock", "s3:GetBucketPolicy"):
+    for action in (
+        "s3:CreateBucket", "s3:PutBucketPolicy", "s3:PutBucketPublicAccessBlock", "s3:GetBucketPolicy", "s3:TagResource"
+    ):  # fmt: skip
         assert not allowed(DEPLOY, action, s3(bucket), THIS_ACCOUNT), (action, bucket)
 
 
