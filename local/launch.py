@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import secrets
 import socket
 import sys
@@ -37,6 +36,7 @@ from trainer.config import TrainConfig, parse_args, to_argv
 from trainer.launch.exits import LAUNCH_MODULE
 from trainer.launch.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
 from trainer.launch.stage import split_launcher_options
+from workloads.job.pod import expand_references
 from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS
 
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
@@ -206,17 +206,6 @@ def container_environment(container: dict[str, Any], mounts: dict[str, Path]) ->
         elif not entry.get("valueFrom", {}).get("secretKeyRef", {}).get("optional", False):
             raise ManifestError(f"the container needs {name} from a Secret; set {name} in this environment")
     return env
-
-
-# The kubelet's expansion of `$(VAR)` in a container's command and args (kubernetes
-# third_party/forked/golang/expansion/expand.go, Expand): `$$` is a literal `$`; `$(NAME)` becomes the value of the
-# container's variable NAME, and stays as written when there is none; any other `$` is left alone.
-_REFERENCE = re.compile(r"\$(\$|\(([^)]*)\))")
-
-
-def expand_references(value: str, env: dict[str, str]) -> str:
-    """`value` with its `$(VAR)` references expanded from `env`, as the kubelet expands a container's command."""
-    return _REFERENCE.sub(lambda m: "$" if m.group(1) == "$" else env.get(m.group(2), m.group(0)), value)
 
 
 def expanded_command(container: dict[str, Any], env: dict[str, str]) -> tuple[dict[str, str], list[str], list[str]]:

@@ -11,11 +11,12 @@ import pytest
 
 from local.artifacts import LocalStorage, S3Upload, local_bucket
 from local.config import LocalJobOptions, local_stack_config
-from local.launch import expand_references, local_plan
+from local.launch import local_plan
 from local.s3 import LocalS3
 from stack.names import ARTIFACTS_BUCKET_VARIABLE
 from trainer.s3.endpoint import ENDPOINT_VARIABLE
 from trainer.s3.uri import S3Uri, bucket_name_problem
+from workloads.job.pod import expand_references
 from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
 

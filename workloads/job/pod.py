@@ -57,7 +57,10 @@ UNCREATED_BUCKET = "<the stack's artifacts bucket, named when pulumi up creates 
 # $$ for a literal $ (core/v1 Container.command: "Variable references $(VAR_NAME) are expanded using the container's
 # environment. If a variable cannot be resolved, the reference in the input string will be unchanged. Double $$ are
 # reduced to a single $, which allows for escaping the $(VAR_NAME) syntax").
-_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+# The kubelet's expansion of `$(VAR)` in a container's command and args (kubernetes
+# third_party/forked/golang/expansion/expand.go, Expand): `$$` is a literal `$`; `$(NAME)` becomes the value of the
+# container's variable NAME, and stays as written when there is none; any other `$` is left alone.
+_REFERENCE = re.compile(r"\$(\$|\(([^)]*)\))")
 
 
 @dataclass(frozen=True)
@@ -274,12 +277,7 @@ def expand_references(value: str, env: dict[str, str]) -> str:
     that starts the container's command itself (the local run); an undefined name stays as written, as in the
     kubelet."""
 
-    def replace(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        return env.get(match.group(1), match.group(0))
-
-    return _REFERENCE.sub(replace, value)
+    return _REFERENCE.sub(lambda m: "$" if m.group(1) == "$" else env.get(m.group(2), m.group(0)), value)
 
 
 def service_account_manifest(spec: JobSpec) -> dict[str, Any]:
