@@ -163,6 +163,8 @@ def estimate(shape: JobShape) -> MemoryEstimate:
             sharding_strategy=t.parallel.sharding_strategy,
             mixed_precision=t.parallel.mixed_precision,
             activation_checkpointing=t.parallel.activation_checkpointing,
+            lora_rank=t.lora.rank,
+            lora_targets=tuple(t.lora.target_list()),
         )
     except sizing.SizingError as error:  # a value the trainer's own checks refuse too (seq len, global batch)
         raise UnsizedError(f"the sizing model refuses the job ({error})", "fix the job's flags") from error

@@ -28,7 +28,8 @@ from stack.fields import (
 from stack.hub_token_secret import secret_reference_problem
 from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
 from stack.names import CLUSTER_NAME_PREFIX
-from trainer.config import ACTIVATION_CHECKPOINTING, MIXED_PRECISIONS, SHARDING_STRATEGIES
+from trainer.config import ACTIVATION_CHECKPOINTING, LORA_TARGETS, MIXED_PRECISIONS, SHARDING_STRATEGIES
+from trainer.config import LoraConfig as TrainerLora
 from trainer.errors import InputError
 from trainer.s3.uri import S3Uri, bucket_name_problem, checkpoint_bucket_problem, is_s3_uri
 
@@ -82,6 +83,12 @@ def s3_uri_problem(value: str) -> str | None:
     except InputError as error:
         return f"a well-formed s3://bucket/key URI ({error})"
     return None
+
+
+def lora_targets_problem(targets: list[str]) -> str | None:
+    if targets and set(targets) <= set(LORA_TARGETS):
+        return None
+    return f"a non-empty list of the decoder layers' linear layers: {', '.join(LORA_TARGETS)}"
 
 
 def required_s3_uri_problem(value: str) -> str | None:
@@ -350,6 +357,24 @@ class JobConfig:
         "activationCheckpointing", "none", "Activation checkpointing.", one_of(*ACTIVATION_CHECKPOINTING)
     )
     compile: bool = setting("compile", False, "torch.compile each decoder block.")
+    lora_rank: int = setting(
+        "loraRank",
+        TrainerLora().rank,
+        "LoRA rank (the trainer's --lora-rank): train low-rank adapters (PEFT) instead of every weight, the base "
+        "frozen in job.mixedPrecision with no optimizer state; checkpoints hold the adapters, the export is the merged "
+        "model plus the adapter. 0 is full fine-tuning.",
+        at_least(0),
+    )
+    lora_alpha: int = setting(
+        "loraAlpha", TrainerLora().alpha, "LoRA alpha: the adapters' output is scaled by alpha / rank.", at_least(1)
+    )
+    lora_targets: list[str] = setting(
+        "loraTargets",
+        TrainerLora().target_list(),
+        "The linear layers of every decoder layer that get LoRA adapters.",
+        lora_targets_problem,
+        factory=True,
+    )
     seq_len: int = setting("seqLen", 4096, "Tokens per sequence.", at_least(1))
     batch_size: int = setting("batchSize", 1, "Sequences per GPU per micro step.", at_least(1))
     global_batch_size: int | None = setting(

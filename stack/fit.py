@@ -41,6 +41,8 @@ def _fleet_job(config: StackConfig, **changes: Any) -> tuple[Job, InstanceType, 
         "sharding_strategy": trainer.parallel.sharding_strategy,
         "mixed_precision": trainer.parallel.mixed_precision,
         "activation_checkpointing": trainer.parallel.activation_checkpointing,
+        "lora_rank": trainer.lora.rank,
+        "lora_targets": tuple(trainer.lora.target_list()),
         **changes,
     }
     try:
@@ -70,6 +72,8 @@ def stack_storage(config: StackConfig) -> StorageEstimate | None:
         pretrained=job.model not in PRESETS,  # a preset is randomly initialised: no weights to stage
         capacity_gib=storage.fsx_capacity_gib,
         per_tib=storage.fsx_throughput_per_tib,
+        lora_rank=job.lora_rank,
+        lora_targets=tuple(job.lora_targets),
     )
 
 
@@ -111,8 +115,16 @@ def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
     }
 
 
+SUGGESTED_LORA_RANK = 16  # torchtune's and llama-recipes' LoRA recipes train ranks 8 to 16
+LORA_CHANGE = (f"job.loraRank: {SUGGESTED_LORA_RANK}", {"lora_rank": SUGGESTED_LORA_RANK})
+"""Training LoRA adapters instead of every weight: the base frozen in the compute dtype, no gradients or AdamW
+state for it. It changes what is trained, so it is offered beside, not instead of, the changes that keep full
+fine-tuning."""
+
+
 def _candidate_changes(config: StackConfig) -> list[tuple[str, dict[str, Any]]]:
-    """Single-key changes that lower memory, cheapest first: checkpointing, strategy, batch, then more nodes."""
+    """Single-key changes that lower memory, cheapest first: checkpointing, strategy, batch, LoRA instead of full
+    fine-tuning, then more nodes."""
     job, gpu, fewest = config.job, config.gpu_nodes, config.fewest_nodes
     order: list[str] = list(CHECKPOINTING)
     candidates = [
@@ -122,6 +134,8 @@ def _candidate_changes(config: StackConfig) -> list[tuple[str, dict[str, Any]]]:
     if job.sharding_strategy != "FULL_SHARD":
         candidates.append(("job.shardingStrategy: FULL_SHARD", {"sharding_strategy": "FULL_SHARD"}))
     candidates += [(f"job.batchSize: {b}", {"batch_size": b}) for b in range(job.batch_size - 1, 0, -1)]
+    if not job.lora_rank:
+        candidates.append(LORA_CHANGE)
     if fewest < gpu.count:  # elastic: a larger minimum is the change, up to the nodes there are
         return candidates + [(f"job.minNodes: {n}", {"nodes": n}) for n in range(fewest + 1, gpu.count + 1)]
     return candidates + [(f"gpuNodes.count: {n}", {"nodes": n}) for n in range(gpu.count + 1, MAX_NODES_SUGGESTED + 1)]
@@ -161,12 +175,22 @@ def _combined_change(config: StackConfig) -> str | None:
     wanted = [labels[key] for key, value in change.items() if current[key] != value]
     fewest = config.fewest_nodes
     key = "job.minNodes" if fewest < gpu.count else "gpuNodes.count"
+    # Where full fine-tuning needs more nodes than LoRA (a 70B model on one node), both are named: LoRA first.
+    lora = None
+    if not job.lora_rank:
+        label, lora_change = LORA_CHANGE
+        fleet = _fleet_job(config, nodes=fewest, **change, **lora_change)
+        if fleet is not None and (sizing := size_job(*fleet)).fits:
+            lora = f"{', '.join([*wanted, label])} ({sizing.needed_bytes / GIB:.1f} GiB)"
     for nodes in range(fewest, (gpu.count if fewest < gpu.count else MAX_NODES_SUGGESTED) + 1):
         fleet = _fleet_job(config, nodes=nodes, **change)
         if fleet is not None and (sizing := size_job(*fleet)).fits:
             node_change = [f"{key}: {nodes}"] if nodes != fewest else []
-            return f"{', '.join(wanted + node_change)} ({sizing.needed_bytes / GIB:.1f} GiB)"
-    return None
+            full = f"{', '.join(wanted + node_change)} ({sizing.needed_bytes / GIB:.1f} GiB)"
+            if lora and node_change:
+                return f"{lora}; or, still training every weight, {full}"
+            return full
+    return lora
 
 
 def fit_problems(config: StackConfig) -> list[str]:

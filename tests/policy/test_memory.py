@@ -129,3 +129,10 @@ def test_a_job_that_does_not_run_the_trainer_is_not_checked() -> None:
     job = pytorchjob("p5-16")
     worker_container(job)["command"] = ["sleep", "infinity"]
     assert "python -m trainer" in _not_checked(job)
+
+
+def test_the_70b_lora_job_fits_one_node_only_with_its_lora_flags() -> None:
+    job = pytorchjob("p5-1-llama70b-lora")
+    assert job_shape(job).train.lora.rank == 16 and memory_fit_violations(PYTORCHJOB, job) == []
+    (problem,) = memory_fit_violations(PYTORCHJOB, set_trainer_flag(job, "--lora-rank", "0"))
+    assert "meta-llama/Llama-3.1-70B" in problem and "80 GiB" in problem

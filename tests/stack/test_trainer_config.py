@@ -40,3 +40,10 @@ def test_the_sizing_sizes_the_trainer_config(monkeypatch: pytest.MonkeyPatch) ->
     after = fit.stack_sizing(config)
     assert before is not None and after is not None
     assert after.job.seq_len == chosen.data.seq_len // 2 != before.job.seq_len
+
+
+def test_the_lora_stack_runs_the_trainer_with_lora() -> None:
+    config = load_stack_config("p5-1-llama70b-lora")
+    parsed = parse_args(trainer_args(job_spec(config)))
+    assert (parsed.lora.rank, parsed.lora.alpha, parsed.lora.target_list()) == (16, 32, config.job.lora_targets)
+    assert parsed.model.name == "meta-llama/Llama-3.1-70B" and parsed.parallel.activation_checkpointing == "full"
