@@ -94,5 +94,5 @@ def merges(model: nn.Module) -> dict[int, tuple[nn.Parameter, nn.Parameter, floa
 
 def adapter_key(name: str) -> str:
     """A parameter's name in a saved PEFT adapter: PeftModel's prefix, without the adapter's name
-    (peft/utils/save_and_load.py get_peft_model_state_dict removes `.{adapter_name}`)."""
+    (peft/utils/save_and_load.py get_peft_model_state_dict, through BaseTuner._remove_adapter_name_from_key)."""
     return PEFT_PREFIX + name.replace(f".{ADAPTER}.", ".")
