@@ -45,6 +45,9 @@ def test_flops_per_token_for_llama2_7b() -> None:
     expected = 6 * (shape.num_parameters - 32000 * 4096) + 12 * 32 * 4096 * 4096
     assert training_flops_per_token(shape, 4096) == expected
     assert training_flops_per_token(shape, 4096) == pytest.approx(4.61e10, rel=0.01)  # 39.7 GFLOP + 6.4 GFLOP
+    # LoRA: forward and input gradients through the frozen base (4N), all of it for the adapters (6A).
+    lora = 4 * (shape.num_parameters - 32000 * 4096) + 6 * 1_000_000 + 12 * 32 * 4096 * 4096
+    assert training_flops_per_token(shape, 4096, adapters=1_000_000) == lora
 
 
 def test_sink_writes_json_lines_and_serves_the_same_figures(tmp_path: Path) -> None:
