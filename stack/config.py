@@ -325,6 +325,30 @@ class MonitoringConfig:
 
 
 @dataclass(frozen=True)
+class LoraSettings:
+    """job.lora: the trainer's --lora-* flags."""
+
+    rank: int = setting(
+        "rank",
+        TrainerLora().rank,
+        "LoRA rank (the trainer's --lora-rank): train low-rank adapters (PEFT) instead of every weight, the base "
+        "frozen in job.mixedPrecision with no optimizer state; checkpoints hold the adapters, the export is the merged "
+        "model plus the adapter. 0 is full fine-tuning.",
+        at_least(0),
+    )
+    alpha: int = setting(
+        "alpha", TrainerLora().alpha, "LoRA alpha: the adapters' output is scaled by alpha / rank.", at_least(1)
+    )
+    targets: list[str] = setting(
+        "targets",
+        TrainerLora().target_list(),
+        "The linear layers of every decoder layer that get LoRA adapters.",
+        lora_targets_problem,
+        factory=True,
+    )
+
+
+@dataclass(frozen=True)
 class JobConfig:
     enabled: bool = setting("enabled", True, "Run the training job (see job.api) as part of the stack.")
     model: str = setting(
@@ -357,23 +381,10 @@ class JobConfig:
         "activationCheckpointing", "none", "Activation checkpointing.", one_of(*ACTIVATION_CHECKPOINTING)
     )
     compile: bool = setting("compile", False, "torch.compile each decoder block.")
-    lora_rank: int = setting(
-        "loraRank",
-        TrainerLora().rank,
-        "LoRA rank (the trainer's --lora-rank): train low-rank adapters (PEFT) instead of every weight, the base "
-        "frozen in job.mixedPrecision with no optimizer state; checkpoints hold the adapters, the export is the merged "
-        "model plus the adapter. 0 is full fine-tuning.",
-        at_least(0),
-    )
-    lora_alpha: int = setting(
-        "loraAlpha", TrainerLora().alpha, "LoRA alpha: the adapters' output is scaled by alpha / rank.", at_least(1)
-    )
-    lora_targets: list[str] = setting(
-        "loraTargets",
-        TrainerLora().target_list(),
-        "The linear layers of every decoder layer that get LoRA adapters.",
-        lora_targets_problem,
-        factory=True,
+    lora: LoraSettings = setting(
+        "lora",
+        LoraSettings(),
+        "LoRA instead of full fine-tuning: a map of rank, alpha, targets (job.lora.rank > 0 turns it on).",
     )
     seq_len: int = setting("seqLen", 4096, "Tokens per sequence.", at_least(1))
     batch_size: int = setting("batchSize", 1, "Sequences per GPU per micro step.", at_least(1))

@@ -123,6 +123,11 @@ def parse_section(cls: type, name: str, raw: Mapping[str, Any], problems: list[s
             continue
         wanted, _ = _base_type(hints[field.name])
         where = f"{NAMESPACE}:{name}.{key}"
+        if dataclasses.is_dataclass(wanted):  # a map of its own keys inside the section (job.lora)
+            values[field.name] = parse_section(
+                wanted, f"{name}.{key}", decode_object(f"{name}.{key}", raw[key], problems), problems
+            )
+            continue
         try:
             value = _coerce(raw[key], wanted)
         except TypeError as expected:
@@ -152,13 +157,30 @@ def section_docs(cls: type, name: str) -> list[KeyDoc]:
     rows = []
     for field in dataclasses.fields(cls):
         wanted, _ = _base_type(hints[field.name])
+        if dataclasses.is_dataclass(wanted):
+            rows += section_docs(wanted, f"{name}.{field.metadata['key']}")
+            continue
         type_name = {bool: "boolean", int: "integer", float: "number", list: "list of strings"}.get(wanted, "string")
-        has_default = field.default is not dataclasses.MISSING
-        default = field.default if has_default else field.default_factory()  # type: ignore[misc]
-        rows.append(KeyDoc(f"{name}.{field.metadata['key']}", type_name, default, field.metadata["doc"]))
+        rows.append(KeyDoc(f"{name}.{field.metadata['key']}", type_name, _default(field), field.metadata["doc"]))
     return rows
 
 
+def _default(field: dataclasses.Field[Any]) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    return field.default_factory()  # type: ignore[misc]
+
+
 def section_defaults(cls: type) -> dict[str, Any]:
-    """The section's defaults keyed by the names users write: what Pulumi.yaml declares for the section."""
-    return {row.key.split(".", 1)[1]: row.default for row in section_docs(cls, "_")}
+    """The section's defaults keyed by the names users write, a nested map for a map inside it: what Pulumi.yaml
+    declares for the section."""
+    hints = typing.get_type_hints(cls)
+    defaults: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        wanted, _ = _base_type(hints[field.name])
+        key = field.metadata["key"]
+        if dataclasses.is_dataclass(wanted):
+            defaults[key] = section_defaults(wanted)
+        else:
+            defaults[key] = _default(field)
+    return defaults

@@ -72,8 +72,8 @@ def stack_storage(config: StackConfig) -> StorageEstimate | None:
         pretrained=job.model not in PRESETS,  # a preset is randomly initialised: no weights to stage
         capacity_gib=storage.fsx_capacity_gib,
         per_tib=storage.fsx_throughput_per_tib,
-        lora_rank=job.lora_rank,
-        lora_targets=tuple(job.lora_targets),
+        lora_rank=job.lora.rank,
+        lora_targets=tuple(job.lora.targets),
     )
 
 
@@ -116,7 +116,7 @@ def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
 
 
 SUGGESTED_LORA_RANK = 16  # torchtune's and llama-recipes' LoRA recipes train ranks 8 to 16
-LORA_CHANGE = (f"job.loraRank: {SUGGESTED_LORA_RANK}", {"lora_rank": SUGGESTED_LORA_RANK})
+LORA_CHANGE = (f"job.lora.rank: {SUGGESTED_LORA_RANK}", {"lora_rank": SUGGESTED_LORA_RANK})
 """Training LoRA adapters instead of every weight: the base frozen in the compute dtype, no gradients or AdamW
 state for it. It changes what is trained, so it is offered beside, not instead of, the changes that keep full
 fine-tuning."""
@@ -134,7 +134,7 @@ def _candidate_changes(config: StackConfig) -> list[tuple[str, dict[str, Any]]]:
     if job.sharding_strategy != "FULL_SHARD":
         candidates.append(("job.shardingStrategy: FULL_SHARD", {"sharding_strategy": "FULL_SHARD"}))
     candidates += [(f"job.batchSize: {b}", {"batch_size": b}) for b in range(job.batch_size - 1, 0, -1)]
-    if not job.lora_rank:
+    if not job.lora.rank:
         candidates.append(LORA_CHANGE)
     if fewest < gpu.count:  # elastic: a larger minimum is the change, up to the nodes there are
         return candidates + [(f"job.minNodes: {n}", {"nodes": n}) for n in range(fewest + 1, gpu.count + 1)]
@@ -177,7 +177,7 @@ def _combined_change(config: StackConfig) -> str | None:
     key = "job.minNodes" if fewest < gpu.count else "gpuNodes.count"
     # Where full fine-tuning needs more nodes than LoRA (a 70B model on one node), both are named: LoRA first.
     lora = None
-    if not job.lora_rank:
+    if not job.lora.rank:
         label, lora_change = LORA_CHANGE
         fleet = _fleet_job(config, nodes=fewest, **change, **lora_change)
         if fleet is not None and (sizing := size_job(*fleet)).fits:

@@ -51,7 +51,7 @@ def stack_trainer_config(
         optim=OptimConfig(lr=job.learning_rate),
         schedule=ScheduleConfig(batch_size=job.batch_size, global_batch_size=job.global_batch_size, steps=job.steps),
         checkpoint=checkpoint,
-        lora=LoraConfig(rank=job.lora_rank, alpha=job.lora_alpha, targets=",".join(job.lora_targets)),
+        lora=LoraConfig(rank=job.lora.rank, alpha=job.lora.alpha, targets=",".join(job.lora.targets)),
         artifacts=TrainerArtifacts(
             uri=artifacts_uri,
             # 0: every checkpoint also goes to S3 (the trainer's default, and artifacts.checkpointEvery's)

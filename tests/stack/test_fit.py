@@ -82,7 +82,7 @@ def test_an_elastic_job_must_fit_on_its_fewest_nodes() -> None:
     assert fit_problems(config_for({**job, "minNodes": 3}, {"instanceType": "p5.48xlarge", "count": 4})) == []
     [problem] = problems_for(job, {"instanceType": "p5.48xlarge", "count": 4})
     assert "on 2 x p5.48xlarge (job.minNodes: the fewest it runs on)" in problem
-    assert "smallest changes that fit: job.loraRank: 16 (" in problem and "; job.minNodes: 3 (" in problem
+    assert "smallest changes that fit: job.lora.rank: 16 (" in problem and "; job.minNodes: 3 (" in problem
 
 
 LLAMA31_70B = {"model": "meta-llama/Llama-3.1-70B", "seqLen": 4096, "batchSize": 1}
@@ -91,19 +91,21 @@ ONE_P5 = {"instanceType": "p5.48xlarge", "count": 1}
 
 def test_where_lora_fits_and_full_fine_tuning_does_not_the_fix_names_lora() -> None:
     [problem] = problems_for({**LLAMA31_70B, "activationCheckpointing": "full"}, ONE_P5)
-    assert "smallest changes that fit: job.loraRank: 16 (" in problem
-    assert fit_problems(config_for({**LLAMA31_70B, "activationCheckpointing": "full", "loraRank": 16}, ONE_P5)) == []
+    assert "smallest changes that fit: job.lora.rank: 16 (" in problem
+    assert (
+        fit_problems(config_for({**LLAMA31_70B, "activationCheckpointing": "full", "lora": {"rank": 16}}, ONE_P5)) == []
+    )
 
 
 def test_where_no_single_change_fits_lora_is_named_beside_more_nodes() -> None:
     [problem] = problems_for(LLAMA31_70B, ONE_P5)
     lora, full = must_search(r"these together do: (.*); or, still training every weight, (.*)$", problem).groups()
-    assert lora.startswith("job.activationCheckpointing: full, job.loraRank: 16 (")
+    assert lora.startswith("job.activationCheckpointing: full, job.lora.rank: 16 (")
     assert full.startswith("job.activationCheckpointing: full, gpuNodes.count: 3 (")
 
 
 def test_a_lora_job_is_sized_as_lora_and_not_offered_lora_again() -> None:
-    [problem] = problems_for({**LLAMA31_70B, "loraRank": 8}, ONE_P5)
-    assert "job.activationCheckpointing: full" in problem and "loraRank" not in problem
-    sizing = stack_sizing(config_for({**LLAMA31_70B, "loraRank": 8, "activationCheckpointing": "full"}, ONE_P5))
+    [problem] = problems_for({**LLAMA31_70B, "lora": {"rank": 8}}, ONE_P5)
+    assert "job.activationCheckpointing: full" in problem and "lora.rank" not in problem
+    sizing = stack_sizing(config_for({**LLAMA31_70B, "lora": {"rank": 8}, "activationCheckpointing": "full"}, ONE_P5))
     assert sizing is not None and sizing.fits and sizing.job.lora_rank == 8

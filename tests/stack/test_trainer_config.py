@@ -45,5 +45,30 @@ def test_the_sizing_sizes_the_trainer_config(monkeypatch: pytest.MonkeyPatch) ->
 def test_the_lora_stack_runs_the_trainer_with_lora() -> None:
     config = load_stack_config("p5-1-llama70b-lora")
     parsed = parse_args(trainer_args(job_spec(config)))
-    assert (parsed.lora.rank, parsed.lora.alpha, parsed.lora.target_list()) == (16, 32, config.job.lora_targets)
+    assert (parsed.lora.rank, parsed.lora.alpha, parsed.lora.target_list()) == (16, 32, config.job.lora.targets)
     assert parsed.model.name == "meta-llama/Llama-3.1-70B" and parsed.parallel.activation_checkpointing == "full"
+
+
+def test_job_lora_is_a_map_of_its_own_keys_checked_one_by_one() -> None:
+    """job.lora nests in the job section as the issue's users write it: each key parsed, checked and named with its
+    path; an unknown key is refused with the allowed ones; absent keys keep the trainer's defaults."""
+    from stack.fields import ConfigError
+    from stack.files import raw_stack_config
+    from stack.parse import parse_stack_config
+
+    def parse(lora: object) -> object:
+        raw = raw_stack_config("dev")
+        raw["fsdp-eks:job"] = {**raw.get("fsdp-eks:job", {}), "lora": lora}
+        return parse_stack_config(raw, "dev")
+
+    job = parse({"rank": 8}).job  # type: ignore[attr-defined]
+    assert (job.lora.rank, job.lora.alpha, job.lora.targets[0]) == (8, 32, "q_proj")
+    assert parse('{"rank": 4, "targets": ["q_proj"]}').job.lora.targets == ["q_proj"]  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError) as refused:
+        parse({"rank": -1, "targets": ["lm_head"], "dropout": 0.1})
+    problems = refused.value.problems
+    assert "fsdp-eks:job.lora.dropout: unknown key; allowed keys are alpha, rank, targets" in problems
+    assert "fsdp-eks:job.lora.rank: -1 is not allowed; expected a number >= 0" in problems
+    assert any(p.startswith("fsdp-eks:job.lora.targets: ['lm_head'] is not allowed") for p in problems)
+    with pytest.raises(ConfigError, match=r"fsdp-eks:job.lora: 16 is not allowed; expected a map of settings"):
+        parse(16)
