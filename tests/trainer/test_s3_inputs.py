@@ -21,6 +21,7 @@ import pytest
 
 from local.etcd import free_port
 from local.s3 import LocalS3
+from tests.harness.moto_iam import guarded_s3
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
 from tests.trainer.test_data import CHAT, chat_tokenizer
 from trainer.launch.exits import EXIT_STAGING_FAILED, REASON_PREFIX
@@ -281,40 +282,20 @@ def test_the_launcher_ends_the_pod_on_a_missing_bucket_before_any_rendezvous(s3:
 
 
 @pytest.fixture
-def guarded_s3() -> Iterator[tuple[LocalS3, dict[str, str], Callable[[], None]]]:
-    """moto's server with AWS's request signing and IAM checks on (INITIAL_NO_AUTH_ACTION_COUNT: the calls that make
-    an administrator are the only ones let through unchecked, as in tests/trainer/test_hub_token.py); a data set in
-    it, the keys of a user who may read nothing, and a way to grant that user the read (as IAM does, later)."""
-    import boto3
-
-    with LocalS3.start(server_env={"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as server:
-        anonymous = {"aws_access_key_id": "setup", "aws_secret_access_key": "setup"}
-        iam = boto3.client("iam", endpoint_url=server.endpoint, region_name=server.region, **anonymous)
-        iam.create_user(UserName="admin")
-        document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-        iam.put_user_policy(UserName="admin", PolicyName="all", PolicyDocument=json.dumps(document))
-        admin = iam.create_access_key(UserName="admin")["AccessKey"]
-        admin_keys = {"aws_access_key_id": admin["AccessKeyId"], "aws_secret_access_key": admin["SecretAccessKey"]}
-        as_admin = boto3.client("s3", endpoint_url=server.endpoint, region_name=server.region, **admin_keys)
-        as_admin.create_bucket(Bucket=DATA_BUCKET)
-        as_admin.put_object(Bucket=DATA_BUCKET, Key="private.jsonl", Body=jsonl(RECORDS).encode())
-        iam = boto3.client("iam", endpoint_url=server.endpoint, region_name=server.region, **admin_keys)
-        iam.create_user(UserName="outsider")
-        outsider = iam.create_access_key(UserName="outsider")["AccessKey"]
-        read = {"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}
-        grant_document = json.dumps({"Version": "2012-10-17", "Statement": [read]})
-
-        def grant() -> None:
-            iam.put_user_policy(UserName="outsider", PolicyName="read", PolicyDocument=grant_document)
-
-        keys = {"AWS_ACCESS_KEY_ID": outsider["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": outsider["SecretAccessKey"]}
-        yield server, keys, grant
+def guarded() -> Iterator[tuple[LocalS3, dict[str, str], Callable[[], None]]]:
+    """moto with IAM checks on (tests/harness/moto_iam.py): a data set in it, the keys of a user who may read nothing,
+    and a way to grant that user the read (as IAM does, later)."""
+    with guarded_s3() as s3:
+        s3.s3.create_bucket(Bucket=DATA_BUCKET)
+        s3.s3.put_object(Bucket=DATA_BUCKET, Key="private.jsonl", Body=jsonl(RECORDS).encode())
+        outsider = s3.user("outsider", [])
+        yield s3.server, outsider, lambda: s3.grant("outsider", ["s3:GetObject", "s3:ListBucket"])
 
 
 def test_a_denied_read_fails_staging_once_naming_the_uri_and_the_aws_error(
-    guarded_s3: tuple[LocalS3, dict[str, str], Callable[[], None]], tmp_path: Path
+    guarded: tuple[LocalS3, dict[str, str], Callable[[], None]], tmp_path: Path
 ) -> None:
-    server, outsider, _ = guarded_s3
+    server, outsider, _ = guarded
     result = stage(data_args(f"s3://{DATA_BUCKET}/private.jsonl", tmp_path), {**s3_env(server), **outsider})
     assert result.returncode == EXIT_STAGING_FAILED, result.stderr
     assert last_line(result).startswith(
@@ -323,11 +304,11 @@ def test_a_denied_read_fails_staging_once_naming_the_uri_and_the_aws_error(
 
 
 def test_staging_waits_for_a_grant_that_takes_effect_after_the_pod_starts(
-    guarded_s3: tuple[LocalS3, dict[str, str], Callable[[], None]], tmp_path: Path
+    guarded: tuple[LocalS3, dict[str, str], Callable[[], None]], tmp_path: Path
 ) -> None:
     """The stack creates the pod's role and its Pod Identity association just before the job; until IAM has caught
     up the read is denied. Staging retries (trainer/launch/aws_retry.py), then stages."""
-    server, outsider, grant = guarded_s3
+    server, outsider, grant = guarded
     env = {**s3_env(server), **outsider, WAIT_VARIABLE: "60"}
     args = data_args(f"s3://{DATA_BUCKET}/private.jsonl", tmp_path)
     staging = subprocess.Popen(

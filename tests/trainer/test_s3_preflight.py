@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from local.s3 import LocalS3
+from tests.harness.moto_iam import guarded_s3
 from tests.harness.trainer_runs import TINY, with_flags
 from tests.trainer.test_s3_inputs import last_line, s3_env, stage
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, model_fingerprint
@@ -105,30 +106,10 @@ def test_a_resume_from_of_this_model_passes(s3: LocalS3, tmp_path: Path) -> None
 def test_a_bucket_the_pods_may_read_but_not_write_ends_staging_naming_the_connectors_error(tmp_path: Path) -> None:
     """moto with IAM checks on (as tests/trainer/test_s3_inputs.py guarded_s3): the pods' user may list the bucket and
     read, not put. The connector's CRT client, which writes every checkpoint shard, is refused at staging."""
-    import boto3
-
-    with LocalS3.start(server_env={"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as server:
-        setup = {"aws_access_key_id": "setup", "aws_secret_access_key": "setup"}
-        iam = boto3.client("iam", endpoint_url=server.endpoint, region_name=server.region, **setup)
-        iam.create_user(UserName="admin")
-        everything = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-        iam.put_user_policy(UserName="admin", PolicyName="all", PolicyDocument=json.dumps(everything))
-        admin = iam.create_access_key(UserName="admin")["AccessKey"]
-        admin_keys = {"aws_access_key_id": admin["AccessKeyId"], "aws_secret_access_key": admin["SecretAccessKey"]}
-        boto3.client("s3", endpoint_url=server.endpoint, region_name=server.region, **admin_keys).create_bucket(
-            Bucket=ARTIFACTS
-        )
-        iam = boto3.client("iam", endpoint_url=server.endpoint, region_name=server.region, **admin_keys)
-        iam.create_user(UserName="reader")
-        read = ["s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation"]
-        reading = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": read, "Resource": "*"}]}
-        iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps(reading))
-        reader = iam.create_access_key(UserName="reader")["AccessKey"]
-        env = {
-            **s3_env(server),
-            "AWS_ACCESS_KEY_ID": reader["AccessKeyId"],
-            "AWS_SECRET_ACCESS_KEY": reader["SecretAccessKey"],
-        }
+    with guarded_s3() as guarded:
+        guarded.s3.create_bucket(Bucket=ARTIFACTS)
+        reader = guarded.user("reader", ["s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation"])
+        env = {**s3_env(guarded.server), **reader}
         result = stage(run_args(tmp_path), env)
     assert result.returncode == EXIT_STAGING_FAILED, result.stderr
     line = last_line(result)
