@@ -173,13 +173,24 @@ def train_step(
     if isinstance(grad_norm, DTensor):
         grad_norm = grad_norm.full_tensor()
     lr = optimizer.param_groups[0]["lr"]
-    # fp16 only: an overflow (non-finite norm, alike on every rank) skips the step, which needs the norm on the host.
-    if not scaler.enabled or scaler.update(float(grad_norm)):
-        optimizer.step()
-        if fp8:
-            precompute_fp8_scales(model)
-    state.scheduler.step()
+    take_step(state, grad_norm, fp8)
     return StepResult(loss_total, grad_norm, lr)
+
+
+def take_step(state: TrainState, grad_norm: torch.Tensor, fp8: bool = False) -> bool:
+    """The optimizer's and the schedule's step, unless fp16 gradients overflowed (a non-finite norm, alike on every
+    rank: the step is skipped, which needs the norm on the host). Whether the step was taken.
+
+    Only a step taken moves the schedule: a skipped step would otherwise spend one of the warmup or decay steps on
+    nothing, and the schedule would reach its end early."""
+    scaler = state.loss_scaler
+    if scaler.enabled and not scaler.update(float(grad_norm)):
+        return False
+    state.optimizer.step()
+    if fp8:
+        precompute_fp8_scales(state.model)
+    state.scheduler.step()
+    return True
 
 
 def load_data(config: TrainConfig, source: ModelSource, env: DistEnv | None = None) -> tuple[Tokenizer, PackedData]:

@@ -215,3 +215,21 @@ def test_a_tokenizer_without_a_chat_template_is_refused_by_flag(tmp_path: Path) 
         pack([CHAT], ByteTokenizer(), "chat", seq_len=8)
     with pytest.raises(InputError, match="--dataset-format chat: a record has no field 'messages'"):
         pack([ALPACA], chat_tokenizer(tmp_path / "chat"), "chat", seq_len=8)
+
+
+def test_a_cache_entry_is_staged_in_a_directory_no_other_writer_can_share(tmp_path: Path) -> None:
+    """Pods on different nodes write into one shared directory, and containers' PIDs repeat: a staging directory named
+    by the PID would be another pod's, deleted under it. Another writer's staging survives this one's write."""
+    import os
+
+    from trainer.data.cache import write_entry
+
+    config = DataConfig(dataset="synthetic", seq_len=16)
+    packed = build_packed_data(config, ByteTokenizer())
+    other = tmp_path / f".key.{os.getpid()}.tmp"  # what a pod with the same PID would be writing now
+    other.mkdir()
+    (other / "tokens.npy").write_bytes(b"another pod's half-written entry")
+    entry = write_entry(tmp_path, "key", packed, config, ByteTokenizer())
+    assert (other / "tokens.npy").read_bytes() == b"another pod's half-written entry"
+    assert np.array_equal(np.load(entry / "tokens.npy"), packed.tokens)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".key.") and p != other] == []

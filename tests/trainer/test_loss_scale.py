@@ -75,3 +75,26 @@ def test_state_round_trips() -> None:
     scaler.update(1.0)
     restored.load_state_dict(scaler.state_dict())
     assert (restored.scale, restored.clean_steps) == (scaler.scale, scaler.clean_steps)
+
+
+def test_a_skipped_fp16_step_moves_neither_the_weights_nor_the_schedule() -> None:
+    """trainer/train.py take_step: the warmup and decay count the steps taken, so an overflow costs no step of the
+    schedule; a step taken moves both."""
+    from trainer.checkpoint.checkpointer import Progress, TrainState
+    from trainer.config import OptimConfig
+    from trainer.optim import build_scheduler
+    from trainer.train import take_step
+
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1.0)
+    scheduler = build_scheduler(optimizer, OptimConfig(lr=1.0, warmup_steps=4), total_steps=10)
+    state = TrainState(model, optimizer, scheduler, LossScaler(enabled=True), Progress())
+    for param in model.parameters():
+        param.grad = torch.ones_like(param)
+    before, lr = [p.detach().clone() for p in model.parameters()], optimizer.param_groups[0]["lr"]
+    assert take_step(state, torch.tensor(math.inf)) is False
+    assert scheduler.last_epoch == 0 and optimizer.param_groups[0]["lr"] == lr
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+    assert take_step(state, torch.tensor(1.0)) is True
+    assert scheduler.last_epoch == 1 and optimizer.param_groups[0]["lr"] > lr
+    assert not all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))

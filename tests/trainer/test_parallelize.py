@@ -162,3 +162,17 @@ def test_compile_takes_each_layer_as_one_graph_or_fails() -> None:
     apply_compile(model)
     with pytest.raises(Unsupported):
         model.model.layers[0](torch.ones(2))
+
+
+def test_selective_checkpointing_keeps_the_matmuls_attention_and_fp8s_amax() -> None:
+    """FP8's tensor-wise amax (the max of |x| over a tensor, aten.max) is a full reduction: kept, not recomputed in
+    backward, as torchtitan's op save list does; elementwise operations are recomputed."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    from trainer.parallel.parallelize import _selective_policy  # pyright: ignore[reportPrivateUsage]
+
+    aten = torch.ops.aten
+    for kept in (aten.max.default, aten.mm.default, aten._scaled_mm.default, aten.addmm.default):
+        assert _selective_policy(None, kept) is CheckpointPolicy.MUST_SAVE, kept
+    for recomputed in (aten.mul.Tensor, aten.silu.default, aten.abs.default):
+        assert _selective_policy(None, recomputed) is CheckpointPolicy.PREFER_RECOMPUTE, recomputed

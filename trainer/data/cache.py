@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +82,9 @@ def write_entry(directory: Path, key: str, packed: PackedData, config: DataConfi
     """Write the arrays into a private directory, then rename it into place: an entry is complete or absent."""
     directory.mkdir(parents=True, exist_ok=True)
     entry = directory / key
-    staging = directory / f".{key}.{os.getpid()}.tmp"
+    # A name of its own, not the PID: pods on different nodes share the directory, and containers' PIDs repeat
+    # (each pod's first processes have the same small numbers), so one writer's rmtree would take another's files.
+    staging = directory / f".{key}.{uuid.uuid4().hex}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     np.save(staging / "tokens.npy", np.ascontiguousarray(packed.tokens))

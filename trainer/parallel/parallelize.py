@@ -40,6 +40,9 @@ def _selective_policy(ctx: object, op: object, *args: object, **kwargs: object) 
     aten = torch.ops.aten
     keep = {
         aten._scaled_mm.default,  # FP8 matmuls (torchao); torchtitan's selective checkpointing keeps them too
+        # FP8's amax, the max of |x| over a tensor (torchao's tensor-wise scaling): a full reduction, cheap to keep and
+        # in recompute a second pass over the activation; torchtitan's op save list keeps it too.
+        aten.max.default,
         aten.mm.default,
         aten.addmm.default,
         aten.bmm.default,
