@@ -1,8 +1,12 @@
-"""Trainer test fixtures: the uninterrupted single-process reference run every comparison starts from."""
+"""Trainer test fixtures: the uninterrupted single-process reference run every comparison starts from, and a
+process group of one for tests that shard in this process."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+import torch.distributed as dist
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer
 
@@ -14,3 +18,13 @@ def reference_run(tmp_path_factory: pytest.TempPathFactory) -> TrainerRun:
     assert run.returncode == 0, run.output
     assert [record["step"] for record in run.metrics] == [1, 2, 3, 4, 5, 6]
     return run
+
+
+@pytest.fixture
+def world_of_one() -> Iterator[None]:
+    """A gloo process group of this process alone, destroyed afterwards."""
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()

@@ -4,11 +4,9 @@ fp32 adapters initialised as peft does, and an optimizer step that moves the ada
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
-import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
 from torch.nn.functional import cross_entropy
@@ -19,15 +17,6 @@ from trainer.model.lora import apply_lora, is_adapter
 from trainer.model.source import resolve_model
 from trainer.optim import build_optimizer
 from trainer.parallel.parallelize import apply_fsdp, mixed_precision_policy
-
-
-@pytest.fixture
-def world_of_one() -> Iterator[None]:
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def local(param: torch.Tensor) -> torch.Tensor:

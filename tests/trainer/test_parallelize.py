@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from typing import cast
 
 import pytest
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch._dynamo.exc import Unsupported
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
@@ -20,15 +18,6 @@ from trainer.model.build import build_meta_model, hf_config, init_buffers, init_
 from trainer.model.source import resolve_model
 from trainer.parallel.embedding import VocabShardedEmbedding
 from trainer.parallel.parallelize import apply_compile, apply_fsdp, embedding_by_rows, mixed_precision_policy
-
-
-@pytest.fixture
-def world_of_one() -> Iterator[None]:
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 class FakeMesh:

@@ -53,15 +53,6 @@ def test_anything_but_a_sum_is_refused() -> None:
         PairwiseReduceScatter()(torch.empty(1), torch.empty(1), None, dist.ReduceOp.MAX)  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def world_of_one() -> object:
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.usefixtures("world_of_one")
 def test_every_unit_sums_its_gradients_without_dividing_and_uses_the_pairwise_reduce_scatter_on_cpu() -> None:
     """The loss is divided by the global batch's token count already; an average over ranks would divide again."""
