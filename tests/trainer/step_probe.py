@@ -7,7 +7,8 @@ TorchDispatchMode that sees every aten and c10d operation they issue. CUDA-free:
 dispatched as on a GPU, so what would make the host wait for a GPU shows here too:
 - `aten._local_scalar_dense` (tensor.item(), float(tensor), int(tensor), `if tensor:`), `aten.is_nonzero`,
   `aten.equal`: a value read on the host;
-- `aten.nonzero`, `aten.masked_select`, `aten._unique2`: an output whose size depends on the data.
+- `aten.nonzero`, `aten.masked_select`, `aten._unique2`: an output whose size depends on the data;
+- indexing by a boolean mask (`x[mask]`, `x[mask] = y`), which calls nonzero inside its kernel.
 AdamW's step counters are host tensors on a GPU too (torch.optim.AdamW without capturable), so reading them is
 no synchronisation and is not counted. Each rank appends one JSON line to the file named by PROBE_OUTPUT:
 {"rank", "steps": [{"collectives": {op: count}, "syncs": [op, ...]}], "reports": [{"syncs": [...]}]}.
@@ -33,7 +34,14 @@ SYNCING_OPS = {
     aten.masked_select.default,
     aten._unique2.default,
 }
+# Indexing by a boolean mask: the kernel turns the mask into indices with nonzero inside C++ (aten/src/ATen/native/
+# TensorAdvancedIndexing.cpp, expandTensors), below this mode, so the op is counted by its arguments.
+MASK_INDEXING_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._index_put_impl_.default}
 COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional")
+
+
+def _is_mask(index: Any) -> bool:
+    return isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8)
 
 
 class StepOps(TorchDispatchMode):
@@ -51,6 +59,8 @@ class StepOps(TorchDispatchMode):
             self.collectives[func.__name__.split(".")[0]] += 1
         elif func in SYNCING_OPS and not self._on_host(args[0]):
             self.syncs.append(func.__name__.split(".")[0])
+        elif func in MASK_INDEXING_OPS and any(_is_mask(index) for index in args[1]):
+            self.syncs.append(f"{func.__name__.split('.')[0]} by a boolean mask")
         return func(*args, **(kwargs or {}))
 
     def _on_host(self, tensor: Any) -> bool:
@@ -79,6 +89,7 @@ def main(argv: list[str]) -> int:
     import trainer.train
     from trainer.env import read_env
     from trainer.main import main as trainer_main
+    from trainer.parallel.embedding import VocabShardedEmbedding
     from trainer.reporting import StepReporter
 
     steps: list[dict[str, Any]] = []
@@ -88,7 +99,14 @@ def main(argv: list[str]) -> int:
     def counted_step(state: Any, *args: Any, **kwargs: Any) -> Any:
         with StepOps(state.optimizer) as ops:
             result = train_step(state, *args, **kwargs)
-        steps.append({"collectives": dict(ops.collectives), "syncs": ops.syncs, "units": sharded_units(state.model)})
+        steps.append(
+            {
+                "collectives": dict(ops.collectives),
+                "syncs": ops.syncs,
+                "units": sharded_units(state.model),
+                "embedding_by_rows": isinstance(state.model.get_input_embeddings(), VocabShardedEmbedding),
+            }
+        )
         return result
 
     def counted_report(self: StepReporter, *args: Any, **kwargs: Any) -> None:

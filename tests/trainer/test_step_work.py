@@ -59,3 +59,21 @@ def test_an_fp16_step_reads_only_the_gradient_norm(tmp_path: Path) -> None:
     """The one read a step needs: whether fp16 gradients overflowed (to skip the step on every rank alike)."""
     (record,) = probe(tmp_path, 1, mixed_precision="fp16")
     assert [step["syncs"] for step in record["steps"]] == [["_local_scalar_dense"]] * STEPS
+
+
+def test_the_vocabulary_sharded_embeddings_backward_never_waits_for_the_device(tmp_path: Path) -> None:
+    """A vocabulary larger than the tokens in flight on a 1-D mesh: the embedding is sharded by rows
+    (trainer/parallel/embedding.py), whose backward picks each rank's own rows by arithmetic, not by a boolean mask
+    (whose `nonzero` would make the host wait for the GPU every step)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=4096, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(tmp_path / "model")
+    flags = {"model": str(tmp_path / "model"), "tokenizer": "byte", "seq_len": "32", "batch_size": "2"}
+    records = probe(tmp_path, 2, mixed_precision="bf16", **flags)
+    assert all(step["embedding_by_rows"] for record in records for step in record["steps"])
+    for record in records:
+        assert [step["syncs"] for step in record["steps"]] == [[]] * STEPS

@@ -69,7 +69,14 @@ class _ShardedLookup(torch.autograd.Function):
         local, owned = ctx.saved_tensors
         grads = all_gather(grad.reshape(-1, grad.shape[-1]), ctx.group).flatten(0, 1)
         shard_grad = torch.zeros(ctx.shard_shape, dtype=ctx.shard_dtype, device=grad.device)
-        shard_grad.index_add_(0, local[owned], grads[owned].to(ctx.shard_dtype))
+        if ctx.shard_shape[0] == 0:
+            return shard_grad, None, None, None, None, None
+        # Masked arithmetic, not local[owned]: indexing by a boolean mask calls nonzero, which makes the host wait for
+        # the GPU every step. Tokens of other ranks' rows add a zero row to row 0 instead (torch.where, not a product:
+        # an fp16 overflow's inf times 0 would be NaN).
+        rows = torch.where(owned, local, 0)
+        values = torch.where(owned.unsqueeze(-1), grads.to(ctx.shard_dtype), 0)
+        shard_grad.index_add_(0, rows, values)
         return shard_grad, None, None, None, None, None
 
 
