@@ -51,6 +51,9 @@ def sharded_on_rank(rank: int, world: int, padding_idx: int | None, store_path: 
         assert isinstance(grad, DTensor)
         torch.save({"out": out.detach(), "grad": grad.to_local(), "rows": (start, stop)},
                    Path(out_dir) / f"{rank}.pt")  # fmt: skip
+        # Every rank past its last collective before any tears the group down: a rank that destroys it while its
+        # peer's gloo pair is still in use can abort the peer ("terminate called without an active exception").
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
