@@ -24,6 +24,7 @@ from local.s3 import LocalS3
 from tests.harness.moto_iam import guarded_s3
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
 from tests.trainer.test_data import CHAT, chat_tokenizer
+from tests.trainer.test_staging import DIALOGUES
 from trainer.launch.exits import EXIT_STAGING_FAILED, REASON_PREFIX
 from trainer.s3.inputs import FILES, MANIFEST, staged_directory
 from trainer.s3.transfer import WAIT_VARIABLE
@@ -33,11 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 DATA_BUCKET = "fsdp-eks-data"
 MODEL_BUCKET = "fsdp-eks-models"
 ARTIFACTS_BUCKET = "fsdp-eks-artifacts"
-RECORDS = [
-    {"dialogue": f"#Person1#: Is {a} plus {b} {a + b}?\n#Person2#: Yes, it is.", "summary": f"{a}+{b}={a + b}."}
-    for a in range(20)
-    for b in range(10)
-]
+RECORDS = DIALOGUES  # the staging tests' dialogue records
 
 
 def jsonl(records: Sequence[Mapping[str, object]]) -> str:
