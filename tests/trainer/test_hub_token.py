@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import boto3
 import pytest
 
-from local.etcd import free_port
+from local.s3 import LocalS3
 from tests.harness.trainer_runs import ROOT
 from tests.trainer.hub_token_probe import EXPECTED_DIGEST_VARIABLE, token_digest
 from trainer.launch.exits import EXIT_STAGING_FAILED, REASON_PREFIX
@@ -66,19 +65,6 @@ class SecretsManager:
     iam: Any  # an administrator's IAM client, to grant a user more while a launcher waits
 
 
-def _wait_until_serving(endpoint: str, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"moto's server exited {server.returncode}")
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("moto's server did not start within 30 s")
-
-
 def _client(service: str, endpoint: str, keys: Keys | None = None) -> Any:
     keys = keys or Keys("testing", "testing")
     return boto3.client(
@@ -103,17 +89,9 @@ def _user(iam: Any, name: str, actions: list[str]) -> Keys:
 @pytest.fixture(scope="module")
 def secrets_manager() -> Iterator[SecretsManager]:
     """moto's server with the token's secret, a binary secret, a reader and an outsider; stopped afterwards."""
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_CALLS_WITHOUT_CREDENTIALS)}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_until_serving(endpoint, server)
+    # The local run's moto server (local/s3.py), which serves Secrets Manager and IAM as well as S3.
+    with LocalS3.start(server_env={"INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_CALLS_WITHOUT_CREDENTIALS)}) as server:
+        endpoint = server.endpoint
         admin = _user(_client("iam", endpoint), "admin", ["*"])
         iam = _client("iam", endpoint, admin)
         secrets = _client("secretsmanager", endpoint, admin)
@@ -125,9 +103,6 @@ def secrets_manager() -> Iterator[SecretsManager]:
             outsider=_user(iam, "outsider", []),
             iam=iam,
         )
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def launcher_env(manager: SecretsManager, keys: Keys, secret: str, wait_seconds: float = 0) -> dict[str, str]:
