@@ -46,8 +46,23 @@ class Outcome(enum.Enum):
     """Still writing when the process had to end (SIGTERM): never committed, even if the write finishes later."""
 
 
+class BackgroundWrite:
+    """A write that may run in another thread: `future` is its Future, None where it ran synchronously (written by
+    the time it is tracked). Shared by the fast tier's PendingSave and the durable tier's Upload."""
+
+    future: Future | None
+
+    def done(self) -> bool:
+        return self.future is None or self.future.done()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the write is done or `timeout` seconds have passed; a failed write does not raise here."""
+        if self.future is not None:
+            wait([self.future], timeout=timeout)
+
+
 @dataclass
-class PendingSave:
+class PendingSave(BackgroundWrite):
     step: int
     consumed_samples: int
     tmp: Path
@@ -60,14 +75,6 @@ class PendingSave:
     """Set once, under Commits' lock."""
     error: BaseException | None = None
     """The write's or the commit's failure, raised on the main thread by poll() or finish()."""
-
-    def done(self) -> bool:
-        return self.future is None or self.future.done()
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Until the write is done or `timeout` seconds have passed; a failed write does not raise here."""
-        if self.future is not None:
-            wait([self.future], timeout=timeout)
 
     def raise_failure(self) -> None:
         if self.error is not None:

@@ -26,6 +26,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
+from trainer.checkpoint.commit import BackgroundWrite
 from trainer.checkpoint.s3_store import S3Checkpoints, checkpoint_uri, checkpoints_root
 from trainer.checkpoint.space import format_bytes
 from trainer.checkpoint.stats import CheckpointStats
@@ -55,7 +56,7 @@ class DurableSaveError(RuntimeError):
 
 
 @dataclass
-class Upload:
+class Upload(BackgroundWrite):
     """One checkpoint's write to S3, and its outcome (set once, by the thread that writes it)."""
 
     step: int
@@ -67,13 +68,6 @@ class Upload:
     future: Future | None = None
     """The background write; None for one written synchronously."""
     error: BaseException | None = None
-
-    def done(self) -> bool:
-        return self.future is None or self.future.done()
-
-    def wait(self, timeout: float | None = None) -> None:
-        if self.future is not None:
-            wait([self.future], timeout=timeout)
 
 
 class DurableTier:
