@@ -187,6 +187,22 @@ class LoraConfig:
 
 
 @dataclass
+class ValidationConfig:
+    split: float = field(default=0.0, metadata=_flag("--val-split"))
+    """Hold out about this fraction of the data set's records (0 to 0.5) for validation: chosen by each record's
+    index alone, so the same records for any world size, and never trained on. 0: no held-out split."""
+    dataset: str | None = field(default=None, metadata=_flag("--val-dataset"))
+    """A separate validation data set (same forms and --dataset-format as --dataset); instead of --val-split."""
+    every: int = field(default=0, metadata=_flag("--eval-every"))
+    """Evaluate the held-out loss and perplexity every N steps and at the last step; 0: only at the last step."""
+    keep_best: bool = field(default=False, metadata=_flag("--keep-best", action="store_true"))
+    """Keep the checkpoint with the lowest validation loss beside the latest ones; --export-hf exports it."""
+    early_stop_patience: int = field(default=0, metadata=_flag("--early-stop-patience"))
+    """End training cleanly (exit 0, export done) after this many evaluations without a lower validation loss;
+    0: never."""
+
+
+@dataclass
 class MetricsConfig:
     file: str | None = field(default=None, metadata=_flag("--metrics-file"))
     """Append one JSON object per logged step to this file (rank 0 only)."""
@@ -211,6 +227,7 @@ class TrainConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
 

@@ -51,6 +51,16 @@ METRIC_FIELDS: dict[str, tuple[str, str]] = {
         "Wall time of the last checkpoint save to S3 (--artifacts-uri), start to commit",
     ),
     "checkpoint_s3_bytes": ("trainer_checkpoint_s3_bytes", "Tensor bytes of the last checkpoint saved to S3"),
+    "val_loss": ("trainer_val_loss", "Mean cross-entropy per token over the held-out set at the last evaluation"),
+    "val_perplexity": (
+        "trainer_val_perplexity",
+        "exp(val_loss): perplexity of the held-out set at the last evaluation",
+    ),
+    "best_val_loss": ("trainer_best_val_loss", "Lowest validation loss of this run so far"),
+    "best_val_step": (
+        "trainer_best_val_step",
+        "Step of the lowest validation loss so far (the --keep-best checkpoint)",
+    ),
     "checkpoint_s3_failed_saves": (
         "trainer_checkpoint_s3_failed_saves",
         "Checkpoint saves to S3 that failed in this run (training went on from the copy in --checkpoint-dir)",
@@ -110,6 +120,11 @@ class StepMetrics:
     checkpoint_s3_failed_saves: int = 0
     """The last save, to each tier, and the load at start (trainer/checkpoint/stats.py CheckpointStats); None before
     one."""
+    val_loss: float | None = None
+    val_perplexity: float | None = None
+    best_val_loss: float | None = None
+    best_val_step: int | None = None
+    """The last evaluation of the held-out set and the best so far (--val-split, --val-dataset); None before one."""
 
     def log_line(self, total_steps: int) -> str:
         mfu = "n/a" if self.mfu is None else f"{100 * self.mfu:.1f}%"
