@@ -7,7 +7,8 @@ Takes the trainer's own flags and stages what they name onto shared storage:
 - a hub model's weights (config, safetensors) and tokenizer files into the Hugging Face cache (HF_HOME);
 - an s3:// model directory and an s3:// data set's objects into --data-cache-dir (trainer/s3/inputs.py: each object
   downloaded again only when its ETag or size changed);
-- the data set, tokenised into --data-cache-dir (trainer/data/cache.py) as the trainer will map it.
+- the data set (and its validation split or --val-dataset), tokenised into --data-cache-dir (trainer/data/cache.py)
+  as the trainer will map it.
 The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub or S3 for its inputs, none
 downloads, none tokenises.
 In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`, trainer/launch/stage.py
@@ -60,13 +61,21 @@ def model_identity(source: ModelSource, root: Path) -> object:
 def staged_items(config: TrainConfig, source: ModelSource) -> dict[str, object]:
     """What this staging covers; a marker equal to it means there is nothing to do."""
     from trainer.data.cache import dataset_identity
+    from trainer.data.packing import val_dataset_config
 
-    return {
+    validation = config.validation
+    items: dict[str, object] = {
         "model": model_identity(source, Path(config.data.cache_dir or ".")),
         "tokenizer": config.model.tokenizer or source.default_tokenizer(),
         "data": dataset_identity(config.data) | {"format": config.data.dataset_format},
         "data_cache": config.data.cache_dir,
     }
+    # Only with a split or a validation data set, so that a marker written before they existed still matches.
+    if validation.dataset:
+        items["val_data"] = dataset_identity(val_dataset_config(config.data, validation))
+    elif validation.split > 0:
+        items["val_split"] = validation.split
+    return items
 
 
 @contextmanager
@@ -98,9 +107,10 @@ def stage_from_s3(config: TrainConfig, source: ModelSource, root: Path) -> Model
     if source.kind == "s3":
         log.info("model %s in %s", source.name, stage_model(source.name, root))
         source = resolve_model(source.name, str(root), offline=True)
-    if is_s3_uri(config.data.dataset):
-        staged = stage_dataset(config.data.dataset, root)
-        log.info("data set %s: %d objects staged in %s", config.data.dataset, len(staged.objects), root)
+    for dataset in (config.data.dataset, config.validation.dataset):
+        if dataset and is_s3_uri(dataset):
+            staged = stage_dataset(dataset, root)
+            log.info("data set %s: %d objects staged in %s", dataset, len(staged.objects), root)
     return source
 
 
@@ -159,14 +169,19 @@ def check_durable_tier(config: TrainConfig, source: ModelSource) -> None:
 
 
 def tokenise(config: TrainConfig, source: ModelSource, root: Path) -> None:
-    from trainer.data.cache import build_entry
+    from trainer.data.cache import build_split_entries
     from trainer.data.tokenizer import load_tokenizer
 
-    dataset = config.data.dataset
-    if dataset != "synthetic" and is_local_dataset(dataset) and not Path(dataset).expanduser().is_file():
-        raise InputError(f"--dataset {dataset}: no such file")
+    for flag, dataset in (("--dataset", config.data.dataset), ("--val-dataset", config.validation.dataset)):
+        if (
+            dataset
+            and dataset != "synthetic"
+            and is_local_dataset(dataset)
+            and not Path(dataset).expanduser().is_file()
+        ):
+            raise InputError(f"{flag} {dataset}: no such file")
     tokenizer = load_tokenizer(config.model.tokenizer or source.default_tokenizer())
-    build_entry(config.data, tokenizer, root)
+    build_split_entries(config.data, config.validation, tokenizer, root)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,19 +17,20 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from trainer.config import DataConfig
+from trainer.config import DataConfig, ValidationConfig
+from trainer.data.packed import IGNORE_INDEX, PackedData
+from trainer.data.split import Splits, is_held_out
 from trainer.data.tokenizer import Tokenizer
 from trainer.errors import InputError
 from trainer.s3.inputs import staged_dataset_files
 from trainer.s3.uri import is_s3_uri
 
-IGNORE_INDEX = -100  # the label value torch.nn.functional.cross_entropy skips
 # Beyond this many passes over the data set, a fine-tuning run is almost surely mis-sized: Llama 2's supervised
 # fine-tuning ran 2 epochs (Touvron et al. 2023, section 3.1), and small sets overfit long before 10.
 MANY_EPOCHS = 10
@@ -118,25 +119,6 @@ def render(record: dict[str, Any], data_format: str) -> tuple[str, str]:
         raise InputError(f"--dataset-format {data_format}: a record has no field {missing}") from None
 
 
-@dataclass
-class PackedData:
-    tokens: np.ndarray
-    """All documents' token ids, concatenated (int64)."""
-    trainable: np.ndarray
-    """Per token: whether predicting it counts in the loss (bool)."""
-    seq_len: int
-
-    @property
-    def num_samples(self) -> int:
-        return max(0, (len(self.tokens) - 1) // self.seq_len)
-
-    def sample(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """(input ids, labels) of one packed sequence; labels are IGNORE_INDEX where nothing is learnt."""
-        start, end = index * self.seq_len, (index + 1) * self.seq_len
-        labels = np.where(self.trainable[start + 1 : end + 1], self.tokens[start + 1 : end + 1], IGNORE_INDEX)
-        return self.tokens[start:end], labels
-
-
 def pack(records: Iterable[dict[str, Any]], tokenizer: Tokenizer, data_format: str, seq_len: int) -> PackedData:
     """Tokenise each record as [bos] prompt response [eos] (a chat record: as its template writes it) and
     concatenate them all."""
@@ -158,15 +140,57 @@ def pack(records: Iterable[dict[str, Any]], tokenizer: Tokenizer, data_format: s
     return PackedData(np.asarray(ids, dtype=np.int64), np.asarray(trainable, dtype=bool), seq_len)
 
 
-def build_packed_data(config: DataConfig, tokenizer: Tokenizer) -> PackedData:
-    records = load_records(config)
+def data_format_of(config: DataConfig, records: list[dict[str, Any]], flag: str = "--dataset") -> str:
     if not records:
-        raise InputError(f"--dataset {config.dataset}: no records")
-    data_format = detect_format(records[0]) if config.dataset_format == "auto" else config.dataset_format
-    packed = pack(records, tokenizer, data_format, config.seq_len)
+        raise InputError(f"{flag} {config.dataset}: no records")
+    return detect_format(records[0]) if config.dataset_format == "auto" else config.dataset_format
+
+
+def check_enough(packed: PackedData, what: str) -> PackedData:
+    """A stream too short for one training sequence is refused, naming the flag that made it."""
     if packed.num_samples == 0:
-        raise InputError(f"--dataset {config.dataset}: fewer than --seq-len {config.seq_len} + 1 tokens")
+        raise InputError(f"{what}: fewer than --seq-len {packed.seq_len} + 1 tokens")
     return packed
+
+
+def build_packed_data(config: DataConfig, tokenizer: Tokenizer, flag: str = "--dataset") -> PackedData:
+    records = load_records(config)
+    packed = pack(records, tokenizer, data_format_of(config, records, flag), config.seq_len)
+    return check_enough(packed, f"{flag} {config.dataset}")
+
+
+def val_dataset_config(config: DataConfig, validation: ValidationConfig) -> DataConfig:
+    """--val-dataset read as --dataset would be: same format, tokenizer, hub config and split names."""
+    assert validation.dataset is not None
+    return replace(config, dataset=validation.dataset)
+
+
+def stream_names(config: DataConfig, validation: ValidationConfig) -> tuple[str, str]:
+    """How a refusal names the training and the validation stream: by the flags that made them."""
+    if validation.dataset:
+        return f"--dataset {config.dataset}", f"--val-dataset {validation.dataset}"
+    if validation.split > 0:
+        held = f"--val-split {validation.split:g} of --dataset {config.dataset}"
+        return f"--dataset {config.dataset} less its {held}", held
+    return f"--dataset {config.dataset}", "no validation stream"
+
+
+def build_splits(config: DataConfig, validation: ValidationConfig, tokenizer: Tokenizer) -> Splits:
+    """Training and validation streams. --val-dataset: all of --dataset trains and that data set validates.
+    --val-split: the records is_held_out picks (by index, before tokenising) validate, the others train, so no
+    record is in both. Neither: no validation stream."""
+    if validation.dataset:
+        val = build_packed_data(val_dataset_config(config, validation), tokenizer, "--val-dataset")
+        return Splits(build_packed_data(config, tokenizer), val)
+    if validation.split <= 0:
+        return Splits(build_packed_data(config, tokenizer), None)
+    records = load_records(config)
+    data_format = data_format_of(config, records)
+    held = [is_held_out(index, validation.split) for index in range(len(records))]
+    train = pack((r for r, out in zip(records, held, strict=True) if not out), tokenizer, data_format, config.seq_len)
+    val = pack((r for r, out in zip(records, held, strict=True) if out), tokenizer, data_format, config.seq_len)
+    train_name, val_name = stream_names(config, validation)
+    return Splits(check_enough(train, train_name), check_enough(val, val_name))
 
 
 def epochs(steps: int, global_batch: int, num_samples: int) -> float:
