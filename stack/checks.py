@@ -43,6 +43,7 @@ def cross_key_problems(config: StackConfig) -> list[str]:
         + _existing_cluster_problems(config)
         + _job_problems(config)
         + _artifacts_problems(config)
+        + validation_problems(config)
         + stack_name_problems(config.stack, config.gpu_nodes.count if config.job.enabled else None)
     )
 
@@ -301,6 +302,36 @@ def _artifacts_problems(config: StackConfig) -> list[str]:
         f"expected a multiple of it (such as {checkpoint_every * max(1, round(every / checkpoint_every))}), or unset "
         "for every checkpoint"
     ]
+
+
+def validation_problems(config: StackConfig) -> list[str]:
+    """job.validation's keys together: one held-out set (a split or a data set, not both), and what evaluates it
+    asks for one; early stop needs evaluations before the last step to compare."""
+    validation, where = config.job.validation, f"{NAMESPACE}:job.validation"
+    problems = []
+    if validation.split > 0 and validation.dataset is not None:
+        problems.append(
+            f"{where}.dataset: {validation.dataset!r} is not allowed with split {validation.split}; expected one "
+            "held-out set: a split of job.dataset or a data set of its own (split 0)"
+        )
+    if not validation.enabled:
+        asked = {
+            "every": validation.every,
+            "keepBest": validation.keep_best,
+            "earlyStopPatience": validation.early_stop_patience,
+        }
+        problems += [
+            f"{where}.{key}: {value!r} is not allowed without a held-out set; expected job.validation.split (such "
+            "as 0.02) or job.validation.dataset"
+            for key, value in asked.items()
+            if value
+        ]
+    elif validation.early_stop_patience and not validation.every:
+        problems.append(
+            f"{where}.earlyStopPatience: {validation.early_stop_patience} is not allowed with every 0 (one "
+            "evaluation, at the last step); expected every > 0, such as job.checkpointEvery"
+        )
+    return problems
 
 
 def _elastic_batch_problems(config: StackConfig) -> list[str]:

@@ -30,6 +30,7 @@ from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_
 from stack.names import CLUSTER_NAME_PREFIX
 from trainer.config import ACTIVATION_CHECKPOINTING, LORA_TARGETS, MIXED_PRECISIONS, SHARDING_STRATEGIES
 from trainer.config import LoraConfig as TrainerLora
+from trainer.config import ValidationConfig as TrainerValidation
 from trainer.errors import InputError
 from trainer.s3.uri import S3Uri, bucket_name_problem, checkpoint_bucket_problem, is_s3_uri
 
@@ -348,6 +349,55 @@ class LoraSettings:
     )
 
 
+def held_out_fraction_problem(split: float) -> str | None:
+    """The trainer's --val-split rule (trainer/config.py ValidationConfig): at least half the records stay training
+    data."""
+    return None if 0 <= split < 0.5 else "a fraction from 0 up to, not including, 0.5 (0: no held-out split)"
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """job.validation: the trainer's --val-split, --val-dataset, --eval-every, --keep-best, --early-stop-patience."""
+
+    split: float = setting(
+        "split",
+        TrainerValidation().split,
+        "Hold out this fraction of job.dataset's records for validation (the trainer's --val-split), chosen by each "
+        "record's index alone: the same records for any world size, never trained on. 0: none.",
+        held_out_fraction_problem,
+    )
+    dataset: str | None = setting(
+        "dataset",
+        TrainerValidation().dataset,
+        "A separate validation data set instead of a split, in the forms job.dataset takes (the trainer's "
+        "--val-dataset).",
+        s3_uri_problem,
+    )
+    every: int = setting(
+        "every",
+        TrainerValidation().every,
+        "Evaluate the held-out loss and perplexity every N steps and at the last step; 0: at the last step only.",
+        at_least(0),
+    )
+    keep_best: bool = setting(
+        "keepBest",
+        TrainerValidation().keep_best,
+        "Keep the checkpoint of the lowest validation loss beside the latest ones; the exported model is that one.",
+    )
+    early_stop_patience: int = setting(
+        "earlyStopPatience",
+        TrainerValidation().early_stop_patience,
+        "End training cleanly (final checkpoint and export) after this many evaluations without a lower validation "
+        "loss; 0: never.",
+        at_least(0),
+    )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the job has a held-out set to evaluate."""
+        return self.split > 0 or self.dataset is not None
+
+
 @dataclass(frozen=True)
 class JobConfig:
     enabled: bool = setting("enabled", True, "Run the training job (see job.api) as part of the stack.")
@@ -385,6 +435,11 @@ class JobConfig:
         "lora",
         LoraSettings(),
         "LoRA instead of full fine-tuning: a map of rank, alpha, targets (job.lora.rank > 0 turns it on).",
+    )
+    validation: ValidationSettings = setting(
+        "validation",
+        ValidationSettings(),
+        "Validation while fine-tuning: a map of split or dataset, every, keepBest, earlyStopPatience.",
     )
     seq_len: int = setting("seqLen", 4096, "Tokens per sequence.", at_least(1))
     batch_size: int = setting("batchSize", 1, "Sequences per GPU per micro step.", at_least(1))

@@ -20,7 +20,9 @@ from trainer.config import (
     ParallelConfig,
     ScheduleConfig,
     TrainConfig,
+    ValidationConfig,
 )
+from trainer.s3.uri import is_s3_uri
 
 
 def stack_trainer_config(
@@ -52,6 +54,13 @@ def stack_trainer_config(
         schedule=ScheduleConfig(batch_size=job.batch_size, global_batch_size=job.global_batch_size, steps=job.steps),
         checkpoint=checkpoint,
         lora=LoraConfig(rank=job.lora.rank, alpha=job.lora.alpha, targets=",".join(job.lora.targets)),
+        validation=ValidationConfig(
+            split=job.validation.split,
+            dataset=job.validation.dataset,
+            every=job.validation.every,
+            keep_best=job.validation.keep_best,
+            early_stop_patience=job.validation.early_stop_patience,
+        ),
         artifacts=TrainerArtifacts(
             uri=artifacts_uri,
             # 0: every checkpoint also goes to S3 (the trainer's default, and artifacts.checkpointEvery's)
@@ -59,3 +68,10 @@ def stack_trainer_config(
             resume_from=job.resume_from,
         ),
     )
+
+
+def job_s3_inputs(job: JobConfig) -> tuple[str, ...]:
+    """The s3:// URIs the job's trainer reads, each once: the data set, the held-out data set (job.validation.dataset),
+    the model and the checkpoint it resumes from. The pods' role may read each (infra/trainer_access.py), read-only."""
+    values = (job.dataset, job.validation.dataset, job.model, job.resume_from)
+    return tuple(dict.fromkeys(v for v in values if v is not None and is_s3_uri(v)))
