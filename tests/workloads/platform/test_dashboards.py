@@ -106,3 +106,18 @@ def test_dashboards_ship_as_configmaps_with_the_label_grafanas_sidecar_watches()
 def test_a_missing_prometheus_tool_fails_with_how_to_install_it() -> None:
     with pytest.raises(pytest.fail.Exception, match="apt-get install prometheus"):
         require("promtool-that-is-not-installed")
+
+
+def test_the_training_dashboard_shows_validation_beside_the_training_loss() -> None:
+    """job.validation: the Loss panel holds both losses, with the held-out perplexity and the best evaluation
+    (loss and step) beside it."""
+    from workloads.platform.dashboards.training import metric
+
+    panels = {panel["title"]: panel for panel in BOARDS["training"]["panels"]}
+    loss = [target["expr"] for target in panels["Loss"]["targets"]]
+    assert loss == [metric("loss"), metric("val_loss")]
+    assert [t["legendFormat"].split()[0] for t in panels["Loss"]["targets"]] == ["training", "validation"]
+    assert [t["expr"] for t in panels["Validation perplexity"]["targets"]] == [metric("val_perplexity")]
+    best = {title: panels[title] for title in ("Best validation loss", "Best validation step")}
+    assert [p["targets"][0]["expr"] for p in best.values()] == [metric("best_val_loss"), metric("best_val_step")]
+    assert all(p["type"] == "stat" for p in best.values())

@@ -47,7 +47,12 @@ def training_dashboard() -> dict[str, Any]:
             height=4,
             description="Model FLOPs utilisation: achieved training FLOP/s over the GPUs' dense bf16 peak.",
         ),
-        Panel("Loss", (Query(metric("loss"), per_pod),), description="Mean cross-entropy per trained token."),
+        Panel(
+            "Loss",
+            (Query(metric("loss"), f"training {per_pod}"), Query(metric("val_loss"), f"validation {per_pod}")),
+            description="Mean cross-entropy per trained token: of the last step's batch, and of the held-out set at "
+            "the last evaluation (job.validation).",
+        ),
         Panel(
             "Throughput",
             (Query(metric("tokens_per_second"), "job"), Query(metric("tokens_per_second_per_gpu"), "per GPU")),
@@ -77,6 +82,7 @@ def training_dashboard() -> dict[str, Any]:
             (Query(metric("grad_norm"), per_pod),),
             description="Global gradient norm before clipping; spikes often precede loss spikes.",
         ),
+        *validation_panels(per_pod),
     ]
     return dashboard(
         uid="fsdp-eks-training",
@@ -85,3 +91,31 @@ def training_dashboard() -> dict[str, Any]:
         panels=panels,
         refresh="10s",
     )
+
+
+def validation_panels(legend: str) -> list[Panel]:
+    """The held-out set's figures (job.validation): empty until the first evaluation, and in a job without one."""
+    return [
+        Panel(
+            "Validation perplexity",
+            (Query(metric("val_perplexity"), legend),),
+            description="exp(validation loss) of the held-out set at each evaluation: it rising while the training "
+            "loss falls is the run memorising its data.",
+        ),
+        Panel(
+            "Best validation loss",
+            (Query(metric("best_val_loss")),),
+            kind="stat",
+            width=6,
+            description="The lowest validation loss of the run so far.",
+        ),
+        Panel(
+            "Best validation step",
+            (Query(metric("best_val_step")),),
+            unit="none",  # a step number, not a quantity to abbreviate as 1.2K
+            kind="stat",
+            width=6,
+            description="The step of the best validation loss: the checkpoint job.validation.keepBest keeps and "
+            "exports.",
+        ),
+    ]
