@@ -65,7 +65,52 @@ METRIC_FIELDS: dict[str, tuple[str, str]] = {
         "trainer_checkpoint_s3_failed_saves",
         "Checkpoint saves to S3 that failed in this run (training went on from the copy in --checkpoint-dir)",
     ),
+    # The fabric preflight (trainer/preflight.py): bus bandwidth (nccl-tests' busbw, GB/s = 1e9 bytes/s) of this start
+    # of the workers, measured once before step 1; every record of the start carries them (set_start_figures).
+    "preflight_intra_all_gather_gb_per_s": (
+        "trainer_preflight_intra_all_gather_gigabytes_per_second",
+        "Fabric preflight: all-gather bus bandwidth within a node, the slowest node's (NaN with one rank a node)",
+    ),
+    "preflight_intra_reduce_scatter_gb_per_s": (
+        "trainer_preflight_intra_reduce_scatter_gigabytes_per_second",
+        "Fabric preflight: reduce-scatter bus bandwidth within a node, the slowest node's",
+    ),
+    "preflight_inter_all_reduce_gb_per_s": (
+        "trainer_preflight_inter_all_reduce_gigabytes_per_second",
+        "Fabric preflight: all-reduce bus bandwidth across nodes on one rail, the slowest rail's (NaN on one node)",
+    ),
+    "preflight_expected_intra_gb_per_s": (
+        "trainer_preflight_expected_intra_gigabytes_per_second",
+        "Bus bandwidth the preflight expected within a node (--preflight-expect-intra-gb-per-s; NaN: none given)",
+    ),
+    "preflight_expected_inter_gb_per_s": (
+        "trainer_preflight_expected_inter_gigabytes_per_second",
+        "Bus bandwidth the preflight expected on a rail across nodes (--preflight-expect-inter-gb-per-s)",
+    ),
+    "preflight_slowest_fraction": (
+        "trainer_preflight_slowest_fraction",
+        "Fabric preflight: the slowest node's figure over the expected or the median node's, lowest over levels",
+    ),
 }
+
+# The fabric preflight's figures of this start of the workers (trainer/preflight.py, run by trainer/main.py before the
+# step reporter exists): set once per worker process, carried by every StepMetrics it makes, so the Prometheus gauges
+# hold them for the whole run and any record of the metrics file has them (sizing/scaling.py reads them).
+PREFLIGHT_FIELDS = tuple(key for key in METRIC_FIELDS if key.startswith("preflight_"))
+_start_figures: dict[str, float] = {}
+
+
+def set_start_figures(figures: dict[str, float]) -> None:
+    """Record this start's preflight figures (keys of PREFLIGHT_FIELDS) for every StepMetrics made after."""
+    unknown = set(figures) - set(PREFLIGHT_FIELDS)
+    if unknown:
+        raise ValueError(f"not preflight figures: {sorted(unknown)}")
+    _start_figures.update(figures)
+
+
+# Figures of the last evaluation: a record carries them only at an evaluation's step, and their gauges keep that
+# value until the next one (a scrape between evaluations would otherwise read NaN and Grafana show no line).
+HELD_BETWEEN_RECORDS = frozenset({"val_loss", "val_perplexity"})
 
 
 def training_flops_per_token(shape: ModelShape, seq_len: int, adapters: int = 0) -> float:
@@ -125,6 +170,19 @@ class StepMetrics:
     best_val_loss: float | None = None
     best_val_step: int | None = None
     """The last evaluation of the held-out set and the best so far (--val-split, --val-dataset); None before one."""
+    preflight_intra_all_gather_gb_per_s: float | None = None
+    preflight_intra_reduce_scatter_gb_per_s: float | None = None
+    preflight_inter_all_reduce_gb_per_s: float | None = None
+    preflight_expected_intra_gb_per_s: float | None = None
+    preflight_expected_inter_gb_per_s: float | None = None
+    preflight_slowest_fraction: float | None = None
+    """The fabric preflight's figures of this start of the workers (set_start_figures); None without a preflight."""
+
+    def __post_init__(self) -> None:
+        # The step reporter (trainer/reporting.py) knows nothing of the preflight, which ran before it existed.
+        for key, value in _start_figures.items():
+            if getattr(self, key) is None:
+                setattr(self, key, value)
 
     def log_line(self, total_steps: int) -> str:
         mfu = "n/a" if self.mfu is None else f"{100 * self.mfu:.1f}%"
@@ -133,6 +191,7 @@ class StepMetrics:
             f" | {self.tokens_per_second:,.0f} tok/s ({self.tokens_per_second_per_gpu:,.0f}/rank) | mfu {mfu}"
             f" | step {self.step_time_s:.3f}s | peak mem {self.peak_memory_bytes / GIB:.2f} GiB"
             + ("" if self.peak_reserved_bytes is None else f" ({self.peak_reserved_bytes / GIB:.2f} reserved)")
+            + ("" if self.val_loss is None else f" | val loss {self.val_loss:.4f} (ppl {self.val_perplexity:.2f})")
         )
 
 
@@ -159,6 +218,8 @@ class MetricsSink:
                 handle.write(json.dumps(record) + "\n")
         for key, gauge in self.gauges.items():
             value = record[key]
+            if value is None and key in HELD_BETWEEN_RECORDS:
+                continue
             gauge.set(math.nan if value is None else value)
 
     def close(self) -> None:

@@ -12,6 +12,8 @@ pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torc
 | 0 | succeeded | the workers finished |
 | 128 + N | retryable | stopped by signal N (SIGTERM: the pod deleted, evicted or drained), workers stopped first |
 | 200 | retryable | the rendezvous backend (etcd) failed or was lost |
+| 201 | retryable | this node's collectives failed the fabric preflight (trainer/preflight.py): the pod is created |
+|     |           | again, and must land on another node (the node's taint); the other nodes restart their workers |
 | 1 | permanent | the workers failed with torchrun's restarts spent; the rendezvous is closed; anything else |
 | 2 | permanent | torchrun's parser rejected the arguments (argparse exits 2), before anything started |
 | 2 | permanent | a worker found bad input after parsing (trainer/main.py); torchrun restarts no worker for it |
@@ -22,6 +24,11 @@ pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torc
 
 Codes 2, 3 and 4 are final on both job APIs (FINAL_EXITS): the PyTorchJob fails on any code from 1 to 127, and the
 TrainJob's runtime fails its JobSet on these three (workloads/job/trainjob.py) instead of restarting the gang.
+
+A bad node (201, EXIT_BAD_NODE) is the one retryable exit that a worker chooses: its workers exit 201, the node's agent
+spends no restart on it (the same node would fail the same way) and the launcher ends with 201 without closing the
+rendezvous, so the job goes on without the node; the other nodes' workers exit EXIT_PEER_BAD_NODE, which their agents
+restart without counting it against --max-restarts (trainer/launch/agent.py), into a round without the bad node.
 """
 
 from __future__ import annotations
@@ -60,6 +67,14 @@ FINAL_WORKER_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE)
 # Retryable, and above 128 + 64 (Linux's highest signal number, SIGRTMAX; signal(7)), so that neither `kubectl
 # describe pod` readers nor tools ever take it for a process killed by a signal.
 EXIT_BACKEND_LOST = 200
+# This node's collectives ran below --preflight-min-fraction of the expected or the median node's bus bandwidth
+# (trainer/preflight.py): a worker's code, and then the launcher's. Retryable (>= 128), so the operator creates the pod
+# again, and neither a signal's code (above 128 + SIGRTMAX) nor EXIT_BACKEND_LOST. The node's agent restarts no
+# worker for it, and the launcher leaves the rendezvous open for the job's other nodes (trainer/launch/launcher.py).
+EXIT_BAD_NODE = 201
+# A worker's code only: another node failed the preflight, so this one's workers stop to re-form the job without it.
+# Its agent restarts them without counting a restart (trainer/launch/agent.py); the launcher never ends with it.
+EXIT_PEER_BAD_NODE = 5
 # The launcher's last line on stderr starts with this; the local run quotes that line when a pod exits.
 REASON_PREFIX = "trainer.launch: "
 
@@ -78,6 +93,10 @@ def describe_exit(code: int) -> str:
     """`code` with what it means where it is one of the launcher's: '143 (SIGTERM)', '200 (rendezvous backend lost)'."""
     if code == EXIT_BACKEND_LOST:
         return f"{code} (rendezvous backend lost)"
+    if code == EXIT_BAD_NODE:
+        return f"{code} (bad node: fabric preflight)"
+    if code == EXIT_PEER_BAD_NODE:
+        return f"{code} (another node failed the fabric preflight)"
     if code == EXIT_NO_SPACE:
         return f"{code} (checkpoint storage full)"
     if code == EXIT_STAGING_FAILED:
