@@ -35,6 +35,7 @@ from stack.paths import PROJECT_ROOT
 from trainer.config import TrainConfig, parse_args, to_argv
 from trainer.launch.exits import LAUNCH_MODULE
 from trainer.launch.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
+from trainer.launch.node_taint import NODE_NAME_FIELD, NODE_NAME_VARIABLE
 from trainer.launch.stage import split_launcher_options
 from workloads.job.pod import expand_references
 from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS
@@ -54,6 +55,17 @@ INHERITED_LAUNCH_VARIABLES = (
     "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_RUN_ID",
 )
+
+
+def local_node_name(index: int) -> str:
+    """The local "node" of the index-th pod: one per pod, as the cluster's one pod per GPU node; what the downward API's
+    spec.nodeName gives that pod here (NODE_NAME), and what a bad-node drill taints (local/drills.py)."""
+    return f"local-node-{index}"
+
+
+def is_node_name_reference(entry: dict[str, Any]) -> bool:
+    """An env entry the kubelet fills with the pod's node name (the downward API): known per pod, not per plan."""
+    return entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == NODE_NAME_FIELD
 
 
 class ManifestError(ValueError):
@@ -201,6 +213,8 @@ def container_environment(container: dict[str, Any], mounts: dict[str, Path]) ->
         name = entry["name"]
         if "value" in entry:
             env[name] = remap_path(str(entry["value"]), mounts)
+        elif is_node_name_reference(entry):
+            continue  # each agent's own (local_node_name)
         elif name in os.environ:
             env[name] = os.environ[name]
         elif not entry.get("valueFrom", {}).get("secretKeyRef", {}).get("optional", False):
@@ -376,7 +390,12 @@ def local_plan(
     argv += [*(f"--{name}={value}" for name, value in flags.items()), "-m", "trainer", *args]
     env = agent_environment(container, mounts, variables, stand_ins)
     agents = [
-        AgentLaunch(name=f"{job}-worker-{index}", argv=list(argv), env=dict(env), trainer=trainer)
+        AgentLaunch(
+            name=f"{job}-worker-{index}",
+            argv=list(argv),
+            env={**env, NODE_NAME_VARIABLE: local_node_name(index)},
+            trainer=trainer,
+        )
         for index in range(replicas)
     ]
     backoff = int((manifest["spec"].get("runPolicy") or {}).get("backoffLimit", 0))

@@ -29,6 +29,7 @@ from local.launch import (
     hub_token_changes,
     launcher_options,
     local_container_environment,
+    local_node_name,
     local_trainer_args,
     local_trainer_config,
     stand_in_changes,
@@ -36,6 +37,7 @@ from local.launch import (
 )
 from local.restart_policy import NEVER
 from trainer.launch.exits import LAUNCH_MODULE
+from trainer.launch.node_taint import NODE_NAME_VARIABLE
 
 NODE = "node"  # the replicated job and the container Trainer v2 completes (pkg/constants/constants.go Node)
 TRAINER_V2_PORT = 29500  # PET_MASTER_PORT on the cluster (constants.go ContainerTrainerPort)
@@ -126,7 +128,10 @@ def trainjob_plan(
         AgentLaunch(
             name=f"{job}-{NODE}-0-{rank}",  # the pod's host name: <jobset>-<replicated job>-<job index>-<pod index>
             argv=list(argv),
-            env=agent_environment(container, mounts, {**trainer_v2_variables(trainjob, rank), **local}, stand_ins),
+            env={
+                **agent_environment(container, mounts, {**trainer_v2_variables(trainjob, rank), **local}, stand_ins),
+                NODE_NAME_VARIABLE: local_node_name(rank),
+            },
             trainer=trainer,
         )
         for rank in range(nodes)

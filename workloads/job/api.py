@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from stack.job_api import PYTORCHJOB, TRAINJOB, leader_labels
+from workloads.job.node_access import node_access_objects
 from workloads.job.pod import namespace_manifest, service_account_manifest, with_artifacts_bucket
 from workloads.job.pytorchjob import pytorchjob_manifest, with_image
 from workloads.job.spec import JobSpec
@@ -87,10 +88,10 @@ class JobApi(ABC):
         return leader_labels(self.name)
 
     def objects(self, spec: JobSpec) -> list[dict[str, Any]]:
-        """Every Kubernetes object of the job, for the render CLI: the namespace, the pods' service account, then the
-        custom resources in order."""
+        """Every Kubernetes object of the job, for the render CLI: the namespace, the pods' service account and its
+        access to the nodes (workloads/job/node_access.py), then the custom resources in order."""
         resources = [resource.object for resource in self.custom_resources(spec)]
-        return [namespace_manifest(spec), service_account_manifest(spec), *resources]
+        return [namespace_manifest(spec), service_account_manifest(spec), *node_access_objects(spec), *resources]
 
 
 class PyTorchJobApi(JobApi):

@@ -21,6 +21,7 @@ from infra.trainer_access import TrainerAccess, TrainerAccessArgs, trainer_acces
 from stack.file_system import LustreFileSystem
 from workloads.job.api import job_api_for
 from workloads.job.checkpoint_volume import checkpoint_volume_objects
+from workloads.job.node_access import node_cluster_role, node_cluster_role_binding
 from workloads.job.pod import namespace_manifest, service_account_manifest
 from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec
 
@@ -67,6 +68,7 @@ class TrainingJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[namespace])),
         )
         prerequisites: list[pulumi.Resource] = [namespace, service_account, *args.depends_on]
+        prerequisites += self._node_access(name, static, child, service_account)
         prerequisites.append(self._trainer_access(name, static, args))
         prerequisites += self._checkpoint_claim(name, static, args, child)
 
@@ -108,6 +110,25 @@ class TrainingJob(pulumi.ComponentResource):
                 )
             )
         return created[-1]
+
+    @staticmethod
+    def _node_access(
+        name: str, spec: JobSpec, opts: pulumi.ResourceOptions, service_account: k8s.core.v1.ServiceAccount
+    ) -> list[pulumi.Resource]:
+        """The service account's get and patch on nodes (workloads/job/node_access.py), bound before any pod starts:
+        a launcher that exits EXIT_BAD_NODE taints its node with it."""
+        role_object, binding_object = node_cluster_role(spec), node_cluster_role_binding(spec)
+        role = k8s.rbac.v1.ClusterRole(
+            f"{name}-node-access", metadata=role_object["metadata"], rules=role_object["rules"], opts=opts
+        )
+        binding = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-node-access",
+            metadata=binding_object["metadata"],
+            role_ref=binding_object["roleRef"],
+            subjects=binding_object["subjects"],
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[role, service_account])),
+        )
+        return [binding]
 
     def _trainer_access(self, name: str, spec: JobSpec, args: TrainingJobArgs) -> TrainerAccess:
         """The service account's Pod Identity role: the stack's runs in the artifacts bucket, the s3:// inputs

@@ -32,6 +32,7 @@ from stack.names import (
 )
 from trainer.config import to_argv
 from trainer.launch.hub_token import REGION_VARIABLE, SECRET_VARIABLE
+from trainer.launch.node_taint import NODE_NAME_FIELD, NODE_NAME_VARIABLE
 from workloads.job.shutdown import TERMINATION_GRACE_S
 from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec
 from workloads.job.staging import worker_env
@@ -129,10 +130,17 @@ def aws_env(spec: JobSpec) -> list[dict[str, Any]]:
     ]
 
 
+def node_name_env() -> dict[str, Any]:
+    """The pod's node, from the downward API: the preflight names a slow node by it, and the launcher taints that node
+    after EXIT_BAD_NODE (trainer/launch/node_taint.py)."""
+    return {"name": NODE_NAME_VARIABLE, "valueFrom": {"fieldRef": {"fieldPath": NODE_NAME_FIELD}}}
+
+
 def container_env(spec: JobSpec) -> list[dict[str, Any]]:
     return [
         *hub_token_env(spec),
         *aws_env(spec),
+        node_name_env(),
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         *worker_env(spec),  # the staged Hugging Face cache, hub offline, allocator and compile cache
         *network_env(spec),

@@ -50,6 +50,7 @@ from stack.job_api import (
 )
 from trainer.launch.exits import FINAL_EXITS, LAUNCH_MODULE
 from trainer.launch.stage import STAGE_INPUTS_OPTION
+from workloads.job.node_access import node_access_objects
 from workloads.job.pod import (
     PYTHON,
     TrainerContainer,
@@ -239,6 +240,8 @@ def with_trainjob_image(objects: tuple[dict[str, Any], dict[str, Any]], image: A
 
 
 def trainjob_objects(spec: JobSpec) -> list[dict[str, Any]]:
-    """Every object of a TrainJob run, for the render CLI: the namespace, the pods' service account, the runtime,
-    then the TrainJob (Trainer v2's webhook rejects a TrainJob whose runtime does not exist yet)."""
-    return [namespace_manifest(spec), service_account_manifest(spec), training_runtime(spec), trainjob_manifest(spec)]
+    """Every object of a TrainJob run, for the render CLI: the namespace, the pods' service account and its access to
+    the nodes, the runtime, then the TrainJob (Trainer v2's webhook rejects a TrainJob whose runtime does not exist
+    yet)."""
+    runtime, trainjob = training_runtime(spec), trainjob_manifest(spec)
+    return [namespace_manifest(spec), service_account_manifest(spec), *node_access_objects(spec), runtime, trainjob]
