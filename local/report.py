@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sizing.metrics_file import Record, parse_records
@@ -48,10 +48,12 @@ class MetricsFollower:
 
 
 def progress_line(record: Record, total_steps: int) -> str:
+    val_loss = record.get("val_loss")  # only an evaluation's record carries one (trainer/reporting.py)
     return (
         f"step {record['step']:>5}/{total_steps} | loss {record['loss']:.4f}"
         f" | {record['tokens_per_second']:>9,.0f} tok/s | world size {record['world_size']}"
         f" | restarts {record['restarts']}"
+        + ("" if val_loss is None else f" | val loss {val_loss:.4f} (ppl {record['val_perplexity']:.2f})")
     )
 
 
@@ -70,16 +72,41 @@ class Summary:
     tokens_per_second: float  # median over logged intervals: the first one includes warm-up
     world_sizes: list[int]  # in the order they occurred
     worker_restarts: int  # starts of the workers after the first, agreed by every node, as the last record saw them
+    evaluations: list[tuple[int, float, float]] = field(default_factory=list)
+    """(step, validation loss, perplexity) of each evaluation of the held-out set (job.validation), in step order."""
+    best_val_loss: float | None = None
+    best_val_step: int | None = None
+    """The trainer's best evaluation so far, as the last record has it (with --keep-best, the checkpoint kept and
+    exported)."""
 
     def lines(self) -> list[str]:
         sizes = " -> ".join(str(size) for size in self.world_sizes)
         return [
             f"steps:          {self.steps}/{self.total_steps}",
             f"loss:           {self.first_loss:.4f} -> {self.final_loss:.4f}",
+            *self.validation_lines(),
             f"tokens/s:       {self.tokens_per_second:,.0f} (median of the logged intervals)",
             f"world size:     {sizes}",
             f"worker restarts: {self.worker_restarts}",
         ]
+
+    def validation_lines(self) -> list[str]:
+        if self.best_val_loss is None or self.best_val_step is None:
+            return []
+        # The best evaluation's own record has its perplexity; a metrics file begun after it (a new cluster's) not.
+        ppl = next((f" (ppl {p:.2f})" for step, _, p in self.evaluations if step == self.best_val_step), "")
+        count = len(self.evaluations)
+        last = f"; last {self.evaluations[-1][1]:.4f} at step {self.evaluations[-1][0]}" if self.evaluations else ""
+        return [
+            f"val loss:       best {self.best_val_loss:.4f}{ppl} at step {self.best_val_step}{last} ({count} "
+            f"evaluation{'s' * (count != 1)} logged)"
+        ]
+
+
+def evaluated(steps: list[Record]) -> list[tuple[int, float, float]]:
+    """(step, val_loss, val_perplexity) of the records of an evaluation of the held-out set: only those carry a
+    val_loss (trainer/reporting.py validation_figures)."""
+    return [(r["step"], r["val_loss"], r["val_perplexity"]) for r in steps if r.get("val_loss") is not None]
 
 
 def summarize(records: list[Record], total_steps: int) -> Summary | None:
@@ -98,11 +125,25 @@ def summarize(records: list[Record], total_steps: int) -> Summary | None:
         tokens_per_second=statistics.median(record["tokens_per_second"] for record in steps),
         world_sizes=sizes,
         worker_restarts=records[-1]["restarts"],
+        evaluations=evaluated(steps),
+        best_val_loss=records[-1].get("best_val_loss"),
+        best_val_step=records[-1].get("best_val_step"),
     )
 
 
+def loss_series(steps: list[Record]) -> dict[str, tuple[list[int], list[float]]]:
+    """The loss chart's lines, (steps, losses) each: the training loss of every logged step and, with a held-out set,
+    the validation loss of every evaluation."""
+    series = {"training": ([record["step"] for record in steps], [record["loss"] for record in steps])}
+    evaluations = evaluated(steps)
+    if evaluations:
+        series["validation"] = ([step for step, _, _ in evaluations], [loss for _, loss, _ in evaluations])
+    return series
+
+
 def write_chart(records: list[Record], path: Path, title: str) -> Path:
-    """Loss and tokens/s per logged step, as a PNG; a change of world size is marked on both."""
+    """Loss (training, and validation at each evaluation with the best one starred) and tokens/s per logged step, as
+    a PNG; a change of world size is marked on both."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed; must be chosen before pyplot is imported
@@ -111,7 +152,14 @@ def write_chart(records: list[Record], path: Path, title: str) -> Path:
     steps = latest_per_step(records)
     x = [record["step"] for record in steps]
     figure, (loss_axis, speed_axis) = plt.subplots(2, 1, sharex=True, figsize=(8, 6))
-    loss_axis.plot(x, [record["loss"] for record in steps], marker=".")
+    for label, (xs, ys) in loss_series(steps).items():
+        style = {"marker": "o", "color": "tab:orange"} if label == "validation" else {"marker": "."}
+        loss_axis.plot(xs, ys, label=label, **style)
+    best = records[-1].get("best_val_step"), records[-1].get("best_val_loss")
+    if None not in best:
+        loss_axis.plot(*best, marker="*", markersize=12, color="tab:red", linestyle="none", label="best validation")
+    if len(loss_axis.get_lines()) > 1:
+        loss_axis.legend(fontsize=8)
     loss_axis.set_ylabel("loss")
     loss_axis.set_title(title)
     speed_axis.plot(x, [record["tokens_per_second"] for record in steps], marker=".", color="tab:green")
