@@ -35,7 +35,7 @@ from trainer.units import DTYPE_BYTES
 
 FP32 = 4
 INT64 = 8
-CHECKPOINTING = ("none", "selective", "full")
+CHECKPOINTING = ("none", "selective", "selective-mm", "full")  # the activations each keeps, most first
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,26 @@ def lora_saved_bytes(shape: ModelShape, tokens: int, compute_bytes: int, rank: i
     intermediates = tokens * compute_bytes * rank * (len(adapters) // 2)
     if mode == "none":
         return intermediates
+    if mode == "selective-mm":
+        return selective_mm_lora_saved_bytes(shape, tokens, compute_bytes, rank, targets)
     return 2 * intermediates + tokens * compute_bytes * sum(rows for rows, _ in adapters[1::2])
+
+
+PEFT_SCALING_BYTES = 8
+"""peft's lora.Linear multiplies lora_B's output by `scaling`, a Python float: autograd keeps it as a float64
+scalar tensor (measured: 8 bytes per adapted projection under selective-mm)."""
+
+
+def selective_mm_lora_saved_bytes(shape: ModelShape, tokens: int, compute_bytes: int, rank: int,
+                                  targets: tuple[str, ...]) -> int:  # fmt: skip
+    """What a layer's adapters add under selective-mm. Each adapted projection runs three matmuls in a row (base, A,
+    B), an even number added before the next base, so the base projections keep their turns (q, v, gate, down kept;
+    k, o, up recomputed) and in each adapted one A takes the other turn from its base and B the same: where the base
+    is kept B's output (the projection's width) is kept, where the base is recomputed A's output (rank wide) is.
+    Measured to the byte by tests/sizing/trainer_memory/test_checkpointed_formula.py."""
+    width = dict(zip(LORA_TARGETS, (rows for rows, _ in adapter_shapes(shape, rank, LORA_TARGETS)[1::2]), strict=True))
+    kept = [width[name] if index % 2 == 0 else rank for index, name in enumerate(LORA_TARGETS) if name in targets]
+    return tokens * compute_bytes * sum(kept) + PEFT_SCALING_BYTES * len(kept)
 
 
 def root_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
@@ -205,13 +224,17 @@ def checkpointed_layer_bytes(shape: ModelShape, tokens: int, compute_bytes: int,
 
     full: only the layer's input (the checkpoint wrapper's argument). selective (trainer/parallel/parallelize.py's
     policy): the input plus the outputs of every matmul (q, k, v, o, gate, up, down projections) and of SDPA
-    (output and log-sum-exp); norms, RoPE and SiLU are recomputed.
+    (output and log-sum-exp); norms, RoPE and SiLU are recomputed. selective-mm: as selective, but every second
+    matmul in forward order is recomputed, so of the seven projections q, v, gate and down keep their outputs.
+    tests/sizing/trainer_memory/test_checkpointed_formula.py checks each against what a checkpointed layer holds.
     """
     h, i, e, q, kv = shape.hidden_size, shape.intermediate_size, compute_bytes, shape.q_width, shape.kv_width
     if mode == "none":
         return layer_activation_bytes(shape, tokens, compute_bytes)
     if mode == "full":
         return tokens * e * h
+    if mode == "selective-mm":
+        return tokens * (e * (h + (q + kv + i + h) + q) + FP32 * shape.num_heads)
     return tokens * (e * (h + (q + 2 * kv + 2 * h + 2 * i) + q) + FP32 * shape.num_heads)
 
 
@@ -219,13 +242,16 @@ def recomputed_layer_bytes(shape: ModelShape, tokens: int, compute_bytes: int, m
     """Bytes a checkpointed layer adds while it is recomputed for its backward: its full saved set, less what it
     shares with what checkpointing kept. In fp32 the first norm saves the layer input itself; under selective
     checkpointing the recompute takes the cached matmul and SDPA outputs instead of recomputing them, so v, the
-    SDPA output and log-sum-exp, gate and up are not held twice."""
+    SDPA output and log-sum-exp, gate and up are not held twice; under selective-mm, whose policy recomputes up, all
+    of these but up."""
     if mode == "none":
         return 0
     h, i, e, q, kv = shape.hidden_size, shape.intermediate_size, compute_bytes, shape.q_width, shape.kv_width
     shared = tokens * FP32 * h if e == FP32 else 0
     if mode == "selective":
         shared += tokens * (e * (kv + q + 2 * i) + FP32 * shape.num_heads)
+    if mode == "selective-mm":
+        shared += tokens * (e * (kv + q + i) + FP32 * shape.num_heads)
     return layer_activation_bytes(shape, tokens, compute_bytes) - shared
 
 

@@ -22,7 +22,9 @@ TORCH_FREE = True  # the stack, the job builder and the policy pack parse and re
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 MIXED_PRECISIONS = ("bf16", "fp16", "fp32")
-ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
+ACTIVATION_CHECKPOINTING = ("none", "full", "selective", "selective-mm")
+# The dtype of HYBRID_SHARD's all-reduce across replica groups (--all-reduce-dtype).
+ALL_REDUCE_DTYPES = ("fp32", "bf16")
 DATASET_FORMATS = ("auto", "text", "instruction", "dialogsum", "chat")
 LR_SCHEDULES = ("cosine", "linear", "constant")
 DEVICES = ("auto", "cuda", "cpu")
@@ -86,7 +88,11 @@ class ParallelConfig:
         default="none", metadata=_flag("--activation-checkpointing", choices=ACTIVATION_CHECKPOINTING)
     )
     """none; full (recompute each decoder layer in backward); selective (keep matmul and attention outputs,
-    recompute the cheap elementwise operations)."""
+    recompute the cheap elementwise operations); selective-mm (as selective, but every second matmul of a layer is
+    recomputed too: torchtitan's op-level policy, less memory than selective for some recompute)."""
+    all_reduce_dtype: str = field(default="fp32", metadata=_flag("--all-reduce-dtype", choices=ALL_REDUCE_DTYPES))
+    """HYBRID_SHARD only: dtype of the gradients' all-reduce across replica groups (between nodes). bf16 halves its
+    bytes; the reduce-scatter within a group, the sum's result and the gradients stay fp32."""
     compile: bool = field(default=False, metadata=_flag("--compile", action="store_true"))
     """torch.compile each decoder layer."""
     fp8: bool = field(default=False, metadata=_flag("--fp8", action="store_true"))

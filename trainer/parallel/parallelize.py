@@ -11,6 +11,7 @@ Strategy -> device mesh -> fully_shard settings:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -54,20 +55,63 @@ def _selective_policy(ctx: object, op: object, *args: object, **kwargs: object) 
     return CheckpointPolicy.MUST_SAVE if op in keep else CheckpointPolicy.PREFER_RECOMPUTE
 
 
+def _matmuls() -> set[object]:
+    """The operators a Linear becomes below the dispatcher: mm, addmm with a bias, _scaled_mm under FP8."""
+    aten = torch.ops.aten
+    return {aten.mm.default, aten.addmm.default, aten._scaled_mm.default}
+
+
+def _every_other_matmul_policy() -> Callable[..., object]:
+    """torchtitan's op-level selective policy: `_selective_policy`, except that every second matmul of a layer's
+    forward is recomputed in backward rather than kept (the 2nd, 4th, ...: in a Llama layer k, o and up of the seven
+    projections), for about half of selective's matmul outputs at the cost of those three matmuls again.
+
+    As torchtitan/distributed/activation_checkpoint.py's SelectiveAC._wrap_block (`_get_custom_policy`: a count per
+    call of the wrapped block, one for its forward and one for its recompute, so the recompute takes the same
+    decisions; `func in mm_ops and meta[mm_count_key] % 2 == 0` recomputes), read at pytorch/torchtitan b5bcd76.
+    torchtitan counts aten.mm and aten.linear; here the count takes every matmul a Linear can become (_matmuls), so a
+    projection with a bias (Qwen2's q, k, v: addmm) or under FP8 (_scaled_mm) still takes its turn.
+    """
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    counts = {False: 0, True: 0}  # matmuls seen so far in this call's forward and in its recompute
+    matmuls = _matmuls()
+
+    def policy(ctx: Any, op: object, *args: object, **kwargs: object) -> object:
+        if op in matmuls:
+            counts[ctx.is_recompute] += 1
+            if counts[ctx.is_recompute] % 2 == 0:
+                return CheckpointPolicy.PREFER_RECOMPUTE
+        return _selective_policy(ctx, op, *args, **kwargs)
+
+    return policy
+
+
+def _every_other_matmul_contexts() -> tuple[object, object]:
+    """checkpoint_wrapper's context_fn: called once per call of a wrapped layer, so each call counts from zero."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    return create_selective_checkpoint_contexts(_every_other_matmul_policy())
+
+
 def apply_activation_checkpointing(model: nn.Module, mode: str) -> None:
-    """Wrap each decoder layer so its activations are recomputed in backward (all of them, or the cheap ones)."""
+    """Wrap each decoder layer so its activations are recomputed in backward: all of them (full), the cheap ones
+    (selective), or the cheap ones and every second matmul (selective-mm)."""
     if mode == "none":
         return
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
     from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
+    contexts = {
+        "selective": partial(create_selective_checkpoint_contexts, _selective_policy),
+        "selective-mm": _every_other_matmul_contexts,
+    }
     layers = decoder_layers(model)
     for index, layer in enumerate(layers):
         if mode == "full":
             layers[index] = checkpoint_wrapper(layer, preserve_rng_state=False)
         else:
-            context = partial(create_selective_checkpoint_contexts, _selective_policy)
-            layers[index] = checkpoint_wrapper(layer, context_fn=context, preserve_rng_state=False)
+            layers[index] = checkpoint_wrapper(layer, context_fn=contexts[mode], preserve_rng_state=False)
 
 
 def apply_fp8(model: nn.Module) -> None:
