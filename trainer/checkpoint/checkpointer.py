@@ -37,12 +37,19 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.staging import AsyncStager
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
 from torch.distributed.tensor import DTensor, Shard
 
 from trainer.checkpoint.commit import Commits, Outcome, PendingSave
 from trainer.checkpoint.durable import DurableSaveError, DurableTier, Upload, describe
 from trainer.checkpoint.layout import (
+    META_FILE,
     TMP_SUFFIX,
     checkpoint_name,
     complete_checkpoints,
@@ -64,11 +71,13 @@ from trainer.checkpoint.space import (
     plan_space,
 )
 from trainer.checkpoint.stats import CheckpointStats
+from trainer.checkpoint.writers import assign_replicas
 from trainer.config import ArtifactsConfig, CheckpointConfig
 from trainer.env import DistEnv
 from trainer.errors import InputError, StorageError
 from trainer.faults import maybe_fault
 from trainer.loss_scale import LossScaler
+from trainer.parallel.distributed import replica_place
 from trainer.s3.uri import S3Uri
 
 log = logging.getLogger(__name__)
@@ -135,13 +144,18 @@ def _set_rng_state(state: dict[str, torch.Tensor]) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
+def _state_dict_options_of(model: nn.Module) -> StateDictOptions:
+    """_state_dict_options for a model alone."""
+    frozen = any(not parameter.requires_grad for parameter in model.parameters())
+    return StateDictOptions(ignore_frozen_params=frozen, strict=not frozen)
+
+
 def _state_dict_options(state: TrainState) -> StateDictOptions:
     """A checkpoint holds what is trained: under LoRA the adapters (and their optimizer state), not the frozen base,
     which --model gives again on resume (torch/distributed/checkpoint/state_dict.py: ignore_frozen_params leaves out
     parameters without requires_grad). Loading then leaves the frozen parameters as they are (strict=False); every
     trained one is still loaded, or DCP's load fails on the key missing from the checkpoint."""
-    frozen = any(not parameter.requires_grad for parameter in state.model.parameters())
-    return StateDictOptions(ignore_frozen_params=frozen, strict=not frozen)
+    return _state_dict_options_of(state.model)
 
 
 def _items(tensor: torch.Tensor) -> int:
@@ -173,6 +187,53 @@ def expected_checkpoint_bytes(model: nn.Module) -> int:
         one = parameter.numel() * parameter.element_size() + _items(parameter) * ITEM_OVERHEAD_BYTES
         total += COPIES_PER_PARAMETER * one + ITEM_OVERHEAD_BYTES
     return total
+
+
+def _leaves(tree: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """(path, leaf) of a nested state dict; lists are leaves, as DCP takes them (param_groups)."""
+    found: list[tuple[str, Any]] = []
+    for key, value in tree.items():
+        path = f"{prefix}/{key}" if prefix else str(key)
+        found += _leaves(value, path) if isinstance(value, dict) else [(path, value)]
+    return found
+
+
+def _kept(tree: dict[str, Any], kept: set[str], prefix: str = "") -> dict[str, Any]:
+    """The leaves of `tree` whose paths are in `kept`, nested as in `tree`; subtrees left empty are dropped."""
+    chosen: dict[str, Any] = {}
+    for key, value in tree.items():
+        path = f"{prefix}/{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            if inner := _kept(value, kept, path):
+                chosen[key] = inner
+        elif path in kept:
+            chosen[key] = value
+    return chosen
+
+
+def writer_share(saved: dict[str, Any]) -> dict[str, Any]:
+    """What this rank writes of a save, and so all it stages into host memory (trainer/checkpoint/writers.py): on a
+    replicated mesh, each replicated DTensor's shard on the replica assign_replicas gives it (from every tensor's path
+    and global bytes, alike on every rank), the small rest (step counters, scheduler, loss scale, progress, RNG,
+    alike on every rank) on the first replica alone; on any other mesh, everything. DCP then has one holder per item
+    and writes exactly these (its dedup, _dedup_save_plans.py, keeps the only holder)."""
+    leaves = _leaves(saved)
+    places = {path: replica_place(leaf) for path, leaf in leaves if isinstance(leaf, DTensor)}
+    replicated = {path: place for path, place in places.items() if place.count > 1}
+    if not replicated:
+        return saved
+    counts = {place.count for place in replicated.values()}
+    if len(counts) != 1:
+        raise ValueError(f"tensors replicated {sorted(counts)} times: expected one replicate dimension")
+    sizes = {path: leaf.numel() * leaf.element_size() for path, leaf in leaves if path in replicated}  # global
+    owners = assign_replicas(sizes, counts.pop())
+    first = next(iter(replicated.values())).index == 0
+    kept = {
+        path
+        for path, _ in leaves
+        if (owners[path] == replicated[path].index if path in replicated else path in places or first)
+    }
+    return _kept(saved, kept)
 
 
 class Checkpointer:
@@ -209,6 +270,17 @@ class Checkpointer:
             self.durable = DurableTier(artifacts, config.keep, config.threads, last_step, env.is_leader, io, self.stats)
         self._upload: Upload | None = None
         """The save in flight's write to S3: waited for by finish(), abandoned by settle()."""
+        self.extra_meta: dict[str, Any] = {}
+        """More facts for the next save's meta.json, as they stand at its step (the best evaluation so far)."""
+        self.spared_step: int | None = None
+        """A checkpoint that retention never deletes, in either tier (--keep-best's); the next save goes to S3 too
+        when it is this step's."""
+        self._at_save: dict[int, tuple[dict[str, Any], int | None]] = {}
+        """extra_meta and spared_step as they were when each save in flight started: its commit, whenever it comes,
+        writes and prunes by those."""
+        self._committed_spared: int | None = None
+        self.resumed_meta: dict[str, Any] | None = None
+        """meta.json of the checkpoint the run resumed from (either tier), None for a fresh start."""
 
     def _state(self, state: TrainState) -> dict[str, Any]:
         # get_state_dict initialises empty optimizer state, so a fresh optimizer is a complete load template.
@@ -232,7 +304,12 @@ class Checkpointer:
         plan: list[SpacePlan | None] = [None]
         if self.env.is_leader:
             self.directory.mkdir(parents=True, exist_ok=True)
-            existing = [Existing(p, directory_bytes(p), True, s) for s, p in complete_checkpoints(self.directory)]
+            spared = {self.spared_step, self._committed_spared}  # never deleted to make room either
+            existing = [
+                Existing(p, directory_bytes(p), True, s)
+                for s, p in complete_checkpoints(self.directory)
+                if s not in spared
+            ]
             existing += [Existing(p, directory_bytes(p), False) for p in self.directory.glob(f"step_*{TMP_SUFFIX}")]
             plan[0] = plan_space(needed, free_bytes(self.directory), existing, self.config.keep)
         dist.broadcast_object_list(plan, group=self.io, group_src=0)
@@ -269,8 +346,10 @@ class Checkpointer:
         started, progress = time.perf_counter(), state.progress
         final = self.directory / checkpoint_name(progress.step)
         tmp = final.with_name(final.name + TMP_SUFFIX)
+        self._at_save = {progress.step: (dict(self.extra_meta), self.spared_step)}
         saved = self._state(state)
-        size = checkpoint_bytes(saved)
+        size = checkpoint_bytes(saved)  # the whole checkpoint: every rank's share together
+        saved = writer_share(saved)
         self._make_room(size, progress.step)
         if self.env.is_leader:
             shutil.rmtree(tmp, ignore_errors=True)  # left by a crashed save of the same step
@@ -279,7 +358,8 @@ class Checkpointer:
         maybe_fault("sigterm_starting_save", progress.step)
         writer = dcp.FileSystemWriter(str(tmp), thread_count=self.config.threads)
         pending = PendingSave(progress.step, progress.consumed_samples, tmp, final, started, size, None)
-        durable = self.durable if self.durable and self.durable.wanted(progress.step) else None
+        wanted = self.durable and (self.durable.wanted(progress.step) or progress.step == self.spared_step)
+        durable = self.durable if wanted else None
         meta = self._meta(progress.step, progress.consumed_samples)
         if self.config.async_save:
             # Staged here, once, for both tiers: the fast tier's background write and then the S3 write read the
@@ -290,7 +370,9 @@ class Checkpointer:
                 saved, storage_writer=writer, process_group=self.io, async_stager=_Staged()
             )
             if durable:
-                self._upload = durable.upload(saved, progress.step, meta, size, after=pending.future)
+                self._upload = durable.upload(
+                    saved, progress.step, meta, size, after=pending.future, spared=self.spared_step
+                )
         else:
             dcp.save(saved, storage_writer=writer, process_group=self.io)
         self._track(pending)
@@ -300,7 +382,7 @@ class Checkpointer:
         if not self.config.async_save:
             self.finish()  # the fast tier's commit first: a failed S3 write leaves it intact
             if durable:
-                self._upload = durable.upload(saved, progress.step, meta, size, after=None)
+                self._upload = durable.upload(saved, progress.step, meta, size, after=None, spared=self.spared_step)
                 self.finish()
                 self.stats.blocked_s = time.perf_counter() - started
 
@@ -387,7 +469,8 @@ class Checkpointer:
             shutil.rmtree(pending.final)  # an older run's checkpoint of the same step, superseded
         os.rename(pending.tmp, pending.final)
         _fsync_directory(self.directory)
-        self._prune()
+        self._committed_spared = self._at_save.get(pending.step, ({}, None))[1]
+        self._prune(self._committed_spared)
         self.stats.save_s = time.perf_counter() - pending.started
         self.stats.bytes = pending.bytes
         log.info("saved checkpoint %s (%s) in %.2fs", pending.final, format_bytes(pending.bytes), self.stats.save_s)
@@ -395,11 +478,14 @@ class Checkpointer:
     def _meta(self, step: int, consumed_samples: int) -> dict[str, Any]:
         """meta.json of a checkpoint, in either tier."""
         progress = {"step": step, "consumed_samples": consumed_samples}
-        return {**self.meta, **progress, "world_size": self.env.world_size, "device_type": self.device_type}
+        extra = self._at_save.get(step, (self.extra_meta, None))[0]
+        meta = {**self.meta, **extra, **progress}
+        return {**meta, "world_size": self.env.world_size, "device_type": self.device_type}
 
-    def _prune(self) -> None:
-        for _, path in complete_checkpoints(self.directory)[: -self.config.keep]:
-            shutil.rmtree(path)
+    def _prune(self, spared: int | None = None) -> None:
+        for step, path in complete_checkpoints(self.directory)[: -self.config.keep]:
+            if step != spared:
+                shutil.rmtree(path)
         for stale in self.directory.glob(f"step_*{TMP_SUFFIX}"):
             shutil.rmtree(stale, ignore_errors=True)
 
@@ -418,6 +504,7 @@ class Checkpointer:
             return
         started = time.perf_counter()
         meta = point.meta
+        self.resumed_meta = meta
         saved = self._state(state)
         if meta.get("device_type") != self.device_type:
             del saved["rng"]  # a CUDA generator state means nothing on CPU and vice versa
@@ -456,6 +543,28 @@ class Checkpointer:
         )
         if isinstance(point.source, Path):
             self._complete_durable_tier(state)
+
+    def end_early(self, step: int) -> None:
+        """Training ends at `step`, before --steps (--early-stop-patience): its checkpoint is the last one, which S3
+        must have (trainer/checkpoint/durable.py)."""
+        if self.durable is not None:
+            self.durable.last_step = step
+
+    def load_model(self, model: nn.Module, step: int) -> Source:
+        """The trained weights of checkpoint `step` into `model` (every rank: a collective), from the fast tier, else
+        this run's durable tier: the model part of its state dict alone (DCP reads only the keys asked for), under
+        LoRA the adapters. Where they came from."""
+        path = self.directory / checkpoint_name(step)
+        source: Source = path
+        if not (path / META_FILE).is_file():
+            if self.durable is None:
+                raise InputError(f"--checkpoint-dir {self.directory}: checkpoint {path.name} is missing")
+            source = self.durable.store_uri(step)
+        options = _state_dict_options_of(model)
+        saved = {"model": get_model_state_dict(model, options=options)}
+        load_state(saved, source, self.io, self.replicas)
+        set_model_state_dict(model, saved["model"], options=options)
+        return source
 
     def _resume_point(self) -> ResumePoint | None:
         checkpoints = complete_checkpoints(self.directory)  # every rank reads the shared file system alike
@@ -522,7 +631,8 @@ class Checkpointer:
         if missing[0]:
             saved = self._state(state)
             meta = self._meta(step, state.progress.consumed_samples)
-            self._upload = self.durable.upload(saved, step, meta, checkpoint_bytes(saved), after=None)
+            size = checkpoint_bytes(saved)
+            self._upload = self.durable.upload(writer_share(saved), step, meta, size, after=None)
             self.finish()
 
 

@@ -22,6 +22,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.tensor import DTensor
 
+from trainer.parallel.distributed import broadcast_shards
 from trainer.s3.dcp import S3Reader
 from trainer.s3.uri import S3Uri
 
@@ -117,10 +118,7 @@ def load_state(saved: dict[str, Any], path: Source, io: dist.ProcessGroup, repli
         if replicas.first is not None:
             read += _read(sharded, path, replicas.first)
         dist.barrier(group=io)  # the first replica has read (a long wait: the io group's timeout, not training's)
-        for tensor in _local_tensors(sharded):
-            if not tensor.is_contiguous():
-                raise RuntimeError("a local shard is not contiguous: it cannot be broadcast in place")
-            dist.broadcast(tensor, group=replicas.group, group_src=0)
+        broadcast_shards(_local_tensors(sharded), replicas.group)
     total = torch.tensor([read], dtype=torch.int64)
     dist.all_reduce(total, group=io)
     return int(total[0])

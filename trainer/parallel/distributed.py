@@ -11,11 +11,14 @@ timeout: gloo because DCP's asynchronous save needs a CPU backend for its backgr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import cast
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor, Replicate
 
 from trainer.config import CheckpointConfig, ParallelConfig
 from trainer.env import DistEnv
@@ -61,3 +64,39 @@ def io_group(timeout: timedelta = WAIT_TIMEOUT, ranks: list[int] | None = None) 
 
 def leave_distributed() -> None:
     dist.destroy_process_group()
+
+
+@dataclass(frozen=True)
+class ReplicaPlace:
+    """Where this rank's shard of a tensor sits among the ranks that hold the same shard (the mesh's replicate
+    dimension under HYBRID_SHARD and NO_SHARD)."""
+
+    index: int
+    """This rank's replica: its coordinate on the replicate dimension."""
+    count: int
+    """Replicas of the shard: 1 on a mesh without a replicated dimension (FULL_SHARD) or a plain tensor."""
+    group: dist.ProcessGroup | None
+    """The ranks holding the same shard, in replica order (the mesh's group for that dimension); None when alone."""
+
+
+def replica_place(tensor: torch.Tensor) -> ReplicaPlace:
+    """The replicas of `tensor`'s local shard: the mesh dimension its DTensor placement replicates over."""
+    if not isinstance(tensor, DTensor):
+        return ReplicaPlace(0, 1, None)
+    mesh = tensor.device_mesh
+    dims = [d for d, p in enumerate(tensor.placements) if isinstance(p, Replicate) and mesh.size(d) > 1]
+    if not dims:
+        return ReplicaPlace(0, 1, None)
+    if len(dims) > 1:
+        raise ValueError(f"replicated over {len(dims)} mesh dimensions: expected one (the replicate dimension)")
+    return ReplicaPlace(mesh.get_local_rank(dims[0]), mesh.size(dims[0]), mesh.get_group(dims[0]))
+
+
+def broadcast_shards(tensors: Iterable[torch.Tensor], group: dist.ProcessGroup, replica: int = 0) -> None:
+    """Each local shard, in place, from `replica` to the same shard of the other replicas (`group`: the ranks
+    holding it, ReplicaPlace.group): what one replica read from storage reaches the others over the network, so
+    storage is read once. Every rank of the group passes the same tensors in the same order."""
+    for tensor in tensors:
+        if not tensor.is_contiguous():
+            raise RuntimeError("a local shard is not contiguous: it cannot be broadcast in place")
+        dist.broadcast(tensor, group=group, group_src=replica)
