@@ -23,6 +23,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from trainer.config import ParallelConfig
 from trainer.dtypes import TORCH_DTYPES
 from trainer.model.build import decoder_layers, final_norm
+from trainer.parallel.all_reduce import REPLICATE_DIM, apply_bf16_all_reduce
 from trainer.parallel.embedding import VocabShardedEmbedding
 from trainer.parallel.plan import RunPlan
 from trainer.parallel.reduce_scatter import PairwiseReduceScatter
@@ -31,7 +32,7 @@ from trainer.parallel.reduce_scatter import PairwiseReduceScatter
 def build_mesh(strategy: str, plan: RunPlan, device_type: str) -> DeviceMesh:
     if strategy in ("FULL_SHARD", "SHARD_GRAD_OP"):
         return init_device_mesh(device_type, (plan.shard,), mesh_dim_names=("dp_shard",))
-    return init_device_mesh(device_type, (plan.replicate, plan.shard), mesh_dim_names=("dp_replicate", "dp_shard"))
+    return init_device_mesh(device_type, (plan.replicate, plan.shard), mesh_dim_names=(REPLICATE_DIM, "dp_shard"))
 
 
 def _selective_policy(ctx: object, op: object, *args: object, **kwargs: object) -> object:
@@ -225,7 +226,8 @@ def mixed_precision_policy(name: str) -> MixedPrecisionPolicy:
 
 def parallelize(model: nn.Module, config: ParallelConfig, mesh: DeviceMesh, tokens_per_rank: int) -> nn.Module:
     """Order matters: activation checkpointing and FP8 change the layers, compile traces those layers, and
-    sharding comes last, per layer before the root, so each layer's parameters form their own group."""
+    sharding comes last, per layer before the root, so each layer's parameters form their own group; a bf16
+    all-reduce across replicas then changes the group the sharded units reduce over."""
     apply_activation_checkpointing(model, config.activation_checkpointing)
     if config.fp8:
         apply_fp8(model)
@@ -234,4 +236,8 @@ def parallelize(model: nn.Module, config: ParallelConfig, mesh: DeviceMesh, toke
     # NO_SHARD has nothing to reshard (shard dim 1); SHARD_GRAD_OP keeps parameters gathered until backward.
     reshard = config.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")
     apply_fsdp(model, mesh, mixed_precision_policy(config.mixed_precision), reshard, tokens_per_rank)
+    if config.all_reduce_dtype == "bf16":
+        if config.sharding_strategy != "HYBRID_SHARD":  # make_plan refuses it first; never a quiet fp32 run
+            raise ValueError(f"--all-reduce-dtype bf16 needs HYBRID_SHARD, not {config.sharding_strategy}")
+        apply_bf16_all_reduce(model, mesh)
     return model
