@@ -26,7 +26,14 @@ from sizing.memory import (
     Ranks,
     peak_memory,
 )
-from sizing.throughput import Assumptions, ThroughputEstimate, estimate_throughput, scaling_efficiency
+from sizing.throughput import (
+    Assumptions,
+    EvaluationEstimate,
+    ThroughputEstimate,
+    estimate_evaluation,
+    estimate_throughput,
+    scaling_efficiency,
+)
 from trainer.config import LORA_TARGETS, SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
 from trainer.env import DistEnv
 from trainer.model.presets import PRESETS, ModelShape, find_shape
@@ -202,3 +209,86 @@ def size_job(
 def strategies_for(nodes: int) -> tuple[str, ...]:
     """HYBRID_SHARD replicates across nodes: on one node it is FULL_SHARD (and the config refuses it)."""
     return tuple(s for s in SHARDING_STRATEGIES if nodes > 1 or s != "HYBRID_SHARD")
+
+
+# A separate validation data set (--val-dataset) has a size the sizing cannot see: it is assumed to hold this share of
+# the tokens the run trains, dialogsum's ratio of validation to training dialogues (500 to 12,460, its data set card).
+ASSUMED_VAL_DATASET_SHARE = 500 / 12_460
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The trainer's validation flags (trainer/config.py ValidationConfig) as far as the time of a run goes."""
+
+    steps: int
+    every: int = 0
+    """--eval-every: 0 evaluates at the last step only."""
+    split: float = 0.0
+    """--val-split: this share of the data set's records is held out."""
+    separate_dataset: bool = False
+    """--val-dataset: the held-out set is a data set of its own."""
+    dataset_tokens: int | None = None
+    """The tokens of the data set the held-out set comes from (the val data set's with separate_dataset), when known."""
+
+    @property
+    def evaluations(self) -> int:
+        """Evaluations in a run: at every multiple of `every` and at the last step, which may be one of them."""
+        if self.every <= 0:
+            return 1
+        return self.steps // self.every + (1 if self.steps % self.every else 0)
+
+
+def held_out_tokens(validation: Validation, trained_tokens: int) -> tuple[int, str]:
+    """(the held-out set's tokens, how they were found). `trained_tokens`: what the run trains on, steps x global batch
+    x seq_len. A data set of unknown size is assumed to be one pass of the run: split x trained / (1 - split) held
+    out of it; a separate one ASSUMED_VAL_DATASET_SHARE of the trained tokens."""
+    known = validation.dataset_tokens
+    if validation.separate_dataset:
+        if known is not None:
+            return known, "the validation data set's tokens"
+        tokens = round(ASSUMED_VAL_DATASET_SHARE * trained_tokens)
+        return tokens, f"assumed: {100 * ASSUMED_VAL_DATASET_SHARE:.0f}% of the tokens the run trains"
+    if known is not None:
+        return round(validation.split * known), "split x the data set's tokens"
+    tokens = round(validation.split / (1 - validation.split) * trained_tokens)
+    return tokens, "assumed: the run makes one pass over the data set; split x its tokens"
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """A run's wall time: its steps and its evaluations of the held-out set (none without validation)."""
+
+    steps: int
+    step_s: float
+    """One optimizer step, training only."""
+    evaluation: EvaluationEstimate | None
+    evaluations: int
+    held_out_basis: str | None
+
+    @property
+    def evaluation_s(self) -> float:
+        return self.evaluations * self.evaluation.evaluation_s if self.evaluation else 0.0
+
+    @property
+    def run_s(self) -> float:
+        return self.steps * self.step_s + self.evaluation_s
+
+    @property
+    def step_with_evaluation_s(self) -> float:
+        """A step with the evaluations spread over the run's steps."""
+        return self.run_s / self.steps
+
+
+def run_time(sizing: Sizing, validation: Validation, assumptions: Assumptions | None = None) -> RunTime | None:
+    """How long the sized job runs for `validation.steps` steps with its evaluations; None when its speed is not
+    estimated (fp32). `assumptions`: the ones `sizing` was made with."""
+    speed = sizing.throughput
+    if speed is None:
+        return None
+    if not (validation.split > 0 or validation.separate_dataset):
+        return RunTime(validation.steps, speed.step_s, None, 0, None)
+    job = sizing.job
+    trained = validation.steps * job.grad_accum * sizing.gpus * job.tokens
+    tokens, basis = held_out_tokens(validation, trained)
+    evaluation = estimate_evaluation(job, sizing.instance, sizing.nodes, tokens, assumptions)
+    return RunTime(validation.steps, speed.step_s, evaluation, validation.evaluations, basis)

@@ -23,6 +23,7 @@ Not modelled: the optimizer step (a few ms of memory-bound work per step), data 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from sizing.catalog import InstanceType
@@ -213,3 +214,57 @@ def scaling_efficiency(job: Job, instance: InstanceType, nodes: int, assumptions
     one = estimate_throughput(one_node_job, instance, 1, assumptions)
     many = estimate_throughput(job, instance, nodes, assumptions)
     return many.tokens_per_second_per_gpu / one.tokens_per_second_per_gpu
+
+
+@dataclass(frozen=True)
+class EvaluationEstimate:
+    """One evaluation of the held-out set (the trainer's --eval-every): forward only, every rank its share."""
+
+    held_out_tokens: int
+    forwards: int
+    """Micro batches (batch_size sequences of seq_len) each rank runs: the largest share, since FSDP2 needs every rank
+    to run the same forwards (a rank with fewer sequences runs padding ones)."""
+    forward_s: float
+    """One forward micro batch, with the communication it waits for."""
+    evaluation_s: float
+
+
+def estimate_evaluation(
+    job: Job, instance: InstanceType, nodes: int, held_out_tokens: int, assumptions: Assumptions | None = None
+) -> EvaluationEstimate:
+    """The time of one evaluation of `held_out_tokens` by `job` on `nodes` nodes of `instance`.
+
+    Forward FLOPs per token are a third of full fine-tuning's 6N + 12LHT, 2N + 4LHT (+ 2A under LoRA), at the mfu
+    training assumes; nothing is recomputed (no backward). FSDP2 all-gathers each layer for the forward as in training
+    (trainer/parallel/parallelize.py): FULL_SHARD and HYBRID_SHARD reshard after every forward and gather again for
+    the next, SHARD_GRAD_OP and NO_SHARD keep the gathered parameters until a backward (torch 2.13
+    torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py FSDPParamGroup.reshard returns early without
+    reshard_after_forward, and unshard is then a no-op), so with no backward they gather once per evaluation (the
+    trainer reshards every unit after it, trainer/evaluation.py reshard). The layers' gathers hide under the forward's
+    compute as in training's forward; the root's (embedding, final norm, output layer) is charged in full to every
+    forward as training's is, though the output layer stays gathered through an evaluation: conservative. No gradient
+    is reduced."""
+    assumptions = assumptions or Assumptions()
+    shape, e = job.shape, job.compute_bytes
+    mfu = assumptions.mfu if assumptions.mfu is not None else default_mfu(instance.gpu_chip, shape.hidden_size)
+    adapters = adapter_parameters(shape, job.lora_rank, job.lora_targets)
+    forward_flops = training_flops_per_token(shape, job.seq_len) / 3 + 2.0 * adapters
+    compute_s = job.tokens * forward_flops / (instance.peak_bf16_flops_per_gpu * mfu)
+
+    ranks = Ranks(nodes * instance.gpus, instance.gpus)
+    shard = ranks.shard_size(job.sharding_strategy)
+    intra, inter = _links(instance, nodes, assumptions)
+    link = inter if shard > instance.gpus else intra
+    layer = numel(layer_parameter_shapes(shape)) + numel(adapter_shapes(shape, job.lora_rank, job.lora_targets))
+    layers_s = shape.num_layers * _ring(e * layer, shard, link)
+    root_s = _ring(e * numel(root_parameter_shapes(shape)), shard, link)  # before the first layer: never hidden
+    sequences = math.ceil(held_out_tokens / job.seq_len)
+    forwards = math.ceil(sequences / (ranks.world_size * job.batch_size))
+    if job.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD"):
+        exposed_s = max(0.0, layers_s - compute_s) + root_s + assumptions.overlap_cost * min(layers_s, compute_s)
+        forward_s = compute_s + exposed_s
+        evaluation_s = forwards * forward_s
+    else:  # gathered once, by the first forward (charged as if it hid nothing), kept for the rest
+        forward_s = compute_s
+        evaluation_s = forwards * compute_s + (layers_s + root_s if forwards else 0.0)
+    return EvaluationEstimate(held_out_tokens, forwards, forward_s, evaluation_s)

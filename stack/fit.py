@@ -10,7 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from sizing.catalog import CATALOG, InstanceType
-from sizing.estimate import MAX_NODES_SUGGESTED, Sizing, SizingError, make_job, size_job
+from sizing.estimate import (
+    MAX_NODES_SUGGESTED,
+    RunTime,
+    Sizing,
+    SizingError,
+    Validation,
+    make_job,
+    run_time,
+    size_job,
+)
 from sizing.fsx import (
     StorageEstimate,
     checkpoint_wait_warning,
@@ -111,6 +120,46 @@ def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
         "scalingEfficiency": round(efficiency, 3) if efficiency is not None else None,
         "storage": (
             storage_summary(storage, speed.step_s if speed else None, config.job.checkpoint_every) if storage else None
+        ),
+        "time": run_time_summary(stack_run_time(config, sizing)),
+    }
+
+
+def stack_validation(config: StackConfig) -> Validation:
+    """job.validation as the sizing times it, over job.steps; the data sets' sizes are not known to the stack."""
+    validation = stack_trainer_config(config.job).validation  # the flags the job's trainer runs with
+    return Validation(
+        steps=config.job.steps,
+        every=validation.every,
+        split=validation.split,
+        separate_dataset=validation.dataset is not None,
+    )
+
+
+def stack_run_time(config: StackConfig, sizing: Sizing | None = None) -> RunTime | None:
+    """The configured job's wall time, its evaluations of the held-out set included; None when not sizeable."""
+    sizing = sizing or stack_sizing(config)
+    return run_time(sizing, stack_validation(config)) if sizing else None
+
+
+def run_time_summary(time: RunTime | None) -> dict[str, Any] | None:
+    """jobSizing's time: a step, the run, and one evaluation with the held-out tokens it was timed for."""
+    if time is None:
+        return None
+    evaluation = time.evaluation
+    return {
+        "stepTimeS": round(time.step_s, 3),
+        "stepTimeWithEvaluationS": round(time.step_with_evaluation_s, 3),
+        "runHours": round(time.run_s / 3600, 2),
+        "evaluation": (
+            {
+                "evaluations": time.evaluations,
+                "secondsEach": round(evaluation.evaluation_s, 1),
+                "heldOutTokens": evaluation.held_out_tokens,
+                "heldOutTokensFrom": time.held_out_basis,
+            }
+            if evaluation
+            else None
         ),
     }
 
