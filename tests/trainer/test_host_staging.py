@@ -37,7 +37,7 @@ WORLD = 2
 SYNC_STEP, ASYNC_STEP = 1, 2
 
 
-def make_model() -> nn.Module:
+def make_model() -> nn.Sequential:
     """Tensors of several sizes, so the split between the replicas is not a plain alternation."""
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(8, 24), nn.Linear(24, 16), nn.Linear(16, 4, bias=False))

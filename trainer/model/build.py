@@ -4,22 +4,30 @@ Weights are filled per parameter into each rank's own shard, so no rank ever hol
 - presets: `init_weights` draws each full tensor from a generator seeded by (--seed, parameter name) and copies
   this rank's rows, so the model is the same for any world size and sharding strategy;
 - pretrained: `load_pretrained_weights` reads only this rank's rows of each tensor from the safetensors files
-  (memory-mapped slices), so 8 ranks of a 70B model do not need 8 full copies in host memory.
+  (memory-mapped slices), so 8 ranks of a 70B model do not need 8 full copies in host memory; on a replicated mesh
+  one replica reads each tensor and broadcasts it to the others, so the files are read once in total.
 """
 
 from __future__ import annotations
 
+import logging
 import zlib
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor, Shard
 
+from trainer.checkpoint.space import format_bytes
+from trainer.checkpoint.writers import assign_replicas
 from trainer.model.attention import causal_sdpa
 from trainer.model.lora import adapter_init_bound, is_adapter
 from trainer.model.source import ModelSource
+from trainer.parallel.distributed import broadcast_shards, replica_place
+
+log = logging.getLogger(__name__)
 
 # Wrappers that activation checkpointing, torch.compile and LoRA (peft's lora.Linear holds the original layer as
 # base_layer) may add to a module's parameter names.
@@ -182,28 +190,74 @@ def safetensors_index(directory: Path) -> dict[str, Path]:
     return index
 
 
-@torch.no_grad()
-def load_pretrained_weights(model: nn.Module, directory: Path) -> None:
-    """Copy this rank's rows of every parameter from the safetensors files (reads only those bytes), in the
-    parameter's dtype; LoRA adapters are not in them (init_adapters)."""
+def _check_shapes(handles: dict[Path, Any], index: dict[str, Path], base: list[tuple[str, nn.Parameter]]) -> None:
+    """Every rank, before any reads: a tensor shaped unlike the model fails every rank alike (from the files'
+    headers), not only the rank that reads it while the others wait in its broadcast."""
+    for name, param in base:
+        name = canonical_name(name)
+        shape = tuple(_open(handles, index[name]).get_slice(name).get_shape())
+        if shape != tuple(param.shape):
+            raise ValueError(f"{name}: checkpoint shape {list(shape)} != model shape {tuple(param.shape)}")
+
+
+def _open(handles: dict[Path, Any], file: Path) -> Any:
     from safetensors import safe_open
 
+    if file not in handles:
+        handles[file] = safe_open(file, framework="pt")
+    return handles[file]
+
+
+def _read_rows(handle: Any, name: str, param: torch.Tensor) -> int:
+    """Copy this rank's rows of `name` into its shard of `param`; the bytes read (the rows, in the file's dtype)."""
+    start, stop = local_rows(param)
+    rows = handle.get_slice(name)[start:stop]  # a memory-mapped slice: only these rows are read
+    local = _local(param)
+    local.copy_(rows.to(device=local.device, dtype=local.dtype))
+    return rows.numel() * rows.element_size()
+
+
+@torch.no_grad()
+def load_pretrained_weights(model: nn.Module, directory: Path) -> int:
+    """Copy this rank's rows of every parameter from the safetensors files (reads only those bytes), in the
+    parameter's dtype; LoRA adapters are not in them (init_adapters). The bytes all ranks read together, logged.
+
+    Storage is read once in total. On a replicated mesh (HYBRID_SHARD, NO_SHARD) each tensor is read by one replica's
+    ranks, each its own rows, and broadcast to the same shard of the other replicas over the network
+    (trainer/parallel/distributed.py broadcast_shards, as the resume path does, trainer/checkpoint/load.py). The
+    replica reading a tensor is the one trainer/checkpoint/writers.py assign_replicas gives it, so each replica reads
+    about 1/replicas of the model and all of them at once (replica 0 alone would read it all through its own nodes).
+    FULL_SHARD and SHARD_GRAD_OP hold no replicas: every rank reads its own rows, once in total too. Under LoRA the
+    frozen base is read this way, the adapters drawn by init_adapters."""
     index = safetensors_index(directory)
     base = [(name, param) for name, param in model.named_parameters() if not is_adapter(name)]  # LoRA: init_adapters
     missing = [canonical_name(n) for n, _ in base if canonical_name(n) not in index]
     if missing:
         raise KeyError(f"--model {directory}: the checkpoint lacks {missing[:5]}{'...' if len(missing) > 5 else ''}")
+    places = {name: replica_place(param) for name, param in base}
+    replicated = {name: place for name, place in places.items() if place.count > 1}
+    sizes = {name: base_param.numel() * base_param.element_size() for name, base_param in base if name in replicated}
+    owners = assign_replicas(sizes, max(p.count for p in replicated.values())) if replicated else {}
     handles: dict[Path, Any] = {}
+    read = 0
     try:
+        _check_shapes(handles, index, base)
         for name, param in base:
-            name = canonical_name(name)
-            file = index[name]
-            handles.setdefault(file, safe_open(file, framework="pt"))
-            view = handles[file].get_slice(name)
-            if tuple(view.get_shape()) != tuple(param.shape):
-                raise ValueError(f"{name}: checkpoint shape {view.get_shape()} != model shape {tuple(param.shape)}")
-            start, stop = local_rows(param)
-            local = _local(param)
-            local.copy_(view[start:stop].to(device=local.device, dtype=local.dtype))
+            place, file_name = places[name], canonical_name(name)
+            owner = owners.get(name, place.index)  # not replicated: this rank's rows are its own to read
+            if owner == place.index:
+                read += _read_rows(_open(handles, index[file_name]), file_name, param)
+            if place.group is not None:
+                broadcast_shards([_local(param)], place.group, owner)
     finally:
         handles.clear()
+    return _total_read(read, model, directory)
+
+
+def _total_read(read: int, model: nn.Module, directory: Path) -> int:
+    """The bytes every rank read, summed over the job (on the parameters' device: NCCL reduces CUDA tensors)."""
+    total = torch.tensor([read], dtype=torch.int64, device=_local(next(model.parameters())).device)
+    if dist.is_initialized():
+        dist.all_reduce(total)
+    log.info("pretrained weights: %s read from %s, all ranks together", format_bytes(int(total[0])), directory)
+    return int(total[0])
