@@ -14,6 +14,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.iam import PodIdentity, pod_identity_trust_policy, role_with_policies
+from stack.names import GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from stack.versions import EKS_ADDONS
 
 
@@ -50,10 +51,33 @@ EBS_CSI = AddonSpec(
 )
 # Mounts the checkpoint file system, a static PersistentVolume: no IAM needed to mount. Only with FSx.
 FSX_CSI = AddonSpec("aws-fsx-csi-driver", before_nodes=False)
+# The EKS node monitoring agent: a DaemonSet that reads each node's logs (kernel, NVIDIA XID and NVLink, EFA and
+# interfaces, storage, container runtime) and sets the node conditions node auto repair acts on (infra/gpu_nodes.py;
+# EKS user guide, "Detect node health issues with the EKS node monitoring agent"). No identity: "This add-on doesn't
+# require additional permissions" (EKS user guide, "AWS add-ons", Node monitoring agent).
+# Its chart (aws/eks-node-monitoring-agent, charts/eks-node-monitoring-agent/values.yaml) tolerates every taint for
+# the agent (nodeAgent.tolerations: operator Exists) but none for its DCGM host engine (dcgmAgent.tolerations: []),
+# which would then never run on the tainted GPU nodes and the agent's DCGM checks never report: the add-on's
+# configuration gives it the GPU taint's toleration (dcgmAgent.tolerations, charts/configuration.schema.json).
+NODE_MONITORING_AGENT = AddonSpec(
+    "eks-node-monitoring-agent",
+    before_nodes=False,
+    configuration={
+        "dcgmAgent": {"tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}]}
+    },
+)
 
 
 def cluster_addons(with_fsx: bool) -> tuple[AddonSpec, ...]:
-    return (VPC_CNI, KUBE_PROXY, POD_IDENTITY_AGENT, COREDNS, EBS_CSI, *((FSX_CSI,) if with_fsx else ()))
+    return (
+        VPC_CNI,
+        KUBE_PROXY,
+        POD_IDENTITY_AGENT,
+        COREDNS,
+        EBS_CSI,
+        NODE_MONITORING_AGENT,
+        *((FSX_CSI,) if with_fsx else ()),
+    )
 
 
 @dataclass(frozen=True)

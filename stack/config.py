@@ -248,6 +248,12 @@ class GpuNodesConfig:
     price_per_hour: float | None = setting(
         "pricePerHour", None, "Your price per node-hour in USD; default: the catalog's on-demand list price."
     )
+    auto_repair: bool = setting(
+        "autoRepair",
+        True,
+        "EKS node auto repair: a node the node monitoring agent (or the kubelet) reports unhealthy is rebooted or "
+        "replaced (docs/aws.md, 'Bad nodes').",
+    )
 
     @property
     def instance(self) -> InstanceType:

@@ -24,6 +24,8 @@ EKS_ADDONS: dict[str, str | None] = {
     "eks-pod-identity-agent": None,
     # Mounts the checkpoint file system (a static PersistentVolume: no IAM role needed to mount).
     "aws-fsx-csi-driver": None,
+    # The node monitoring agent, whose node conditions node auto repair acts on (infra/addons.py).
+    "eks-node-monitoring-agent": None,
 }
 
 # The trainer's container image (docker/Dockerfile, built by workloads/job/image.py; see docs/job.md).

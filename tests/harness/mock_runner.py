@@ -133,6 +133,17 @@ class RecordingMonitor(mocks.MockMonitor):
         props = _sync_await(rpc.serialize_properties(wire_state, {}))
         return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id or "", object=props)
 
+    def _child_transformed(self, child: Child) -> dict[str, Any]:
+        """A component's child's properties after the stack's transforms."""
+        props = child.state
+        for transform in self._stack_transforms:
+            result = transform(
+                pulumi.ResourceTransformArgs(True, child.type, child.name, props, pulumi.ResourceOptions())
+            )
+            result = _sync_await(result) if inspect.isawaitable(result) else result
+            props = dict(result.props) if result is not None else props
+        return props
+
     def _transformed(self, request: Any, inputs: dict[str, Any]) -> dict[str, Any]:
         """The registration's properties after the stack's transforms, in the order they were registered."""
         for transform in self._stack_transforms:
@@ -145,9 +156,12 @@ class RecordingMonitor(mocks.MockMonitor):
         return inputs
 
     def _as_reference(self, value: Any, owner_urn: str) -> Any:
-        """A Child becomes a resource reference, registered so that the program's getResource call finds it."""
+        """A Child becomes a resource reference, registered so that the program's getResource call finds it. The
+        component's provider registers it through the engine, which runs the stack's transforms on it as on any
+        registration (source_eval.go, as above): its state is the transformed properties."""
         if not isinstance(value, Child):
             return value
+        value.state = self._child_transformed(value)
         child_urn = self.make_urn(owner_urn, value.type, value.name)
         self.resources[child_urn] = mocks.MockMonitor.ResourceRegistration(child_urn, value.id, value.state)
         return child_reference(value, child_urn)

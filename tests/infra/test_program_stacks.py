@@ -158,6 +158,7 @@ def test_cluster_add_ons_are_installed_and_the_fsx_driver_only_with_a_file_syste
         "kube-proxy",
         "aws-ebs-csi-driver",
         "eks-pod-identity-agent",
+        "eks-node-monitoring-agent",
         *(["aws-fsx-csi-driver"] if with_fsx else []),
     }
     ebs = addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"][0]
