@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import resource
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -14,6 +16,7 @@ import torch.distributed as dist
 from trainer.checkpoint.stats import CheckpointStats
 from trainer.config import TrainConfig
 from trainer.env import DistEnv
+from trainer.evaluation import BestSoFar, Evaluation
 from trainer.hardware import PEAK_BF16_FLOPS, chip_for_device_name
 from trainer.metrics import MetricsSink, StepMetrics, model_flops_utilisation, training_flops_per_token
 from trainer.model.presets import ModelShape
@@ -95,6 +98,26 @@ def checkpoint_figures(stats: CheckpointStats | None) -> CheckpointFigures:
     }
 
 
+class ValidationFigures(TypedDict):
+    """The StepMetrics fields of the held-out set (trainer/evaluation.py)."""
+
+    val_loss: float | None
+    val_perplexity: float | None
+    best_val_loss: float | None
+    best_val_step: int | None
+
+
+def validation_figures(evaluation: Evaluation | None, best: BestSoFar) -> ValidationFigures:
+    """The evaluation of this step, if it had one (a record carries val_loss only at an evaluation's step, so a chart
+    of the metrics file plots each evaluation once), and the best so far, in every record once there is one."""
+    return {
+        "val_loss": evaluation.loss if evaluation else None,
+        "val_perplexity": evaluation.perplexity if evaluation else None,
+        "best_val_loss": best.loss,
+        "best_val_step": best.step,
+    }
+
+
 class StepReporter:
     def __init__(
         self,
@@ -119,7 +142,26 @@ class StepReporter:
         """Time from here: the next report covers the steps after `step` (setup and saves are not training)."""
         self.last_time, self.last_cpu_time, self.last_step = time.perf_counter(), time.process_time(), step
 
-    def report(self, step: int, result: StepResult, checkpoint: CheckpointStats | None = None) -> None:
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Time spent inside is not training (an evaluation): the next report's step time and CPU time leave it out.
+        On CUDA the step's queued work is waited for first, so none of it is counted as the pause."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.last_time += time.perf_counter() - wall
+            self.last_cpu_time += time.process_time() - cpu
+
+    def report(
+        self,
+        step: int,
+        result: StepResult,
+        checkpoint: CheckpointStats | None = None,
+        validation: ValidationFigures | None = None,
+    ) -> None:
         loss = result.loss.clone()
         dist.all_reduce(loss)
         peaks = [peak_memory_bytes(self.device), peak_reserved_bytes(self.device)]
@@ -147,6 +189,7 @@ class StepReporter:
             cpu_time_per_step_s=cpu_time,
             peak_reserved_bytes=int(memory[1]) if self.device.type == "cuda" else None,
             **checkpoint_figures(checkpoint),
+            **(validation or validation_figures(None, BestSoFar())),
         )
         if self.sink:
             log.info(metrics.log_line(self.total_steps))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -21,28 +21,36 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
-from torch.nn.functional import cross_entropy
 
 from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState
 from trainer.checkpoint.export import export_hf
 from trainer.checkpoint.layout import model_fingerprint
 from trainer.checkpoint.load import Replicas
 from trainer.config import TrainConfig
-from trainer.data.cache import cached_packed_data
+from trainer.data.cache import cached_splits
 from trainer.data.packing import (
-    IGNORE_INDEX,
     PackedData,
     SampleOrder,
     StepBatch,
-    build_packed_data,
+    build_splits,
     epochs,
     epochs_warning,
     step_batch,
 )
+from trainer.data.split import Splits
 from trainer.data.tokenizer import Tokenizer, load_tokenizer
 from trainer.dtypes import TORCH_DTYPES
 from trainer.env import DistEnv
 from trainer.errors import InputError
+from trainer.evaluation import (
+    VALIDATION_META,
+    BestSoFar,
+    Evaluation,
+    Validator,
+    eval_due,
+    held_out_identity,
+    summed_token_loss,
+)
 from trainer.faults import maybe_fault
 from trainer.loss_scale import LossScaler
 from trainer.model.build import (
@@ -59,7 +67,7 @@ from trainer.optim import build_optimizer, build_scheduler
 from trainer.parallel.distributed import init_distributed, io_group, leave_distributed, pick_device
 from trainer.parallel.parallelize import build_mesh, parallelize, precompute_fp8_scales
 from trainer.parallel.plan import RunPlan, make_plan
-from trainer.reporting import StepReporter, StepResult
+from trainer.reporting import StepReporter, StepResult, validation_figures
 from trainer.s3.model_upload import upload_model
 from trainer.s3.transfer import S3Error
 from trainer.shutdown import SigtermHandler
@@ -153,15 +161,7 @@ def train_step(
         # before the last only reduce-scatter within their shard group and accumulate (FSDP2's partial reduce
         # output). On 1-D meshes there is no all-reduce and this changes nothing.
         cast(FSDPModule, model).set_requires_all_reduce(index == len(micro_batches) - 1)  # fully_shard made it one
-        # The logits are not kept in a name: cross-entropy saves what its backward needs (its log-softmax), and the
-        # logits themselves (batch x seq x vocab) are freed before the backward starts.
-        summed = cross_entropy(
-            model(input_ids=inputs).logits.float().flatten(0, 1),
-            targets.flatten(),
-            ignore_index=IGNORE_INDEX,
-            reduction="sum",
-        )
-        loss = summed / max(1, batch.global_target_tokens)
+        loss = summed_token_loss(model, inputs, targets) / max(1, batch.global_target_tokens)
         scaler.scaled(loss).backward()
         loss_total += loss.detach()
     parameters = [p for p in model.parameters() if p.requires_grad]  # under LoRA the adapters alone
@@ -193,9 +193,9 @@ def take_step(state: TrainState, grad_norm: torch.Tensor, fp8: bool = False) -> 
     return True
 
 
-def load_data(config: TrainConfig, source: ModelSource, env: DistEnv | None = None) -> tuple[Tokenizer, PackedData]:
-    """The tokenizer and the packed data set: mapped from --data-cache-dir when given (tokenised there once, by rank
-    0 or a stage step), else tokenised by this rank."""
+def load_data(config: TrainConfig, source: ModelSource, env: DistEnv | None = None) -> tuple[Tokenizer, Splits]:
+    """The tokenizer and the packed training and held-out streams (trainer/data/split.py): mapped from
+    --data-cache-dir when given (tokenised there once, by rank 0 or a stage step), else tokenised by this rank."""
     tokenizer = load_tokenizer(config.model.tokenizer or source.default_tokenizer())
     if tokenizer.vocab_size > source.shape.vocab_size:
         raise InputError(
@@ -204,8 +204,9 @@ def load_data(config: TrainConfig, source: ModelSource, env: DistEnv | None = No
         )
     if config.data.cache_dir and env is not None:
         wait_s = config.checkpoint.timeout_minutes * 60
-        return tokenizer, cached_packed_data(config.data, tokenizer, Path(config.data.cache_dir), env, wait_s)
-    return tokenizer, build_packed_data(config.data, tokenizer)
+        directory = Path(config.data.cache_dir)
+        return tokenizer, cached_splits(config.data, config.validation, tokenizer, directory, env, wait_s)
+    return tokenizer, build_splits(config.data, config.validation, tokenizer)
 
 
 @dataclass
@@ -215,6 +216,8 @@ class Session:
     state: TrainState
     model_config: Any
     checkpointer: Checkpointer | None
+    best: BestSoFar = field(default_factory=BestSoFar)
+    """The lowest held-out loss and its step, once training is over (none without a held-out set)."""
 
 
 def replicas(mesh: DeviceMesh, plan: RunPlan, timeout: timedelta) -> Replicas | None:
@@ -290,7 +293,40 @@ def log_start(
         log.warning(warning)
 
 
-def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.device, data: PackedData) -> Session:
+def log_validation(config: TrainConfig, val: PackedData, best: BestSoFar) -> None:
+    validation = config.validation
+    log.info(
+        "validation: %d held-out sequences (%d tokens) of %s, evaluated %s and at the last step%s%s%s",
+        val.num_samples,
+        len(val.tokens),
+        held_out_identity(validation),
+        f"every {validation.every} steps" if validation.every else "only",
+        " | the best checkpoint kept (--keep-best)" if validation.keep_best else "",
+        f" | early stop after {validation.early_stop_patience} without improvement"
+        if validation.early_stop_patience
+        else "",
+        "" if best.step is None else f" | best so far: val loss {best.loss:.4f} at step {best.step}",
+    )
+
+
+def first_step(config: TrainConfig, state: TrainState, best: BestSoFar) -> int:
+    """The step to train next; past the last when a run resumes from the checkpoint at which it stopped early."""
+    if best.stopped and config.validation.early_stop_patience:
+        log.info("step %d: training stopped early there (--early-stop-patience); nothing left to train", best.step)
+        return config.schedule.steps + 1
+    return state.progress.step + 1
+
+
+def train(
+    config: TrainConfig,
+    env: DistEnv,
+    source: ModelSource,
+    device: torch.device,
+    data: PackedData,
+    val: PackedData | None = None,
+) -> Session:
+    """Train on `data`; with a held-out set `val`, evaluate on it (--eval-every, the last step), keep the best
+    checkpoint (--keep-best) and stop early (--early-stop-patience)."""
     plan = make_plan(config, env)
     session = set_up(config, env, source, device, plan)
     order = SampleOrder(data.num_samples, config.schedule.seed)
@@ -299,11 +335,17 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
     reporter = StepReporter(config, env, source.shape, plan.global_batch_size, device, adapters)
     log_start(config, env, source, plan, data, state.progress.step)
     total, every = config.schedule.steps, config.checkpoint.every
-    reporter.restart_clock(state.progress.step)
     checkpointer = session.checkpointer
+    validation, validator = config.validation, None
+    best = BestSoFar(held_out=held_out_identity(validation))
+    if val is not None:
+        validator = Validator(val, plan.batch_size, env.rank, plan.dp_size, device)
+        best = BestSoFar.from_meta(checkpointer.resumed_meta if checkpointer else None, best.held_out)
+        log_validation(config, val, best)
+    reporter.restart_clock(state.progress.step)
     sigterm = SigtermHandler(checkpointer, config.checkpoint.stop_wait_s)
     try:
-        for step in range(state.progress.step + 1, total + 1):
+        for step in range(first_step(config, state, best), total + 1):
             consumed = state.progress.consumed_samples
             batch = step_batch(data, order, consumed, plan.global_batch_size, plan.batch_size, env.rank, plan.dp_size)
             result = train_step(state, batch, device, config.optim.grad_clip, config.parallel.fp8)
@@ -311,13 +353,42 @@ def train(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch.
             if checkpointer:
                 with sigterm.held():
                     checkpointer.poll()  # commit a background save that has finished writing
-            if step % config.metrics.log_every == 0 or step == total:
-                reporter.report(step, result, checkpointer.stats if checkpointer else None)
-            if checkpointer and ((every and step % every == 0) or step == total):
+            evaluation: Evaluation | None = None
+            if validator and eval_due(step, total, validation.every):
+                with reporter.paused():  # not training time: the step time and MFU leave it out
+                    evaluation = validator.evaluate(state.model, step)
+                best = best.after(evaluation)
+            stopping = best.exhausted(validation.early_stop_patience) and evaluation is not None
+            last = step == total or stopping
+            # An evaluation's step is always a log step: its record carries the held-out loss beside the training
+            # loss of the same step, one record per step for every reader of the metrics file.
+            if step % config.metrics.log_every == 0 or last or evaluation:
+                stats = checkpointer.stats if checkpointer else None
+                reporter.report(step, result, stats, validation_figures(evaluation, best))
+            best_now = validation.keep_best and evaluation is not None and best.step == step
+            if checkpointer and ((every and step % every == 0) or last or best_now):
+                if stopping:
+                    best = replace(best, stopped=True)
+                    checkpointer.end_early(step)
+                if validator:
+                    checkpointer.extra_meta = {VALIDATION_META: best.to_meta()}
+                checkpointer.spared_step = best.step if validation.keep_best else None
                 with sigterm.held():  # a SIGTERM now settles this save once it is under way (trainer/shutdown.py)
                     checkpointer.save(state)
                 reporter.restart_clock(step)
             maybe_fault("kill_after_step", step)
+            if stopping:
+                log.info(
+                    "step %d: early stop, %d evaluations without a val loss below %.4f (step %d): "
+                    "--early-stop-patience %d",
+                    step,
+                    best.stale,
+                    best.loss,
+                    best.step,
+                    validation.early_stop_patience,
+                )
+                break
+        session.best = best
         if checkpointer:
             with sigterm.held():
                 checkpointer.finish()  # the last save, committed before the export and the exit
@@ -354,6 +425,7 @@ def export(config: TrainConfig, session: Session, env: DistEnv, tokenizer: Token
         tokenizer,
         lora,
         config.model.name,
+        exported_weights(config, session),
     )
     failure = None
     if artifacts and env.is_leader:
@@ -373,14 +445,39 @@ def export(config: TrainConfig, session: Session, env: DistEnv, tokenizer: Token
             raise InputError(f"--artifacts-uri {artifacts}: the model's upload failed: {outcome[0]}")
 
 
+def exported_weights(config: TrainConfig, session: Session) -> dict[str, Any]:
+    """With --keep-best, the best evaluation's weights loaded into the model (every rank: a collective) unless they
+    are the last step's; which step the export holds either way (export's provenance file, and the log)."""
+    best, last = session.best, session.state.progress.step
+    step = last
+    if config.validation.keep_best and best.step is not None and best.step != last and session.checkpointer:
+        loaded_from = session.checkpointer.load_model(session.state.model, best.step)
+        step = best.step
+        log.info(
+            "export: the best evaluation's weights, step %d (val loss %.4f), from %s", step, best.loss, loaded_from
+        )
+    elif config.validation.keep_best and best.step is not None:
+        log.info("export: the last step's weights, step %d, the best evaluation (val loss %.4f)", step, best.loss)
+    else:
+        log.info("export: the last step's weights, step %d", step)
+    return {
+        "step": step,
+        "last_step": last,
+        "best_val_step": best.step,
+        "best_val_loss": best.loss,
+        "kept_best": config.validation.keep_best,
+        "stopped_early": best.stopped,
+    }
+
+
 def run(config: TrainConfig, env: DistEnv, source: ModelSource, device_type: str) -> None:
     """Tokenise (bad data fails here, before any process group or checkpoint), train, then export."""
     device = pick_device(device_type, env)
-    tokenizer, data = load_data(config, source, env)
+    tokenizer, splits = load_data(config, source, env)
     timeouts = timedelta(minutes=config.parallel.timeout_minutes), timedelta(minutes=config.checkpoint.timeout_minutes)
     init_distributed(env, device, *timeouts)
     try:
-        session = train(config, env, source, device, data)
+        session = train(config, env, source, device, splits.train, splits.val)
         export(config, session, env, tokenizer)
         dist.barrier()  # leave together: gloo aborts a process whose peer tears down its connections mid-exit
     finally:

@@ -215,6 +215,43 @@ def _lora(config: TrainConfig) -> list[str]:
     return errors
 
 
+# --val-split's upper bound: holding out half the data or more leaves training the smaller part.
+MAX_VAL_SPLIT = 0.5
+
+
+def _validation(config: TrainConfig) -> list[str]:
+    """The held-out set's flags (trainer/evaluation.py): each one needs the ones it acts on."""
+    validation, errors = config.validation, []
+    if not 0 <= validation.split < MAX_VAL_SPLIT:
+        errors.append(f"--val-split {validation.split:g}: must be at least 0 and below {MAX_VAL_SPLIT:g}")
+    dataset = validation.dataset
+    if dataset and validation.split:
+        errors.append(f"--val-dataset {dataset}: not with --val-split {validation.split:g}; choose one held-out set")
+    if dataset and is_local_dataset(dataset) and not Path(dataset).expanduser().is_file():
+        errors.append(f"--val-dataset {dataset}: no such file")
+    if dataset and is_s3_uri(dataset):
+        if problem := uri_problem("--val-dataset", dataset):
+            errors.append(problem)
+        if not config.data.cache_dir:
+            errors.append(f"--val-dataset {dataset}: needs --data-cache-dir, the shared directory it is staged into")
+    if validation.every < 0:
+        errors.append(f"--eval-every {validation.every}: must not be negative (0: only at the last step)")
+    if validation.early_stop_patience < 0:
+        errors.append(f"--early-stop-patience {validation.early_stop_patience}: must not be negative (0: never)")
+    held_out = bool(dataset) or validation.split > 0
+    needs_held_out = {
+        "--eval-every": validation.every > 0,
+        "--keep-best": validation.keep_best,
+        "--early-stop-patience": validation.early_stop_patience > 0,
+    }
+    for flag, given in needs_held_out.items():
+        if given and not held_out:
+            errors.append(f"{flag}: needs a held-out set, --val-split FRACTION or --val-dataset")
+    if validation.keep_best and not config.checkpoint.directory:
+        errors.append("--keep-best: needs --checkpoint-dir, where the best checkpoint is kept")
+    return errors
+
+
 def validate(config: TrainConfig, env: DistEnv, device_type: str, source: ModelSource) -> list[str]:
     """Every reason the run cannot start; empty when it can."""
     return (
@@ -225,4 +262,5 @@ def validate(config: TrainConfig, env: DistEnv, device_type: str, source: ModelS
         + _checkpoint(config, source)
         + _s3(config)
         + _lora(config)
+        + _validation(config)
     )

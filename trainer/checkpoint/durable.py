@@ -27,7 +27,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
 from trainer.checkpoint.commit import BackgroundWrite
-from trainer.checkpoint.s3_store import S3Checkpoints, checkpoint_uri, checkpoints_root
+from trainer.checkpoint.s3_store import S3Checkpoint, S3Checkpoints, checkpoint_uri, checkpoints_root
 from trainer.checkpoint.space import format_bytes
 from trainer.checkpoint.stats import CheckpointStats
 from trainer.config import ArtifactsConfig
@@ -68,6 +68,8 @@ class Upload(BackgroundWrite):
     future: Future | None = None
     """The background write; None for one written synchronously."""
     error: BaseException | None = None
+    spared: int | None = None
+    """The step whose checkpoint the prune after this commit keeps whatever its age (--keep-best's)."""
 
 
 class DurableTier:
@@ -101,10 +103,19 @@ class DurableTier:
     def wanted(self, step: int) -> bool:
         return self.every == 0 or step % self.every == 0 or step == self.last_step
 
-    def upload(self, state: dict[str, Any], step: int, meta: dict[str, Any], size: int, after: Future | None) -> Upload:
+    def upload(
+        self,
+        state: dict[str, Any],
+        step: int,
+        meta: dict[str, Any],
+        size: int,
+        after: Future | None,
+        spared: int | None = None,
+    ) -> Upload:
         """Write `state` (step `step`) to S3 and commit it with `meta`. With `after` (the fast tier's background
-        write of the same state), in a thread of its own once that write has succeeded; else now."""
-        upload = Upload(step, self.store_uri(step), step == self.last_step, time.perf_counter(), size)
+        write of the same state), in a thread of its own once that write has succeeded; else now. `spared`: a step
+        the prune after the commit keeps."""
+        upload = Upload(step, self.store_uri(step), step == self.last_step, time.perf_counter(), size, spared=spared)
         if after is None:
             self._write(upload, state, meta)
             return upload
@@ -155,12 +166,22 @@ class DurableTier:
             self.stats.s3_save_s = time.perf_counter() - upload.started
             self.stats.s3_bytes = upload.bytes
             log.info("saved checkpoint %s (%s) in %.2fs", upload.uri, format_bytes(upload.bytes), self.stats.s3_save_s)
-            self._prune()
+            self._prune(upload.spared)
 
-    def _prune(self) -> None:
+    def _prune_sparing(self, spared: int) -> list[S3Checkpoint]:
+        """S3Checkpoints.prune, but the checkpoint of step `spared` stays whatever its age (--keep-best's best)."""
+        found = self.store.all()
+        complete = [checkpoint for checkpoint in found if checkpoint.complete]
+        old = complete[: max(len(complete) - self.keep, 0)]
+        doomed = [c for c in old if c.step != spared] + [c for c in found if not c.complete]
+        for checkpoint in doomed:
+            self.store.delete(checkpoint.uri)
+        return doomed
+
+    def _prune(self, spared: int | None = None) -> None:
         """After a commit; a failure here costs only space (the next prune tries again)."""
         try:
-            pruned = self.store.prune(self.keep)
+            pruned = self.store.prune(self.keep) if spared is None else self._prune_sparing(spared)
         except Exception as error:
             log.warning("could not prune the checkpoints under %s: %s", self.root, error)
             return

@@ -27,6 +27,9 @@ MAX_FILE_BYTES = 4 * GIB
 ADAPTER_DIRECTORY = "adapter"
 """Under LoRA, the PEFT adapter's subdirectory of the export (the merged model is the export itself)."""
 ADAPTER_WEIGHTS = "adapter_model.safetensors"  # peft/utils/constants.py SAFETENSORS_WEIGHTS_NAME
+PROVENANCE_FILE = "provenance.json"
+"""Which training step the exported weights are from (with --keep-best, the best evaluation's, not the last step's)
+and its held-out loss: machine-readable beside the weights, in the export and its copy in S3."""
 
 
 def plan_files(params: list[tuple[str, nn.Parameter]], itemsize: int) -> list[list[tuple[str, nn.Parameter]]]:
@@ -58,10 +61,12 @@ def export_hf(
     tokenizer: Any,
     lora: LoraConfig | None = None,
     base_model: str | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> None:
-    """The model in Hugging Face format into `directory`. Under LoRA (`lora` given) that is the merged model (each
-    adapted weight W + (alpha / r) B A, computed in fp32 from the full tensors, then cast), and the PEFT adapter
-    alone goes into `directory`/adapter (export_adapter), for PeftModel.from_pretrained on the base model."""
+    """The model in Hugging Face format into `directory`, with `provenance` in PROVENANCE_FILE. Under LoRA (`lora`
+    given) that is the merged model (each adapted weight W + (alpha / r) B A, computed in fp32 from the full tensors,
+    then cast), and the PEFT adapter alone goes into `directory`/adapter (export_adapter), for
+    PeftModel.from_pretrained on the base model."""
     from safetensors.torch import save_file
 
     dtype = TORCH_DTYPES[dtype_name]
@@ -98,6 +103,8 @@ def export_hf(
     hf_config.save_pretrained(str(out))
     if hasattr(tokenizer, "save_pretrained"):
         tokenizer.save_pretrained(str(out))
+    if provenance is not None:
+        (out / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
     log.info("exported the model in Hugging Face format to %s (%s)", out, dtype_name)
 
 
