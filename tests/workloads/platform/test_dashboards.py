@@ -121,3 +121,17 @@ def test_the_training_dashboard_shows_validation_beside_the_training_loss() -> N
     best = {title: panels[title] for title in ("Best validation loss", "Best validation step")}
     assert [p["targets"][0]["expr"] for p in best.values()] == [metric("best_val_loss"), metric("best_val_step")]
     assert all(p["type"] == "stat" for p in best.values())
+
+
+def test_the_gpu_dashboard_shows_the_fabric_preflight_beside_what_it_expected() -> None:
+    """Issue 27: each level's bus bandwidth from the trainer's preflight, the expected figures as the reference, and
+    the slowest node's share, all from trainer/metrics.py's preflight keys."""
+    from trainer.metrics import PREFLIGHT_FIELDS
+    from workloads.platform.dashboards.training import metric
+
+    shown = {name for expr in dashboard_queries(BOARDS["gpu-health"]) for name in metric_names(expr)}
+    assert {metric(key) for key in PREFLIGHT_FIELDS} <= shown
+    panels = {panel["title"]: panel for panel in BOARDS["gpu-health"]["panels"]}
+    bandwidth = panels["Fabric: preflight bus bandwidth"]
+    assert bandwidth["fieldConfig"]["defaults"]["unit"] == "GBs"  # Grafana's gigabytes per second; the keys' GB/s
+    assert {t["legendFormat"].split()[0] for t in bandwidth["targets"]} >= {"expected", "all-gather", "all-reduce"}
