@@ -15,6 +15,10 @@ before finish), so rank 0's save finishing means every shard is on disk. At most
 and the end of training, wait for it. All checkpoint collectives use the long-timeout gloo group
 (trainer/parallel/distributed.py `io_group`).
 
+On a replicated mesh (HYBRID_SHARD, NO_SHARD) every replica holds the same state, and each rank stages and writes only
+its share of it (writer_share, split by trainer/checkpoint/writers.py): one copy over all ranks, so a node pins about
+1/replicas of its replica's state, where each node used to pin all of it for DCP to write a part.
+
 With --artifacts-uri, checkpoints also go to S3, the durable tier (trainer/checkpoint/durable.py): the same state dict,
 written after the fast tier's write as part of the same save. At start the run resumes from the newest complete
 checkpoint in --checkpoint-dir; without one, from the newest complete one of its own durable tier (a stack destroyed
