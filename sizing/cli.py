@@ -27,7 +27,7 @@ from sizing.fsx import (
 )
 from sizing.memory import CHECKPOINTING
 from sizing.throughput import Assumptions
-from trainer.config import LORA_TARGETS, SHARDING_STRATEGIES
+from trainer.config import ALL_REDUCE_DTYPES, LORA_TARGETS, SHARDING_STRATEGIES
 from trainer.launch.exits import EXIT_BAD_INPUT
 from trainer.units import DTYPE_BYTES, GIB
 
@@ -61,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--mixed-precision", choices=tuple(DTYPE_BYTES), default="bf16")
     parser.add_argument("--activation-checkpointing", choices=CHECKPOINTING, default="none")
+    parser.add_argument("--compile", action="store_true", help="torch.compile each decoder layer, as the trainer's")
+    parser.add_argument(
+        "--all-reduce-dtype", choices=ALL_REDUCE_DTYPES, default="fp32",
+        help="HYBRID_SHARD's all-reduce between nodes, as the trainer's (default: fp32; other strategies: fp32)",
+    )  # fmt: skip
     parser.add_argument(
         "--lora-rank", type=int, default=0, help="LoRA rank as the trainer's --lora-rank (default: 0, full fine-tuning)"
     )
@@ -125,6 +130,8 @@ def sizings(args: argparse.Namespace) -> list[Sizing]:
             activation_checkpointing=args.activation_checkpointing,
             lora_rank=args.lora_rank,
             lora_targets=lora_targets(args),
+            compile=args.compile,
+            all_reduce_dtype=args.all_reduce_dtype if strategy == "HYBRID_SHARD" else "fp32",
         )
         result.append(size_job(job, instance, args.nodes, Assumptions(mfu=args.mfu), storage))
     return result
@@ -166,7 +173,9 @@ def render_table(results: list[Sizing], every: int | None = None) -> str:
         f"{instance.name} ({first.gpus} x {instance.gpu_chip}, {instance.gpu_memory_gib} GiB each)",
         f"seq {job.seq_len}, batch {job.batch_size} per GPU, {job.grad_accum} micro step(s) per optimizer step, "
         f"{job.mixed_precision}, activation checkpointing {job.activation_checkpointing}"
-        + (f", LoRA rank {job.lora_rank} on {','.join(job.lora_targets)} (the base frozen)" if job.lora_rank else ""),
+        + (f", LoRA rank {job.lora_rank} on {','.join(job.lora_targets)} (the base frozen)" if job.lora_rank else "")
+        + (", compiled" if job.compile else "")
+        + (", HYBRID_SHARD's all-reduce in bf16" if any(r.job.all_reduce_dtype == "bf16" for r in results) else ""),
         "",
         f"{'strategy':<14} {'peak alloc':>10} {'needed':>8} {'fits':>4} {'tokens/s':>11} {'per GPU':>8} "
         f"{'MFU':>6} {'step':>8} {'scaling':>8}  peak at",

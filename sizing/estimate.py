@@ -34,7 +34,7 @@ from sizing.throughput import (
     estimate_throughput,
     scaling_efficiency,
 )
-from trainer.config import LORA_TARGETS, SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
+from trainer.config import ALL_REDUCE_DTYPES, LORA_TARGETS, SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
 from trainer.env import DistEnv
 from trainer.model.presets import PRESETS, ModelShape, find_shape
 from trainer.parallel.plan import make_plan
@@ -108,6 +108,8 @@ class Sizing:
             "sharding_strategy": job.sharding_strategy,
             "mixed_precision": job.mixed_precision,
             "activation_checkpointing": job.activation_checkpointing,
+            "compile": job.compile,
+            "all_reduce_dtype": job.all_reduce_dtype,
             "seq_len": job.seq_len,
             "batch_size": job.batch_size,
             "grad_accum": job.grad_accum,
@@ -150,6 +152,8 @@ def make_job(
     activation_checkpointing: str = "none",
     lora_rank: int = 0,
     lora_targets: tuple[str, ...] = LORA_TARGETS,
+    compile: bool = False,
+    all_reduce_dtype: str = "fp32",
 ) -> Job:
     """A Job, its gradient accumulation derived as the trainer does (trainer/parallel/plan.py); SizingError if bad."""
     checkpointing = activation_checkpointing
@@ -166,6 +170,13 @@ def make_job(
         (gpus >= 1, f"{gpus} GPUs", "at least 1"),
         (lora_rank >= 0, f"LoRA rank {lora_rank}", "0 (full fine-tuning) or more"),
         (set(lora_targets) <= set(LORA_TARGETS), f"LoRA targets {','.join(lora_targets)}", ",".join(LORA_TARGETS)),
+        (all_reduce_dtype in ALL_REDUCE_DTYPES, f"all-reduce dtype {all_reduce_dtype!r}", ", ".join(ALL_REDUCE_DTYPES)),
+        # The trainer refuses it elsewhere (trainer/parallel/plan.py make_plan): only HSDP all-reduces across replicas.
+        (
+            all_reduce_dtype == "fp32" or sharding_strategy == "HYBRID_SHARD",
+            f"all-reduce dtype {all_reduce_dtype!r} with {sharding_strategy}",
+            "fp32, or HYBRID_SHARD",
+        ),
     ]
     for ok, what, allowed in checks:
         if not ok:
@@ -180,7 +191,8 @@ def make_job(
         ) from None
     return Job(
         shape, seq_len, batch_size, sharding_strategy, mixed_precision, activation_checkpointing,
-        grad_accum=plan.grad_accum, lora_rank=lora_rank, lora_targets=tuple(lora_targets),
+        grad_accum=plan.grad_accum, lora_rank=lora_rank, lora_targets=tuple(lora_targets), compile=compile,
+        all_reduce_dtype=all_reduce_dtype,
     )  # fmt: skip
 
 

@@ -55,6 +55,10 @@ class Job:
     """LoRA's rank (--lora-rank); 0 is full fine-tuning."""
     lora_targets: tuple[str, ...] = LORA_TARGETS
     """The linear layers with adapters (--lora-targets)."""
+    compile: bool = False
+    """torch.compile of each decoder layer (--compile): sizing/throughput.py's element-wise time; memory unchanged."""
+    all_reduce_dtype: str = "fp32"
+    """The dtype of HYBRID_SHARD's all-reduce across replica groups (--all-reduce-dtype): its bytes on the network."""
 
     @property
     def tokens(self) -> int:

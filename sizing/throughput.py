@@ -2,12 +2,15 @@
 
 A micro step's time is its compute plus the part of its communication that does not hide behind compute:
 - compute: the trainer's own FLOPs per token (trainer.metrics.training_flops_per_token: 6N + 12LHT, PaLM,
-  Chowdhery et al. 2022, appendix B) times the tokens of a micro step, plus one more forward under full activation
-  checkpointing, at `mfu` of the chip's peak bf16 FLOP/s (sizing/catalog.py). `mfu` is an assumption (see
-  default_mfu); the trainer reports the real figure as `mfu` in its metrics;
+  Chowdhery et al. 2022, appendix B) times the tokens of a micro step, plus what activation checkpointing recomputes
+  (recompute_share: the decoder layers' forward again under full, three of the seven projections under
+  selective-mm), at `mfu` of the chip's peak bf16 FLOP/s (sizing/catalog.py).
+  `mfu` is an assumption (see default_mfu; --compile shortens its element-wise part, COMPILED_ELEMENTWISE); the
+  trainer reports the real figure as `mfu` in its metrics;
 - communication per micro step: FSDP all-gathers each layer's parameters in the compute dtype for forward and,
   when it resharded them, again for backward; it reduce-scatters fp32 gradients every micro step; HYBRID_SHARD and
-  NO_SHARD all-reduce the fp32 gradient shards across replicas on an optimizer step's last micro step only.
+  NO_SHARD all-reduce the fp32 gradient shards across replicas on an optimizer step's last micro step only (in bf16
+  under --all-reduce-dtype bf16, half the bytes: trainer/parallel/all_reduce.py).
   Collective times follow the ring model of nccl-tests' PERFORMANCE.md (all-gather and reduce-scatter move
   (n-1)/n of the buffer, all-reduce twice that) over the slowest link the ring crosses;
 - overlap: FSDP2 prefetches the next layer's all-gather and reduce-scatters on their own streams, so a layer's
@@ -39,6 +42,8 @@ from sizing.memory import (
 )
 from trainer.hardware import HBM_BYTES_PER_S, PEAK_BF16_FLOPS
 from trainer.metrics import training_flops_per_token
+from trainer.model.presets import ModelShape
+from trainer.units import DTYPE_BYTES
 
 # Compute efficiency: the fraction of peak bf16 FLOP/s a GPU reaches on the model's math when communication costs
 # nothing. The matrix multiplies run at a fixed fraction of peak per chip; the element-wise work between them
@@ -62,18 +67,59 @@ COLLECTIVE_BASE_S = 7e-6
 HOP_S = {"nvlink": 0.6e-6, "network": 5e-6}
 
 
-def elementwise_width(chip: str) -> float:
-    """Columns of matrix multiply that cost as much time as a layer's element-wise work on `chip`."""
+# torch.compile of each decoder layer (--compile) fuses its element-wise operations into fewer kernels, so fewer
+# passes over memory; the matmuls are the same kernels. torchtitan's Llama 3.1 8B on H100s with selective checkpointing
+# ran 1.157x (8 GPUs) and 1.162x (128 GPUs) the tokens/s with compile (pytorch/torchtitan
+# benchmarks/llama3_h100_202412_torchtitan.md, Tables 1 and 3: 6,667 / 5,762 and 6,514 / 5,605). This model gives
+# those ratios at h = 4096 on H100 when compile leaves 0.672 and 0.663 of the element-wise width: 2/3. An assumption
+# for our trainer until bench/gpu_mfu.py measures it with and without --compile.
+COMPILED_ELEMENTWISE = 2 / 3
+
+
+def elementwise_width(chip: str, compiled: bool = False) -> float:
+    """Columns of matrix multiply that cost as much time as a layer's element-wise work on `chip` (compiled: fused)."""
     a100 = PEAK_BF16_FLOPS["A100-SXM"] / HBM_BYTES_PER_S["A100-SXM"]
-    return ELEMENTWISE_WIDTH * (PEAK_BF16_FLOPS[chip] / HBM_BYTES_PER_S[chip]) / a100
+    fused = COMPILED_ELEMENTWISE if compiled else 1.0
+    return ELEMENTWISE_WIDTH * fused * (PEAK_BF16_FLOPS[chip] / HBM_BYTES_PER_S[chip]) / a100
 
 
-def default_mfu(chip: str, hidden_size: int) -> float:
-    """The compute efficiency assumed for a model of width `hidden_size` on `chip` (see CALIBRATED_MFU)."""
+def default_mfu(chip: str, hidden_size: int, compiled: bool = False) -> float:
+    """The compute efficiency assumed for a model of width `hidden_size` on `chip` (see CALIBRATED_MFU, calibrated
+    on eager runs; compiled: with COMPILED_ELEMENTWISE of the element-wise time)."""
     calibrated = SAME_DIE.get(chip, chip)
     reference = REFERENCE_WIDTH / (REFERENCE_WIDTH + elementwise_width(calibrated))
     matmul_efficiency = CALIBRATED_MFU[calibrated] / reference
-    return matmul_efficiency * hidden_size / (hidden_size + elementwise_width(chip))
+    return matmul_efficiency * hidden_size / (hidden_size + elementwise_width(chip, compiled))
+
+
+def recomputed_matmul_share(shape: ModelShape, seq_len: int) -> float:
+    """The share of a decoder layer's forward matmul FLOPs that selective-mm recomputes: k, o and up, every second of
+    the projections q, k, v, o, gate, up, down (trainer/parallel/parallelize.py), against the seven and attention's
+    scores and weighted values (4HT a token, PaLM's 12LHT over forward and backward)."""
+    h, i, q, kv = shape.hidden_size, shape.intermediate_size, shape.q_width, shape.kv_width
+    projections = 2 * (h * q + 2 * h * kv + q * h + 3 * h * i)
+    recomputed = 2 * (h * kv + q * h + h * i)
+    return recomputed / (projections + 4 * q * seq_len)
+
+
+def recompute_share(job: Job, chip: str) -> float:
+    """What activation checkpointing recomputes in backward, as a share of the forward's time.
+
+    full: the whole forward again. selective (trainer/parallel/parallelize.py's policy keeps every matmul and
+    attention output, recomputes the element-wise operations): nothing more than the calibration holds, since
+    CALIBRATED_MFU's H100 figure comes from torchtitan's runs with the same selective policy, so its element-wise
+    recompute is inside that mfu (on A100, calibrated without it, a selective job is charged that little too
+    little). selective-mm: selective's, and the three projections it recomputes, at the matmuls' own speed (the part
+    of a layer's time that is not element-wise in default_mfu's terms, h / (h + w)).
+    """
+    mode = job.activation_checkpointing
+    if mode in ("none", "selective"):
+        return 0.0
+    if mode == "full":
+        return 1.0
+    h = job.shape.hidden_size
+    width = elementwise_width(chip, job.compile)
+    return h / (h + width) * recomputed_matmul_share(job.shape, job.seq_len)
 
 
 @dataclass(frozen=True)
@@ -140,12 +186,13 @@ def estimate_throughput(
     """Throughput of `job` (per GPU micro batch, strategy, checkpointing) on `nodes` nodes of `instance`."""
     assumptions = assumptions or Assumptions()
     shape, e = job.shape, job.compute_bytes
-    mfu = assumptions.mfu if assumptions.mfu is not None else default_mfu(instance.gpu_chip, shape.hidden_size)
+    chip = instance.gpu_chip
+    mfu = assumptions.mfu if assumptions.mfu is not None else default_mfu(chip, shape.hidden_size, job.compile)
     adapters = adapter_parameters(shape, job.lora_rank, job.lora_targets)
     flops_per_token = training_flops_per_token(shape, job.seq_len, adapters)
     # Forward is 2N + 4LHT (+ 2A under LoRA): a third of full fine-tuning's 6N + 12LHT.
     forward_flops = training_flops_per_token(shape, job.seq_len) / 3 + 2.0 * adapters
-    recompute = forward_flops if job.activation_checkpointing == "full" else 0.0
+    recompute = forward_flops * recompute_share(job, chip)  # the head's forward counted in too: conservative
     rate = instance.peak_bf16_flops_per_gpu * mfu
     forward_s = job.tokens * forward_flops / rate
     backward_s = job.tokens * (flops_per_token - forward_flops + recompute) / rate
@@ -169,10 +216,12 @@ def estimate_throughput(
     # at once, sharing its network. NO_SHARD: one ring over every GPU, like FULL_SHARD's.
     replica_link = _Link(inter.bytes_per_s / instance.gpus, "network") if shard > 1 else inter
 
+    all_reduced = DTYPE_BYTES[job.all_reduce_dtype]  # bytes per element of the all-reduce across replicas
+
     def reduce(params: int, across_replicas: bool) -> float:
         scatter = _ring(FP32 * params, shard, shard_link)
         return scatter + (
-            _ring(FP32 * params / shard, replicate, replica_link, all_reduce=True) if across_replicas else 0
+            _ring(all_reduced * params / shard, replicate, replica_link, all_reduce=True) if across_replicas else 0
         )
 
     def micro_step(last: bool) -> tuple[float, float]:
