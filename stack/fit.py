@@ -27,6 +27,7 @@ from sizing.fsx import (
     storage_problem,
     storage_summary,
 )
+from sizing.host_memory import PAGE_CACHE_FRACTION, RANK_PROCESS_BYTES, HostStaging, host_staging
 from sizing.memory import CHECKPOINTING, Job
 from sizing.throughput import Assumptions
 from stack.config import StackConfig
@@ -122,6 +123,7 @@ def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
             storage_summary(storage, speed.step_s if speed else None, config.job.checkpoint_every) if storage else None
         ),
         "time": run_time_summary(stack_run_time(config, sizing)),
+        "hostMemory": host_summary(stack_host_staging(config)),
     }
 
 
@@ -250,7 +252,7 @@ def fit_problems(config: StackConfig) -> list[str]:
         return []
     storage = stack_storage(config)
     problem = storage_problem(storage, config.job.model) if storage else None
-    return _memory_problems(config) + ([problem] if problem else [])
+    return _memory_problems(config) + _host_problems(config) + ([problem] if problem else [])
 
 
 def _memory_problems(config: StackConfig) -> list[str]:
@@ -278,4 +280,69 @@ def _memory_problems(config: StackConfig) -> list[str]:
         f"needs {sizing.needed_bytes / GIB:.1f} GiB per GPU (peak at {sizing.memory.moment}: {largest} GiB, plus "
         f"runtime and allocator headroom), more than the {instance.gpu_memory_gib} GiB of its {instance.gpu_chip}; "
         + advice
+    ]
+
+
+def stack_host_staging(config: StackConfig, nodes: int | None = None, **changes: Any) -> HostStaging | None:
+    """A node's host memory at the job's background saves (on `nodes`, default gpuNodes.count, with `changes` to its
+    keys); None when the job cannot be sized here."""
+    fleet = _fleet_job(config, nodes=nodes or config.gpu_nodes.count, **changes)
+    return host_staging(*fleet) if fleet else None
+
+
+def host_summary(staging: HostStaging | None) -> dict[str, Any] | None:
+    """jobSizing's host memory per node: the checkpoint's pinned staging, the ranks' processes, what the pod has."""
+    if staging is None:
+        return None
+    return {
+        "checkpointStagingGiB": round(staging.staged / GIB, 1),
+        "processesGiB": round(staging.processes / GIB, 1),
+        "neededGiB": round(staging.needed / GIB, 1),
+        "availableGiB": round(staging.available / GIB, 1),
+        "podMemoryGiB": round(staging.pod / GIB, 1),
+        "fits": staging.fits,
+    }
+
+
+def _host_fixes(config: StackConfig) -> list[str]:
+    """The fewest nodes whose share of the staging fits (each node stages 1/nodes of the checkpoint), and LoRA (whose
+    checkpoints hold the adapters alone), each with the host memory it needs."""
+    gpu, fewest = config.gpu_nodes, config.fewest_nodes
+    key, most = ("job.minNodes", gpu.count) if fewest < gpu.count else ("gpuNodes.count", MAX_NODES_SUGGESTED)
+    fixes: list[str] = []
+    for nodes in range(fewest + 1, most + 1):
+        staging = stack_host_staging(config, nodes=nodes)
+        if staging is not None and staging.fits:
+            fixes.append(f"{key}: {nodes} ({staging.needed / GIB:.1f} GiB)")
+            break
+    if not config.job.lora.rank:
+        label, change = LORA_CHANGE
+        staging = stack_host_staging(config, nodes=fewest, **change)
+        if staging is not None and staging.fits:
+            fixes.append(f"{label} ({staging.needed / GIB:.1f} GiB)")
+    return fixes
+
+
+def _host_problems(config: StackConfig) -> list[str]:
+    staging = stack_host_staging(config, nodes=config.fewest_nodes)
+    if staging is None or staging.fits:
+        return []
+    instance = config.gpu_nodes.instance
+    fixes = _host_fixes(config)
+    larger = [t.name for t in CATALOG.values() if t.memory_gib > instance.memory_gib and t.gpus >= instance.gpus]
+    advice = (
+        "smallest changes that fit: " + "; ".join(fixes)
+        if fixes
+        else f"nothing fits on up to {MAX_NODES_SUGGESTED} nodes; expected an instance type with more memory"
+        + (f" ({', '.join(larger)})" if larger else "")
+    )
+    elastic = " (job.minNodes: the fewest it runs on)" if config.fewest_nodes < config.gpu_nodes.count else ""
+    return [
+        f"fsdp-eks:job: {config.job.model} with {config.job.sharding_strategy} on {config.fewest_nodes} x "
+        f"{instance.name}{elastic}: a background checkpoint save stages {staging.staged / GIB:.1f} GiB per node in "
+        f"pinned host memory, which with {instance.gpus} rank{'s' if instance.gpus > 1 else ''} at "
+        f"{RANK_PROCESS_BYTES / GIB:.0f} GiB each needs "
+        f"{staging.needed / GIB:.1f} GiB, more than the {staging.available / GIB:.1f} GiB its worker pod has for them "
+        f"(a {staging.pod / GIB:.0f} GiB limit on a {instance.memory_gib} GiB node, less {PAGE_CACHE_FRACTION:.0%} "
+        f"for the page cache); " + advice
     ]
