@@ -68,6 +68,9 @@ class DataConfig:
     cache_dir: str | None = field(default=None, metadata=_flag("--data-cache-dir"))
     """Directory shared by all ranks for the tokenised data set: rank 0 (or `python -m trainer.stage`) writes it
     once as memory-mapped arrays and every rank maps it. Without it, every rank tokenises the data set itself."""
+    workers: int = field(default=0, metadata=_flag("--data-workers"))
+    """Processes that tokenise the data set (a batch of records each at a time); 0: one per CPU the process may run
+    on, at most 32."""
 
 
 @dataclass
@@ -223,6 +226,29 @@ class MetricsConfig:
     (trainer/hardware.py); on CPU, MFU is reported only when this is given."""
 
 
+PREFLIGHT_MODES = ("on", "off")
+
+
+@dataclass
+class PreflightConfig:
+    mode: str = field(default="on", metadata=_flag("--preflight", choices=PREFLIGHT_MODES))
+    """Time the collectives within each node and across nodes before the model is loaded (trainer/preflight.py); a
+    node below --preflight-min-fraction leaves the job (the launcher exits 201). A world of one rank has nothing to
+    time."""
+    min_fraction: float = field(default=0.7, metadata=_flag("--preflight-min-fraction"))
+    """A node fails when its bus bandwidth at a level is below this fraction of the median node's or of the expected
+    figure."""
+    buffer_bytes: int = field(default=0, metadata=_flag("--preflight-bytes"))
+    """Bytes of each timed collective's whole buffer; 0: 256 MiB on a GPU, 1 MiB on the CPU."""
+    iterations: int = field(default=5, metadata=_flag("--preflight-iterations"))
+    """Timed iterations of each collective, after one untimed warm-up."""
+    expect_intra_gb_per_s: float = field(default=0.0, metadata=_flag("--preflight-expect-intra-gb-per-s"))
+    """Bus bandwidth (GB/s) expected within a node, from the instance type's NVLink or PCIe (the stack renders it
+    from sizing/); 0: unknown, only the nodes' median is the reference."""
+    expect_inter_gb_per_s: float = field(default=0.0, metadata=_flag("--preflight-expect-inter-gb-per-s"))
+    """Bus bandwidth (GB/s) expected across nodes on one rail (a GPU's share of the node's network); 0: unknown."""
+
+
 @dataclass
 class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -235,6 +261,7 @@ class TrainConfig:
     lora: LoraConfig = field(default_factory=LoraConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    preflight: PreflightConfig = field(default_factory=PreflightConfig)
 
 
 def field_docstrings(cls: type) -> dict[str, str]:

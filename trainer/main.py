@@ -64,8 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     if errors:
         return refuse(errors, env)
     from trainer.checkpoint.durable import DurableSaveError  # torch: after validation, as trainer.train
+    from trainer.preflight import fabric_preflight
     from trainer.train import run
 
+    # Before the data and the model: a node whose links are too slow leaves the job in seconds (trainer/preflight.py).
+    preflight_exit = fabric_preflight(config, env, device_type)
+    if preflight_exit:
+        return preflight_exit
     try:
         run(config, env, source, device_type)
     except DurableSaveError as error:

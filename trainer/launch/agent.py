@@ -19,6 +19,12 @@ Where the other nodes' workers fail with it (gloo fails a collective whose peer 
 when the stopped pod is not back sooner), their agents would count that failure against --max-restarts, and a few
 voluntary disruptions would end a healthy run. So a failure of a group whose round has a node leaving on request is
 restarted without being counted.
+
+A node whose collectives failed the fabric preflight (trainer/preflight.py) is the same case seen from both sides: its
+own workers exit EXIT_BAD_NODE, which no restart on this node can change, so its agent spends the remaining restarts
+as for a final code (the launcher then ends with 201, retryable, the rendezvous left open: trainer/launch/launcher.py);
+the other nodes' workers exit EXIT_PEER_BAD_NODE, and their agents restart them without counting it, into a round
+without the bad node.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 from torch.distributed.elastic.rendezvous import RendezvousHandler
 from torch.distributed.launcher import api as launcher_api
 
-from trainer.launch.exits import FINAL_WORKER_EXITS, describe_exit
+from trainer.launch.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE, FINAL_WORKER_EXITS, describe_exit
 from trainer.launch.rendezvous import NODES_LEAVING_KEY, HeldShutdown
 
 # The signals a pod is stopped with (the kubelet's SIGTERM) or a person stops a launch with; torchrun handles these
@@ -48,11 +54,17 @@ log = logging.getLogger("trainer.launch")
 
 
 def first_final_failure(failures: dict[int, ProcessFailure]) -> tuple[int, int] | None:
-    """(global rank, exit code) of the lowest rank that exited with a final code; None if none did."""
+    """(global rank, exit code) of the lowest rank that exited with a code no restart on this node changes (a final
+    code, or EXIT_BAD_NODE); None if none did."""
     for rank, failure in sorted(failures.items()):
-        if failure.exitcode in FINAL_WORKER_EXITS:
+        if failure.exitcode in (*FINAL_WORKER_EXITS, EXIT_BAD_NODE):
             return rank, failure.exitcode
     return None
+
+
+def only_peer_bad_node(failures: dict[int, ProcessFailure]) -> bool:
+    """Whether the workers stopped only because another node failed the fabric preflight."""
+    return bool(failures) and all(failure.exitcode == EXIT_PEER_BAD_NODE for failure in failures.values())
 
 
 class FinalExitsAgent(LocalElasticAgent):
@@ -80,6 +92,9 @@ class FinalExitsAgent(LocalElasticAgent):
                 log.warning("rank %s exited %s: no restart can change that; the worker group is not restarted",
                             rank, describe_exit(code))  # fmt: skip
                 self._remaining_restarts = 0
+        elif only_peer_bad_node(result.failures):
+            self._remaining_restarts += 1  # given back, as below
+            log.warning("another node failed the fabric preflight: the workers are restarted without counting it")
         elif nodes_leaving(worker_group) > 0:
             # _invoke_run takes one restart off for this failure right after this returns; give it back first
             self._remaining_restarts += 1

@@ -33,6 +33,10 @@ of them:
 - A worker exited with a code no restart can change (FINAL_WORKER_EXITS: 2, bad input; 3, checkpoint storage full):
   the agent spends no restart on it and stops at once (trainer/launch/agent.py); launch_agent raises
   ChildFailedError and closes the rendezvous. -> the worker's code, permanent: the job is over.
+- This node failed the fabric preflight (a worker exited EXIT_BAD_NODE, trainer/preflight.py): the agent spends no
+  restart on it, as for a final code; launch_agent raises ChildFailedError. -> 201, retryable, the rendezvous left
+  open: the operator creates the pod again (on another node: the bad node's taint keeps it off), and the job's other
+  nodes, whose workers torchrun restarts without counting, go on without this one or wait for its new pod.
 - Anything else (a rendezvous that timed out waiting for --nnodes, a corrupt rendezvous state, a bug). -> 1.
 Bad arguments end as torchrun's parser ends them (exit 2). The last line on stderr gives the exit and its reason.
 """
@@ -50,10 +54,12 @@ from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousClosedError, RendezvousConnectionError
 
+from trainer.fabric import node_name
 from trainer.launch.agent import STOP_SIGNALS, final_worker_exits_end_the_run, first_final_failure
 from trainer.launch.exits import (
     EXIT_BACKEND_LOST,
     EXIT_BAD_ARGUMENTS,
+    EXIT_BAD_NODE,
     EXIT_PERMANENT,
     EXIT_STAGING_FAILED,
     EXIT_SUCCEEDED,
@@ -114,6 +120,13 @@ def ending(error: BaseException | None) -> Ending:
         return Ending(exit_for_signal(error.sigval), reason, closes_rendezvous=False)
     if isinstance(error, ChildFailedError):
         final = first_final_failure(error.failures)
+        if final is not None and final[1] == EXIT_BAD_NODE:
+            reason = (
+                f"this node ({node_name()}) failed the fabric preflight (rank {final[0]} exited "
+                f"{describe_exit(EXIT_BAD_NODE)}): no restart was spent on it and the rendezvous is left open for the "
+                "job's other nodes"
+            )
+            return Ending(EXIT_BAD_NODE, reason, closes_rendezvous=False)
         if final is not None:
             rank, code = final
             reason = (

@@ -1,0 +1,122 @@
+"""The fabric preflight's arithmetic and verdict (trainer/fabric.py), its fault hook, and what the launcher and the
+agent make of its exit codes: pure functions, no process group."""
+
+from __future__ import annotations
+
+import pytest
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+from trainer import metrics
+from trainer.fabric import (
+    INTER_ALL_REDUCE,
+    INTER_PAIRS,
+    INTRA_ALL_GATHER,
+    best_pair_figures,
+    bus_bandwidth_gb_per_s,
+    judge,
+    pair_rounds,
+)
+from trainer.faults import FAULT_ENV, preflight_delay_s, slow_preflight_fault
+from trainer.launch.agent import first_final_failure, only_peer_bad_node
+from trainer.launch.exits import (
+    EXIT_BACKEND_LOST,
+    EXIT_BAD_NODE,
+    EXIT_PEER_BAD_NODE,
+    FINAL_WORKER_EXITS,
+    PERMANENT_EXITS,
+    describe_exit,
+    is_retryable,
+)
+from trainer.launch.launcher import ending
+
+
+def test_bus_bandwidth_follows_nccl_tests() -> None:
+    """PERFORMANCE.md: 8 GB in 1 s over 8 ranks is 7 GB/s for an all-gather or a reduce-scatter, 14 for an
+    all-reduce; a send/receive is its algorithm bandwidth."""
+    assert bus_bandwidth_gb_per_s("all_gather", 8 * 10**9, 1.0, 8) == pytest.approx(7.0)
+    assert bus_bandwidth_gb_per_s("reduce_scatter", 8 * 10**9, 2.0, 8) == pytest.approx(3.5)
+    assert bus_bandwidth_gb_per_s("all_reduce", 8 * 10**9, 1.0, 8) == pytest.approx(14.0)
+    assert bus_bandwidth_gb_per_s("send_recv", 10**9, 0.5, 2) == pytest.approx(2.0)
+
+
+def test_a_node_below_the_fraction_of_the_median_is_bad() -> None:
+    verdict = judge({INTRA_ALL_GATHER: {0: 100.0, 1: 98.0, 2: 60.0}}, {}, 0.7)
+    assert verdict.bad_nodes == (2,)
+    assert verdict.slowest_fraction == pytest.approx(60 / 98)
+
+
+def test_a_minority_below_the_expected_figure_is_bad_a_majority_is_a_warning() -> None:
+    expected = {INTRA_ALL_GATHER: 360.0}
+    assert judge({INTRA_ALL_GATHER: {0: 350.0, 1: 200.0, 2: 340.0}}, expected, 0.7).bad_nodes == (1,)
+    everywhere = judge({INTRA_ALL_GATHER: {0: 200.0, 1: 210.0, 2: 205.0}}, expected, 0.7)
+    assert everywhere.bad_nodes == ()
+    assert "not a node" in everywhere.warnings[0]
+    assert everywhere.slowest_fraction == pytest.approx(200 / 360)
+
+
+def test_the_rails_ring_and_two_nodes_pair_name_no_node() -> None:
+    """Every node finishes the rails' all-reduce together, and one pair has two ends: neither says which is slow."""
+    verdict = judge({INTER_ALL_REDUCE: {0: 10.0, 1: 10.0}, INTER_PAIRS: {0: 5.0, 1: 5.0}}, {INTER_PAIRS: 40.0}, 0.7)
+    assert verdict.bad_nodes == ()
+    assert len(verdict.warnings) == 1 and verdict.warnings[0].startswith(INTER_PAIRS)
+
+
+def test_pairs_give_every_node_a_partner_other_than_the_reference() -> None:
+    assert pair_rounds(1) == []
+    assert pair_rounds(2) == [(0, 1)]
+    assert pair_rounds(4) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]
+
+
+@pytest.mark.parametrize("slow", [0, 1, 3])
+def test_a_slow_node_has_no_fast_pair_and_every_other_node_has_one(slow: int) -> None:
+    pairs = {pair: 5.0 if slow in pair else 40.0 for pair in pair_rounds(4)}
+    figures = best_pair_figures(pairs, 4)
+    assert figures[slow] == 5.0 and all(figure == 40.0 for node, figure in figures.items() if node != slow)
+    assert judge({INTER_PAIRS: figures}, {}, 0.7).bad_nodes == (slow,)
+
+
+def test_the_slow_preflight_fault_delays_only_its_rank_and_the_first_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, slow_preflight_fault(250, rank=1))
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
+    assert preflight_delay_s() == 0.25
+    monkeypatch.setenv("RANK", "0")
+    assert preflight_delay_s() == 0.0
+    monkeypatch.setenv(FAULT_ENV, slow_preflight_fault(250))
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    assert preflight_delay_s() == 0.0
+
+
+def test_bad_node_is_retryable_and_apart_from_signals_and_the_lost_backend() -> None:
+    assert is_retryable(EXIT_BAD_NODE) and EXIT_BAD_NODE != EXIT_BACKEND_LOST
+    assert EXIT_BAD_NODE - 128 > 64  # above SIGRTMAX: never read as a signal's code
+    assert EXIT_BAD_NODE not in PERMANENT_EXITS and EXIT_PEER_BAD_NODE not in (*PERMANENT_EXITS, *FINAL_WORKER_EXITS)
+    assert describe_exit(EXIT_BAD_NODE) == "201 (bad node: fabric preflight)"
+
+
+def failed(*codes: int) -> dict[int, ProcessFailure]:
+    return {rank: ProcessFailure(local_rank=rank, pid=100 + rank, exitcode=code, error_file="") for rank, code in
+            enumerate(codes)}  # fmt: skip
+
+
+def test_the_bad_nodes_launcher_ends_201_and_leaves_the_rendezvous_open() -> None:
+    failures = failed(EXIT_BAD_NODE, EXIT_BAD_NODE)
+    assert first_final_failure(failures) == (0, EXIT_BAD_NODE)  # the agent spends no restart on it
+    end = ending(ChildFailedError("trainer", failures))
+    assert (end.code, end.closes_rendezvous) == (EXIT_BAD_NODE, False)
+
+
+def test_only_a_peers_bad_node_restarts_without_counting() -> None:
+    assert only_peer_bad_node(failed(EXIT_PEER_BAD_NODE, EXIT_PEER_BAD_NODE))
+    assert not only_peer_bad_node(failed(EXIT_PEER_BAD_NODE, 1))
+    assert not only_peer_bad_node({})
+
+
+def test_every_record_of_a_start_carries_its_preflight_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "_start_figures", {})
+    metrics.set_start_figures({"preflight_intra_all_gather_gb_per_s": 310.5, "preflight_slowest_fraction": 0.9})
+    record = metrics.StepMetrics(1, 2.0, 3.0, 3.0, None, 0.1, 1, 1e-4, 1.0, 2, 0, 64, 0.01)
+    assert record.preflight_intra_all_gather_gb_per_s == 310.5 and record.preflight_slowest_fraction == 0.9
+    assert record.preflight_inter_all_reduce_gb_per_s is None
+    with pytest.raises(ValueError, match="not preflight figures"):
+        metrics.set_start_figures({"loss": 1.0})

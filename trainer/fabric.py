@@ -1,0 +1,196 @@
+"""The fabric preflight's arithmetic and verdict, without torch: bus bandwidth from a timing, each node's figure per
+level, and which node, if any, is too slow to train on (trainer/preflight.py measures; sizing/ and the dashboards read
+the figures).
+
+Bus bandwidth follows nccl-tests (doc/PERFORMANCE.md, NVIDIA/nccl-tests): algbw = S / t, with S the bytes of the
+whole array (an all-gather's output, a reduce-scatter's input, an all-reduce's buffer); busbw = algbw x (n-1)/n for
+all-gather and reduce-scatter, algbw x 2(n-1)/n for all-reduce, and algbw for a send/receive. busbw is comparable
+with the hardware's one-direction link speed whatever the number of ranks, which is what the expectation is.
+
+A node's figure at a level:
+- within a node (all-gather, reduce-scatter over the node's LOCAL_WORLD_SIZE ranks): the node's own group, timed by
+  its slowest rank, so a slow NVLink or GPU shows on that node alone;
+- across nodes on the rails (all-reduce of the ranks with the same local rank on every node, every rail at once): one
+  ring over all nodes, which every node finishes at the same time, so it says how fast the fabric is, never which
+  node slows it;
+- across nodes in pairs (a send/receive between two nodes on every rail at once): the pairs of the first two nodes
+  with every other node, so each node has a pair with a node that is not itself at fault. A node's figure is its best
+  pair: a healthy node has at least one fast pair, a slow node none. With two nodes there is one pair only, and it
+  cannot say which end is slow (no node is named at this level).
+
+A node fails a level when its figure is below `min_fraction` of the median node's, or of the expected figure (the
+catalog's, passed in as flags). A shortfall against the expectation names nodes only where at most half of the nodes
+fall short: when most do, the expectation or the fabric's configuration is what is wrong, and excluding nodes for it
+would stop every job (it is logged instead).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+TORCH_FREE = True  # sizing/ reads the preflight's figures and levels; the local run its node variable
+
+# The pod's node, from the downward API (spec.nodeName; workloads/job/ sets it); outside a pod, the host's name.
+NODE_NAME_ENV = "NODE_NAME"
+GB = 1e9  # nccl-tests report GB/s of 1e9 bytes
+
+INTRA_ALL_GATHER = "intra_all_gather"
+INTRA_REDUCE_SCATTER = "intra_reduce_scatter"
+INTER_ALL_REDUCE = "inter_all_reduce"
+INTER_PAIRS = "inter_pairs"
+LEVELS = (INTRA_ALL_GATHER, INTRA_REDUCE_SCATTER, INTER_ALL_REDUCE, INTER_PAIRS)
+INTRA_LEVELS = (INTRA_ALL_GATHER, INTRA_REDUCE_SCATTER)
+# nccl-tests' correction from algbw to busbw, per collective: n -> factor.
+COLLECTIVE_OF_LEVEL = {
+    INTRA_ALL_GATHER: "all_gather",
+    INTRA_REDUCE_SCATTER: "reduce_scatter",
+    INTER_ALL_REDUCE: "all_reduce",
+    INTER_PAIRS: "send_recv",
+}
+
+
+def bus_factor(collective: str, ranks: int) -> float:
+    """nccl-tests' busbw / algbw for `collective` over `ranks` (PERFORMANCE.md, "Summary")."""
+    if collective in ("all_gather", "reduce_scatter"):
+        return (ranks - 1) / ranks
+    if collective == "all_reduce":
+        return 2 * (ranks - 1) / ranks
+    if collective == "send_recv":
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def bus_bandwidth_gb_per_s(collective: str, total_bytes: int, seconds: float, ranks: int) -> float:
+    """Bus bandwidth in GB/s of one `collective` of `total_bytes` (the whole array) over `ranks` taking `seconds`."""
+    if seconds <= 0:
+        raise ValueError(f"a collective cannot take {seconds} s")
+    return total_bytes / seconds * bus_factor(collective, ranks) / GB
+
+
+def node_name(environ: Mapping[str, str] | None = None) -> str:
+    """This pod's node (NODE_NAME), else the host's name."""
+    environ = os.environ if environ is None else environ
+    return environ.get(NODE_NAME_ENV) or socket.gethostname()
+
+
+def default_bytes(device_type: str) -> int:
+    """--preflight-bytes when not given: 256 MiB on a GPU, where nccl-tests reach the links' plateau and a layer's
+    all-gather of a 7B-70B model lies (0.4-1.7 GB in bf16), and 1 MiB on the CPU, where gloo only shows the wiring."""
+    return 256 * 2**20 if device_type == "cuda" else 2**20
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """One node below its level's threshold."""
+
+    level: str
+    node: int
+    figure: float
+    """The node's bus bandwidth, GB/s."""
+    reference: float
+    """What it was held against: the median node's or the expected figure, GB/s."""
+    against: str
+    """"median" or "expected"."""
+
+    @property
+    def fraction(self) -> float:
+        return self.figure / self.reference
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The preflight's outcome, alike on every rank."""
+
+    bad_nodes: tuple[int, ...]
+    """Node indexes (rank // LOCAL_WORLD_SIZE) that are to leave the job."""
+    shortfalls: tuple[Shortfall, ...]
+    """Every node below a threshold, named or not."""
+    slowest_fraction: float | None
+    """The lowest over levels of the slowest node's figure over the expected (where given) or the median figure."""
+    warnings: tuple[str, ...] = field(default=())
+    """Shortfalls that name no node (most nodes below the expectation, or two nodes' one pair)."""
+
+
+def median_shortfalls(level: str, figures: Mapping[int, float], min_fraction: float) -> list[Shortfall]:
+    """The nodes below `min_fraction` of the median node (nothing to compare with one node)."""
+    if len(figures) < 2:
+        return []
+    median = statistics.median(figures.values())
+    return [
+        Shortfall(level, node, figure, median, "median")
+        for node, figure in sorted(figures.items())
+        if figure < min_fraction * median
+    ]
+
+
+def expected_shortfalls(
+    level: str, figures: Mapping[int, float], expected: float | None, min_fraction: float
+) -> list[Shortfall]:
+    if not expected:
+        return []
+    return [
+        Shortfall(level, node, figure, expected, "expected")
+        for node, figure in sorted(figures.items())
+        if figure < min_fraction * expected
+    ]
+
+
+def judge(
+    figures: Mapping[str, Mapping[int, float]], expected: Mapping[str, float | None], min_fraction: float
+) -> Verdict:
+    """The verdict on the nodes' figures per level (GB/s; `expected` per level, None or 0 where unknown)."""
+    bad: set[int] = set()
+    shortfalls: list[Shortfall] = []
+    warnings: list[str] = []
+    fractions: list[float] = []
+    for level, by_node in figures.items():
+        if not by_node:
+            continue
+        relative = median_shortfalls(level, by_node, min_fraction)
+        absolute = expected_shortfalls(level, by_node, expected.get(level), min_fraction)
+        shortfalls += relative + absolute
+        names_nodes = level != INTER_ALL_REDUCE and not (level == INTER_PAIRS and len(by_node) < 3)
+        if not names_nodes:
+            if relative or absolute:
+                warnings.append(f"{level}: below the threshold, but this level cannot say which node is slow")
+        else:
+            bad.update(s.node for s in relative)
+            if absolute and 2 * len(absolute) <= len(by_node):
+                bad.update(s.node for s in absolute)
+            elif absolute:
+                warnings.append(
+                    f"{level}: {len(absolute)} of {len(by_node)} nodes below {min_fraction:g} of the expected "
+                    f"{expected.get(level):.1f} GB/s: the expectation or the fabric's configuration, not a node"
+                )
+        reference = expected.get(level) or statistics.median(by_node.values())
+        fractions.append(min(by_node.values()) / reference)
+    return Verdict(tuple(sorted(bad)), tuple(shortfalls), min(fractions) if fractions else None, tuple(warnings))
+
+
+def pair_rounds(nodes: int) -> list[tuple[int, int]]:
+    """The node pairs the pair level times, one round each: node 0 with every node, and node 1 with every node after
+    it, so that each node has a pair whose other end is not the node under suspicion (none on one node)."""
+    return [(0, k) for k in range(1, nodes)] + [(1, k) for k in range(2, nodes)]
+
+
+def best_pair_figures(pairs: Mapping[tuple[int, int], float], nodes: int) -> dict[int, float]:
+    """Each node's figure at the pair level: its fastest pair's (see the module's docstring)."""
+    best: dict[int, float] = {}
+    for (a, b), figure in pairs.items():
+        for node in (a, b):
+            best[node] = max(best.get(node, 0.0), figure)
+    return {node: best[node] for node in range(nodes) if node in best}
+
+
+def describe(verdict: Verdict, names: Mapping[int, str]) -> list[str]:
+    """Log lines for the verdict: each shortfall with the node's name, then the warnings."""
+    lines = [
+        f"{s.level}: node {s.node} ({names.get(s.node, '?')}) at {s.figure:.2f} GB/s, {s.fraction:.2f} of the "
+        f"{s.against} {s.reference:.2f} GB/s"
+        for s in verdict.shortfalls
+    ]
+    return lines + list(verdict.warnings)
