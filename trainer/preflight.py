@@ -274,6 +274,7 @@ def fabric_preflight(config: TrainConfig, env: DistEnv, device_type: str) -> int
     topo = topology(env)
     if config.preflight.mode == "off" or not env.launched or topo is None:
         return 0
+    started = time.perf_counter()
     device = pick_device(device_type, env)
     timeout = timedelta(minutes=config.parallel.timeout_minutes)
     wait = timedelta(minutes=config.checkpoint.timeout_minutes)
@@ -289,5 +290,7 @@ def fabric_preflight(config: TrainConfig, env: DistEnv, device_type: str) -> int
     names = {timing.node: timing.name for timing in timings}
     if env.is_leader:
         log_outcome(figures, verdict, names)
+        log.info("fabric preflight: %d nodes of %d ranks in %.2f s", topo.nodes, topo.per_node,
+                 time.perf_counter() - started)  # fmt: skip
     set_start_figures(start_figures(figures, config, verdict))
     return exit_code(verdict, topo.node_of(env.rank), names)
