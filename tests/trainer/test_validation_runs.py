@@ -1,7 +1,7 @@
 """Validation in whole trainer runs: the held-out loss a run reports equals a single-process computation with the
-exported model on the same held-out set (2 ranks and 1), the held-out records never reach the training samples,
---keep-best keeps and exports the best checkpoint, --early-stop-patience ends the run cleanly, and a resumed run
-carries on with the best so far."""
+exported model on the same held-out set (2 ranks, and 1 under LoRA), the held-out records never reach the training
+samples, --keep-best keeps and exports the best checkpoint, --early-stop-patience ends the run cleanly, and a resumed
+run carries on with the best so far."""
 
 from __future__ import annotations
 
@@ -99,12 +99,15 @@ def test_two_ranks_stop_early_keep_the_best_checkpoint_and_export_it(tmp_path: P
     assert exported_model_loss(export, held_out_set(args)) == pytest.approx(losses[best_step], rel=1e-5)
 
 
-def test_a_resumed_run_carries_on_with_the_best_so_far(tmp_path: Path) -> None:
+def test_a_resumed_lora_run_carries_on_with_the_best_so_far(tmp_path: Path) -> None:
+    """Under LoRA (adapter-only checkpoints, the merged model exported) as under full fine-tuning above."""
     export = tmp_path / "export"
-    args = with_flags([*TINY, *HELD_OUT], eval_every="2", checkpoint_every="2", checkpoint_dir=str(tmp_path / "ckpt"))
+    args = with_flags(
+        [*TINY, *HELD_OUT], lora_rank="4", eval_every="2", checkpoint_every="2", checkpoint_dir=str(tmp_path / "ckpt")
+    )
     first = run_trainer(with_flags(args, steps="4"), tmp_path)
     assert first.returncode == 0, first.output
-    assert sorted(evaluations(first)) == [2, 4]
+    assert "LoRA rank 4" in first.output and sorted(evaluations(first)) == [2, 4]
     best: dict[str, Any] = {key: first.metrics[-1][key] for key in ("best_val_loss", "best_val_step")}
 
     resumed = run_trainer(with_flags(args, export_hf=str(export), export_dtype="fp32"), tmp_path)
@@ -117,7 +120,7 @@ def test_a_resumed_run_carries_on_with_the_best_so_far(tmp_path: Path) -> None:
     all_losses = evaluations(first) | evaluations(resumed)
     assert step_6["best_val_step"] == min(all_losses, key=all_losses.__getitem__)
 
-    # One rank: the reported loss is the exported (last step's) model's in one plain process.
+    # One rank: the reported loss is the exported (last step's, merged) model's in one plain process.
     assert exported_model_loss(export, held_out_set(args)) == pytest.approx(step_6["val_loss"], rel=1e-5)
 
 
