@@ -9,6 +9,14 @@ first logged record of each run is left out when there are later ones (it carrie
 compilation), and the median `tokens_per_second` of the rest is the point's throughput. Scaling efficiency is
 per-GPU throughput against that of the smallest run: tokens/s(N) / N over tokens/s(base) / base.
 Output in --out: scaling.md (the table), scaling.json (the same figures) and scaling.png (the chart).
+
+The fabric: each record of a run whose trainer ran the fabric preflight (trainer/preflight.py) carries the bus
+bandwidth it measured within a node and on a rail across nodes (trainer/metrics.py preflight_*). The report shows them
+per point, and with --model and --instance it sets the throughput model's scaling efficiency beside the measured one,
+computed on the measured links instead of the catalog's (sizing/throughput.py MeasuredFabric), and says which it used:
+
+    python -m sizing.scaling runs/p5-1.jsonl runs/p5-2.jsonl --gpus-per-node 8 --model llama2-7b \
+        --instance p5.48xlarge --seq-len 4096 --out report/
 """
 
 from __future__ import annotations
@@ -17,13 +25,22 @@ import argparse
 import json
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from sizing.catalog import InstanceType
+from sizing.estimate import SizingError, make_job, resolve_instance, resolve_shape
+from sizing.memory import Job
 from sizing.metrics_file import MetricsFileError, read_records
+from sizing.throughput import Assumptions, MeasuredFabric, expected_fabric, scaling_efficiency
+from trainer.config import SHARDING_STRATEGIES
 from trainer.launch.exits import EXIT_BAD_INPUT
 from trainer.units import GIB
+
+# The metrics' preflight fields (trainer/metrics.py METRIC_FIELDS) the model's links are read from.
+INTRA_FIELDS = ("preflight_intra_all_gather_gb_per_s", "preflight_intra_reduce_scatter_gb_per_s")
+INTER_FIELD = "preflight_inter_all_reduce_gb_per_s"
 
 
 class ScalingError(ValueError):
@@ -43,6 +60,12 @@ class ScalingPoint:
     peak_memory_gib: float
     records: int
     """Logged records the point's median is taken over."""
+    fabric: MeasuredFabric | None = None
+    """What the fabric preflight measured at this size (the slowest node's; None: no preflight figures)."""
+    modeled_efficiency: float | None = None
+    """The throughput model's scaling efficiency for this size, on the measured links where `fabric` has them."""
+    modeled_efficiency_catalog: float | None = None
+    """The same on the catalog's links alone."""
 
 
 def steady_records(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -53,12 +76,57 @@ def steady_records(records: list[dict[str, Any]]) -> dict[int, list[dict[str, An
     return {size: group[1:] if len(group) > 1 else group for size, group in by_size.items()}
 
 
+def measured_fabric(records: list[dict[str, Any]]) -> MeasuredFabric | None:
+    """The fabric preflight's figures in `records` (the last record that has any): within a node the lower of the
+    all-gather's and the reduce-scatter's; None when no record has them (a run without a preflight)."""
+    for record in reversed(records):
+        intra = [record[key] for key in INTRA_FIELDS if record.get(key) is not None]
+        inter = record.get(INTER_FIELD)
+        if intra or inter is not None:
+            return MeasuredFabric(min(intra) if intra else None, inter)
+    return None
+
+
+@dataclass(frozen=True)
+class ModelledJob:
+    """What the throughput model needs besides the runs: the job's shape and the nodes' instance type."""
+
+    job: Job
+    instance: InstanceType
+
+
+def modeled_efficiencies(
+    model: ModelledJob, world_size: int, gpus_per_node: int, fabric: MeasuredFabric | None
+) -> tuple[float | None, float | None]:
+    """(on the measured links, on the catalog's) scaling efficiency of the model at `world_size` ranks; (None, None)
+    when the ranks do not make whole nodes of the instance."""
+    if world_size % gpus_per_node or gpus_per_node != model.instance.gpus:
+        return None, None
+    nodes = world_size // gpus_per_node
+    catalog = scaling_efficiency(model.job, model.instance, nodes)
+    measured = scaling_efficiency(model.job, model.instance, nodes, Assumptions(measured=fabric)) if fabric else None
+    return measured, catalog
+
+
+def with_model(points: list[ScalingPoint], model: ModelledJob, gpus_per_node: int) -> list[ScalingPoint]:
+    """The points with the model's efficiencies beside the measured ones."""
+    modelled = []
+    for point in points:
+        measured, catalog = modeled_efficiencies(model, point.world_size, gpus_per_node, point.fabric)
+        modelled.append(replace(point, modeled_efficiency=measured, modeled_efficiency_catalog=catalog))
+    return modelled
+
+
 def scaling_points(runs: list[list[dict[str, Any]]], gpus_per_node: int = 1) -> list[ScalingPoint]:
     """Points sorted by world size, efficiency against the smallest."""
     merged: dict[int, list[dict[str, Any]]] = {}
+    fabrics: dict[int, MeasuredFabric] = {}
     for records in runs:
         for size, group in steady_records(records).items():
             merged.setdefault(size, []).extend(group)
+            fabric = measured_fabric(group)
+            if fabric is not None:
+                fabrics[size] = fabric
     if not merged:
         raise ScalingError("no runs given")
     base_size = min(merged)
@@ -80,9 +148,43 @@ def scaling_points(runs: list[list[dict[str, Any]]], gpus_per_node: int = 1) -> 
                 mfu=statistics.median(mfus) if mfus else None,
                 peak_memory_gib=max(r.get("peak_memory_bytes", 0) for r in group) / GIB,
                 records=len(group),
+                fabric=fabrics.get(size),
             )
         )
     return points
+
+
+def fabric_table(points: list[ScalingPoint], instance: InstanceType | None) -> str:
+    """The preflight's figures per point and the model's efficiency on them; '' when no point has either."""
+    if not any(p.fabric or p.modeled_efficiency_catalog is not None for p in points):
+        return ""
+
+    def shown(value: float | None, unit: str = " GB/s") -> str:
+        return "n/a" if value is None else f"{value:.1f}{unit}"
+
+    def percent(value: float | None) -> str:
+        return "n/a" if value is None else f"{100 * value:.1f}%"
+
+    lines = [
+        "| nodes | within a node (preflight) | per rail across nodes (preflight) | scaling efficiency | "
+        "modeled, measured links | modeled, catalog links |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in points:
+        fabric = p.fabric or MeasuredFabric()
+        lines.append(
+            f"| {p.nodes:g} | {shown(fabric.intra_gb_per_s)} | {shown(fabric.inter_rail_gb_per_s)} "
+            f"| {percent(p.scaling_efficiency)} | {percent(p.modeled_efficiency)} "
+            f"| {percent(p.modeled_efficiency_catalog)} |"
+        )
+    if instance is not None:
+        expected = expected_fabric(instance)
+        lines.append(
+            f"\nThe model's links: the fabric preflight's bus bandwidth where a run's metrics hold it, instead of the "
+            f"catalog's for {instance.name} ({shown(expected.intra_gb_per_s)} within a node, "
+            f"{shown(expected.inter_rail_gb_per_s)} per rail); the catalog's where they do not."
+        )
+    return "\n".join(lines)
 
 
 def markdown_table(points: list[ScalingPoint]) -> str:
@@ -133,10 +235,11 @@ def write_chart(points: list[ScalingPoint], path: Path, title: str) -> None:
     plt.close(figure)
 
 
-def write_report(points: list[ScalingPoint], out: Path, title: str) -> dict[str, Path]:
+def write_report(points: list[ScalingPoint], out: Path, title: str, fabric: str = "") -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = {"table": out / "scaling.md", "json": out / "scaling.json", "chart": out / "scaling.png"}
-    paths["table"].write_text(f"# {title}\n\n{markdown_table(points)}\n")
+    fabric_section = f"\n## Fabric\n\n{fabric}\n" if fabric else ""
+    paths["table"].write_text(f"# {title}\n\n{markdown_table(points)}\n{fabric_section}")
     paths["json"].write_text(json.dumps([asdict(p) for p in points], indent=2) + "\n")
     write_chart(points, paths["chart"], title)
     return paths
@@ -150,16 +253,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="directory for scaling.md, .json and .png")
     parser.add_argument("--gpus-per-node", type=int, default=1, help="ranks per node (default 1: a worker a node)")
     parser.add_argument("--title", default="Scaling: throughput and efficiency", help="heading of table and chart")
+    parser.add_argument(
+        "--model", help="with --instance: the runs' model (preset or hub id), for the modeled efficiency"
+    )
+    parser.add_argument("--instance", help="with --model: the nodes' EC2 instance type from the catalog")
+    parser.add_argument("--seq-len", type=int, default=2048, help="the runs' tokens per sequence (default: 2048)")
+    parser.add_argument("--batch-size", type=int, default=1, help="the runs' sequences per GPU per micro step")
+    parser.add_argument("--strategy", choices=SHARDING_STRATEGIES, default="FULL_SHARD", help="the runs' sharding")
     args = parser.parse_args(argv)
     try:
         if args.gpus_per_node < 1:
             raise ScalingError(f"--gpus-per-node {args.gpus_per_node} is not allowed; expected at least 1")
+        if bool(args.model) != bool(args.instance):
+            raise ScalingError("--model and --instance go together: the model needs both")
         points = scaling_points([read_records(path) for path in args.metrics], args.gpus_per_node)
-    except (ScalingError, MetricsFileError) as error:
+        instance = resolve_instance(args.instance) if args.instance else None
+        if instance is not None:
+            shape = resolve_shape(args.model)
+            job = make_job(
+                shape, gpus=instance.gpus, seq_len=args.seq_len, batch_size=args.batch_size,
+                sharding_strategy=args.strategy,
+            )  # fmt: skip
+            points = with_model(points, ModelledJob(job, instance), args.gpus_per_node)
+    except (ScalingError, MetricsFileError, SizingError) as error:
         print(f"python -m sizing.scaling: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    paths = write_report(points, args.out, args.title)
+    fabric = fabric_table(points, instance)
+    paths = write_report(points, args.out, args.title, fabric)
     print(markdown_table(points))
+    if fabric:
+        print(f"\n{fabric}")
     print(f"\nwrote {', '.join(str(path) for path in paths.values())}")
     return 0
 

@@ -123,6 +123,18 @@ def recompute_share(job: Job, chip: str) -> float:
 
 
 @dataclass(frozen=True)
+class MeasuredFabric:
+    """Bus bandwidth the trainer's fabric preflight measured on the job's nodes (GB/s of 1e9 bytes; its metrics'
+    preflight_* fields, trainer/metrics.py), to use instead of the catalog's links (see _links)."""
+
+    intra_gb_per_s: float | None = None
+    """Within a node: the lower of the all-gather's and the reduce-scatter's, the slowest node's."""
+    inter_rail_gb_per_s: float | None = None
+    """Across nodes on one rail (the all-reduce of one GPU per node, every rail at once): a GPU's share of the node's
+    network."""
+
+
+@dataclass(frozen=True)
 class Assumptions:
     mfu: float | None = None
     """Fraction of peak the math reaches; None: default_mfu for the chip and the model's width."""
@@ -132,6 +144,8 @@ class Assumptions:
     """Fraction of the instance's network bandwidth NCCL reaches over EFA (aws-ofi-nccl)."""
     overlap_cost: float = 0.1
     """Share of overlapped communication time that still slows compute."""
+    measured: MeasuredFabric | None = None
+    """The links as the fabric preflight measured them, instead of the catalog's figures times the efficiencies."""
 
 
 @dataclass(frozen=True)
@@ -163,12 +177,29 @@ def _links(instance: InstanceType, nodes: int, assumptions: Assumptions) -> tupl
     """(within a node, across nodes) for one ring collective. NVIDIA's NVLink figure (900 GB/s on H100, 600 on
     A100) counts both directions (the A100 architecture whitepaper: 12 links of 25 GB/s per direction); a ring
     uses one. Across nodes, NCCL runs one ring channel per NIC, so a ring over whole nodes moves data at the node's
-    network bandwidth (network_gbps, bits)."""
-    one_direction = instance.nvlink_gb_per_s / 2 if instance.nvlink_gb_per_s else PCIE_GB_PER_S
-    intra = _Link(one_direction * 1e9 * assumptions.nvlink_efficiency, "nvlink")
-    network = instance.network_gbps * 1e9 / 8 * assumptions.network_efficiency
+    network bandwidth (network_gbps, bits). A measured figure replaces the catalog's: nccl-tests' bus bandwidth is
+    the link speed of this ring model (busbw = S/t x (n-1)/n, PERFORMANCE.md, and _ring's time is (n-1)/n x S over
+    the link), and a rail's all-reduce, every rail at once, is a GPU's share of the node's network."""
+    expected_intra, expected_rail = _expected_gb_per_s(instance, assumptions)
+    measured = assumptions.measured or MeasuredFabric()
+    intra = _Link((measured.intra_gb_per_s or expected_intra) * 1e9, "nvlink")
+    network = (measured.inter_rail_gb_per_s or expected_rail) * 1e9 * instance.gpus
     inter = _Link(min(network, intra.bytes_per_s), "network") if nodes > 1 else intra
     return intra, inter
+
+
+def expected_fabric(instance: InstanceType, assumptions: Assumptions | None = None) -> MeasuredFabric:
+    """The bus bandwidth (GB/s) the catalog and the efficiencies expect of `instance`, as the fabric preflight
+    measures it: within a node (a ring uses one direction of NVLink, or PCIe), and on one rail across nodes (the
+    node's network, network_gbps in bits, shared by its GPUs). What the stack passes the trainer as
+    --preflight-expect-intra-gb-per-s and --preflight-expect-inter-gb-per-s, and what the model assumes unmeasured."""
+    return MeasuredFabric(*_expected_gb_per_s(instance, assumptions or Assumptions()))
+
+
+def _expected_gb_per_s(instance: InstanceType, assumptions: Assumptions) -> tuple[float, float]:
+    one_direction = instance.nvlink_gb_per_s / 2 if instance.nvlink_gb_per_s else PCIE_GB_PER_S
+    network = instance.network_gbps / 8 * assumptions.network_efficiency
+    return one_direction * assumptions.nvlink_efficiency, network / instance.gpus
 
 
 def _ring(buffer_bytes: float, ranks: int, link: _Link, all_reduce: bool = False) -> float:
