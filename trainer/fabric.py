@@ -32,6 +32,8 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from trainer.config import PreflightConfig
+
 TORCH_FREE = True  # sizing/ reads the preflight's figures and levels; the local run its node variable
 
 # The pod's node, from the downward API (spec.nodeName; workloads/job/ sets it); outside a pod, the host's name.
@@ -194,3 +196,20 @@ def describe(verdict: Verdict, names: Mapping[int, str]) -> list[str]:
         for s in verdict.shortfalls
     ]
     return lines + list(verdict.warnings)
+
+
+def preflight_flag_problems(preflight: PreflightConfig) -> list[str]:
+    """What is wrong with the --preflight-* flags (trainer/validate.py reports it before any work)."""
+    problems = []
+    if not 0 < preflight.min_fraction <= 1:
+        problems.append(f"--preflight-min-fraction {preflight.min_fraction:g}: expected a fraction above 0, at most 1")
+    if preflight.buffer_bytes < 0:
+        problems.append(f"--preflight-bytes {preflight.buffer_bytes}: expected 0 (the device's default) or more")
+    if preflight.iterations < 1:
+        problems.append(f"--preflight-iterations {preflight.iterations}: expected at least 1")
+    expected = {
+        "--preflight-expect-intra-gb-per-s": preflight.expect_intra_gb_per_s,
+        "--preflight-expect-inter-gb-per-s": preflight.expect_inter_gb_per_s,
+    }
+    problems += [f"{flag} {value:g}: expected 0 (unknown) or more" for flag, value in expected.items() if value < 0]
+    return problems

@@ -15,6 +15,7 @@ from trainer.config import LORA_TARGETS, TrainConfig
 from trainer.data.tokenizer_bytes import BYTE_VOCAB_SIZE
 from trainer.env import DistEnv
 from trainer.errors import InputError
+from trainer.fabric import preflight_flag_problems
 from trainer.model.source import BYTE_TOKENIZER, ModelSource
 from trainer.parallel.plan import make_plan
 from trainer.s3.inputs import DATA_SUFFIXES
@@ -263,4 +264,5 @@ def validate(config: TrainConfig, env: DistEnv, device_type: str, source: ModelS
         + _s3(config)
         + _lora(config)
         + _validation(config)
+        + preflight_flag_problems(config.preflight)
     )

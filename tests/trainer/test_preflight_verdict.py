@@ -7,6 +7,7 @@ import pytest
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 from trainer import metrics
+from trainer.config import parse_args
 from trainer.fabric import (
     INTER_ALL_REDUCE,
     INTER_PAIRS,
@@ -15,6 +16,7 @@ from trainer.fabric import (
     bus_bandwidth_gb_per_s,
     judge,
     pair_rounds,
+    preflight_flag_problems,
 )
 from trainer.faults import FAULT_ENV, preflight_delay_s, slow_preflight_fault
 from trainer.launch.agent import first_final_failure, only_peer_bad_node
@@ -120,3 +122,10 @@ def test_every_record_of_a_start_carries_its_preflight_figures(monkeypatch: pyte
     assert record.preflight_inter_all_reduce_gb_per_s is None
     with pytest.raises(ValueError, match="not preflight figures"):
         metrics.set_start_figures({"loss": 1.0})
+
+
+def test_preflight_flags_out_of_range_are_refused_naming_the_flag() -> None:
+    config = parse_args(["--preflight-min-fraction", "1.5", "--preflight-iterations", "0"])
+    problems = preflight_flag_problems(config.preflight)
+    assert [problem.split()[0] for problem in problems] == ["--preflight-min-fraction", "--preflight-iterations"]
+    assert preflight_flag_problems(parse_args([]).preflight) == []
