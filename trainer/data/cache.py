@@ -31,15 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from trainer.config import DataConfig, ValidationConfig
-from trainer.data.packing import (
-    PackedData,
-    build_packed_data,
-    build_splits,
-    check_enough,
-    stream_names,
-    val_dataset_config,
-)
+from trainer.data.packing import PackedData, check_enough, stream_names, val_dataset_config
+from trainer.data.prepare import TOKENS, TRAINABLE, EntryFiles, prepare
 from trainer.data.split import Splits
+from trainer.data.tokenise import TOKEN_DTYPE, TokenStream
 from trainer.data.tokenizer import Tokenizer
 from trainer.env import DistEnv
 from trainer.errors import InputError
@@ -51,6 +46,7 @@ log = logging.getLogger(__name__)
 LAYOUT_VERSION = 1
 POLL_S = 1.0
 META = "meta.json"
+PARTS = ("train", "val")  # the streams of an entry pair, in the order tokenise_into_cache takes their keys
 
 
 def dataset_identity(config: DataConfig) -> dict[str, object]:
@@ -86,33 +82,46 @@ def current_attempt() -> str:
 
 
 def map_entry(entry: Path, seq_len: int) -> PackedData:
-    """The cached stream, memory-mapped read-only: the pages are shared by every rank on a node."""
-    tokens = np.load(entry / "tokens.npy", mmap_mode="r")
-    trainable = np.load(entry / "trainable.npy", mmap_mode="r")
+    """The cached stream, memory-mapped read-only: the pages are shared by every rank on a node. Entries written
+    before the ids became 32-bit hold int64 ids, read alike."""
+    tokens = np.load(entry / TOKENS, mmap_mode="r")
+    trainable = np.load(entry / TRAINABLE, mmap_mode="r")
     return PackedData(tokens, trainable, seq_len)
+
+
+class Staging:
+    """A private directory an entry is written into, then renamed into place: an entry is complete or absent."""
+
+    def __init__(self, directory: Path, key: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.entry = directory / key
+        # A name of its own, not the PID: pods on different nodes share the directory, and containers' PIDs repeat
+        # (each pod's first processes have the same small numbers), so one writer's rmtree would take another's.
+        self.path = directory / f".{key}.{uuid.uuid4().hex}.tmp"
+        self.path.mkdir()
+
+    def commit(self, config: DataConfig, tokenizer: Tokenizer, part: str, tokens: int) -> Path:
+        meta = {"dataset": config.dataset, "format": config.dataset_format, "tokenizer": tokenizer.name,
+                "part": part, "tokens": tokens, "dtype": str(TOKEN_DTYPE), "created": time.time()}  # fmt: skip
+        (self.path / META).write_text(json.dumps(meta, indent=2))
+        try:
+            os.rename(self.path, self.entry)
+        except OSError:  # another writer got there first with the same contents
+            self.discard()
+        return self.entry
+
+    def discard(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def write_entry(
     directory: Path, key: str, packed: PackedData, config: DataConfig, tokenizer: Tokenizer, part: str = "train"
 ) -> Path:
-    """Write the arrays into a private directory, then rename it into place: an entry is complete or absent."""
-    directory.mkdir(parents=True, exist_ok=True)
-    entry = directory / key
-    # A name of its own, not the PID: pods on different nodes share the directory, and containers' PIDs repeat
-    # (each pod's first processes have the same small numbers), so one writer's rmtree would take another's files.
-    staging = directory / f".{key}.{uuid.uuid4().hex}.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    np.save(staging / "tokens.npy", np.ascontiguousarray(packed.tokens))
-    np.save(staging / "trainable.npy", np.ascontiguousarray(packed.trainable))
-    meta = {"dataset": config.dataset, "format": config.dataset_format, "tokenizer": tokenizer.name,
-            "part": part, "tokens": len(packed.tokens), "created": time.time()}  # fmt: skip
-    (staging / META).write_text(json.dumps(meta, indent=2))
-    try:
-        os.rename(staging, entry)
-    except OSError:  # another writer got there first with the same contents
-        shutil.rmtree(staging, ignore_errors=True)
-    return entry
+    """An entry of a stream already in memory."""
+    staging = Staging(directory, key)
+    files = EntryFiles(staging.path)
+    files.append(TokenStream(packed.tokens, packed.trainable))
+    return staging.commit(config, tokenizer, part, files.close())
 
 
 def refuse(directory: Path, keys: list[str], refused: InputError) -> None:
@@ -122,28 +131,53 @@ def refuse(directory: Path, keys: list[str], refused: InputError) -> None:
         (directory / f"{key}.error").write_text(json.dumps({"attempt": current_attempt(), "message": str(refused)}))
 
 
-def build_entry(config: DataConfig, tokenizer: Tokenizer, directory: Path, flag: str = "--dataset") -> Path:
-    """Tokenise into the cache (or find the entry there); a refused data set leaves its message for the others."""
-    key = cache_key(config, tokenizer)
-    entry = directory / key
-    if (entry / META).is_file():
-        return entry
-    (directory / f"{key}.error").unlink(missing_ok=True)
-    started = time.perf_counter()
+def enough_tokens(tokens: int, seq_len: int, what: str) -> None:
+    """As check_enough, on a count: the stream is refused before it becomes an entry."""
+    if max(0, (tokens - 1) // seq_len) == 0:
+        raise InputError(f"{what}: fewer than --seq-len {seq_len} + 1 tokens")
+
+
+def tokenise_into_cache(
+    config: DataConfig,
+    tokenizer: Tokenizer,
+    directory: Path,
+    keys: list[str],
+    names: list[str],
+    flag: str = "--dataset",
+    val_fraction: float = 0.0,
+) -> list[Path]:
+    """Stream the data set into one staging directory per key (the training stream's, then the held-out one's when
+    `val_fraction` > 0), and rename them into place (the last key's last) once every stream is long enough. A
+    refusal leaves its message under every key, for the ranks that wait."""
+    for key in keys:
+        (directory / f"{key}.error").unlink(missing_ok=True)
+    stagings = [Staging(directory, key) for key in keys]
     try:
-        packed = build_packed_data(config, tokenizer, flag)
-    except InputError as refused:
-        refuse(directory, [key], refused)
+        files = [EntryFiles(staging.path) for staging in stagings]
+        prepared = prepare(config, tokenizer, files[0], files[1] if len(files) > 1 else None, val_fraction, flag)
+        counts = [stream.close() for stream in files]
+        for count, name in zip(counts, names, strict=True):
+            enough_tokens(count, config.seq_len, name)
+    except BaseException as failure:
+        for staging in stagings:
+            staging.discard()
+        if isinstance(failure, InputError):
+            refuse(directory, keys, failure)
         raise
-    write_entry(directory, key, packed, config, tokenizer)
+    # The held-out entry first: a rank that finds the training entry finds its held-out one too.
+    committed = [
+        staging.commit(config, tokenizer, part, count)
+        for staging, part, count in reversed(list(zip(stagings, PARTS[: len(stagings)], counts, strict=True)))
+    ]
     log.info(
-        "tokenised %s into %s: %d tokens in %.1fs",
+        "tokenised %s: %d records in %.1fs, %s tokens into %s",
         config.dataset,
-        entry,
-        len(packed.tokens),
-        time.perf_counter() - started,
+        prepared.records,
+        prepared.seconds,
+        " + ".join(str(count) for count in counts),
+        ", ".join(str(entry) for entry in reversed(committed)),
     )
-    return entry
+    return list(reversed(committed))
 
 
 def split_keys(config: DataConfig, validation: ValidationConfig, tokenizer: Tokenizer) -> tuple[str, str | None]:
@@ -158,6 +192,14 @@ def split_keys(config: DataConfig, validation: ValidationConfig, tokenizer: Toke
     return cache_key(config, tokenizer), None
 
 
+def build_entry(config: DataConfig, tokenizer: Tokenizer, directory: Path, flag: str = "--dataset") -> Path:
+    """Tokenise into the cache (or find the entry there); a refused data set leaves its message for the others."""
+    key = cache_key(config, tokenizer)
+    if (directory / key / META).is_file():
+        return directory / key
+    return tokenise_into_cache(config, tokenizer, directory, [key], [f"{flag} {config.dataset}"], flag)[0]
+
+
 def build_split_entries(
     config: DataConfig, validation: ValidationConfig, tokenizer: Tokenizer, directory: Path
 ) -> tuple[Path, Path | None]:
@@ -170,29 +212,11 @@ def build_split_entries(
         return build_entry(config, tokenizer, directory), None
     train_key, val_key = split_keys(config, validation, tokenizer)
     assert val_key is not None
-    train_entry, val_entry = directory / train_key, directory / val_key
-    if (train_entry / META).is_file() and (val_entry / META).is_file():
-        return train_entry, val_entry
-    for key in (train_key, val_key):
-        (directory / f"{key}.error").unlink(missing_ok=True)
-    started = time.perf_counter()
-    try:
-        splits = build_splits(config, validation, tokenizer)
-    except InputError as refused:
-        refuse(directory, [train_key, val_key], refused)
-        raise
-    assert splits.val is not None
-    # The val side first: a reader that finds the train entry finds its val entry too.
-    write_entry(directory, val_key, splits.val, config, tokenizer, "val")
-    write_entry(directory, train_key, splits.train, config, tokenizer, "train")
-    log.info(
-        "tokenised %s into %s (train, %d tokens) and %s (val, %d tokens) in %.1fs",
-        config.dataset,
-        train_entry,
-        len(splits.train.tokens),
-        val_entry,
-        len(splits.val.tokens),
-        time.perf_counter() - started,
+    if all((directory / key / META).is_file() for key in (train_key, val_key)):
+        return directory / train_key, directory / val_key
+    names = list(stream_names(config, validation))
+    train_entry, val_entry = tokenise_into_cache(
+        config, tokenizer, directory, [train_key, val_key], names, val_fraction=validation.split
     )
     return train_entry, val_entry
 

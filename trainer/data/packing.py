@@ -1,4 +1,4 @@
-"""Training data: load records, render them as (prompt, response) text, tokenise, pack, and order the samples.
+"""Training data: the packed stream built (streamed through trainer/data/prepare.py), and the samples ordered.
 
 Determinism contract (tests/trainer/test_data.py):
 - All documents are tokenised into one stream and cut into `seq_len` blocks; sample i predicts
@@ -14,8 +14,6 @@ Numpy only: the training loop turns the arrays into tensors.
 
 from __future__ import annotations
 
-import json
-import random
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,104 +22,41 @@ from typing import Any
 import numpy as np
 
 from trainer.config import DataConfig, ValidationConfig
+from trainer.data.formats import DIALOGUE_PROMPT, INSTRUCTION_PROMPT, detect_format, render
 from trainer.data.packed import IGNORE_INDEX, PackedData
-from trainer.data.split import Splits, is_held_out
+from trainer.data.prepare import InMemory, prepare
+from trainer.data.records import SYNTHETIC_DOCUMENTS, file_batches, stream_records, synthetic_stream
+from trainer.data.split import Splits
 from trainer.data.tokenizer import Tokenizer
 from trainer.errors import InputError
-from trainer.s3.inputs import staged_dataset_files
-from trainer.s3.uri import is_s3_uri
+
+__all__ = ["DIALOGUE_PROMPT", "IGNORE_INDEX", "INSTRUCTION_PROMPT", "PackedData", "detect_format", "render"]
 
 # Beyond this many passes over the data set, a fine-tuning run is almost surely mis-sized: Llama 2's supervised
 # fine-tuning ran 2 epochs (Touvron et al. 2023, section 3.1), and small sets overfit long before 10.
 MANY_EPOCHS = 10
-SYNTHETIC_DOCUMENTS = 4096
-SYNTHETIC_SEED = 1234  # the synthetic data set is fixed; --seed changes only the order and the init
-
-INSTRUCTION_PROMPT = "### Instruction:\n{instruction}\n\n{input_block}### Response:\n"
-DIALOGUE_PROMPT = "Summarize this dialogue:\n{dialogue}\n---\nSummary:\n"
 
 
 def synthetic_records(count: int = SYNTHETIC_DOCUMENTS) -> list[dict[str, str]]:
-    """Short arithmetic sentences: learnable, so the loss visibly falls; identical on every machine."""
-    rng = random.Random(SYNTHETIC_SEED)
-    records = []
-    for _ in range(count):
-        facts = []
-        for _ in range(rng.randint(2, 6)):
-            a, b = rng.randint(0, 20), rng.randint(0, 20)
-            facts.append(f"{a} plus {b} is {a + b}." if rng.random() < 0.5 else f"{a} times {b} is {a * b}.")
-        records.append({"text": " ".join(facts)})
-    return records
+    """The synthetic data set's records (trainer/data/records.py synthetic_stream), as a list."""
+    return [{"text": str(record["text"])} for record in synthetic_stream(count)]
 
 
 def read_local_records(path: Path) -> list[dict[str, Any]]:
     """A .jsonl file (one object per line), a .json file (a list of objects), or a .txt file (documents
-    separated by blank lines)."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix not in (".jsonl", ".json"):
-        return [{"text": block.strip()} for block in text.split("\n\n") if block.strip()]
-    try:
-        loaded = (
-            [json.loads(line) for line in text.splitlines() if line.strip()]
-            if path.suffix == ".jsonl"
-            else json.loads(text)
-        )
-    except json.JSONDecodeError as error:
-        raise InputError(f"--dataset {path}: not valid JSON ({error})") from None
-    if not isinstance(loaded, list) or not all(isinstance(record, dict) for record in loaded):
-        raise InputError(f"--dataset {path}: expected JSON objects, one per record")
-    return loaded
+    separated by blank lines), all read into a list: for small files and tests; preparation streams them."""
+    return [record for batch in file_batches(path, 0, f"--dataset {path}") for record in batch.parsed()]
 
 
 def load_records(config: DataConfig) -> list[dict[str, Any]]:
-    if config.dataset == "synthetic":
-        return synthetic_records()
-    if is_s3_uri(config.dataset):  # the objects as staged, in key order, one data set
-        return [
-            record
-            for path in staged_dataset_files(config.dataset, config.cache_dir)
-            for record in read_local_records(path)
-        ]
-    path = Path(config.dataset).expanduser()
-    if path.is_file():
-        return read_local_records(path)
-    import datasets  # only for hub data sets
-
-    loaded = datasets.load_dataset(config.dataset, config.dataset_config, split=config.dataset_split)
-    return [dict(row) for row in loaded]
-
-
-def detect_format(record: dict[str, Any]) -> str:
-    if "messages" in record:
-        return "chat"
-    if {"instruction", "output"} <= record.keys():
-        return "instruction"
-    if {"dialogue", "summary"} <= record.keys():
-        return "dialogsum"
-    if "text" in record:
-        return "text"
-    raise InputError(f"--dataset-format auto: cannot tell the format from the fields {sorted(record)}")
-
-
-def render(record: dict[str, Any], data_format: str) -> tuple[str, str]:
-    """(prompt, response): the prompt conditions the model, only the response is trained on."""
-    try:
-        if data_format == "text":
-            return "", str(record["text"])
-        if data_format == "instruction":
-            extra = str(record.get("input") or "")
-            input_block = f"### Input:\n{extra}\n\n" if extra else ""
-            return INSTRUCTION_PROMPT.format(instruction=record["instruction"], input_block=input_block), str(
-                record["output"]
-            )
-        return DIALOGUE_PROMPT.format(dialogue=record["dialogue"]), str(record["summary"])
-    except KeyError as missing:
-        raise InputError(f"--dataset-format {data_format}: a record has no field {missing}") from None
+    """Every record of the data set, in a list (trainer/data/records.py streams them)."""
+    return list(stream_records(config))
 
 
 def pack(records: Iterable[dict[str, Any]], tokenizer: Tokenizer, data_format: str, seq_len: int) -> PackedData:
     """Tokenise each record as [bos] prompt response [eos] (a chat record: as its template writes it) and
-    concatenate them all."""
+    concatenate them all, a record at a time: the reference that the batched, streaming preparation
+    (trainer/data/tokenise.py) equals token for token."""
     ids: list[int] = []
     trainable: list[bool] = []
     for record in records:
@@ -140,12 +75,6 @@ def pack(records: Iterable[dict[str, Any]], tokenizer: Tokenizer, data_format: s
     return PackedData(np.asarray(ids, dtype=np.int64), np.asarray(trainable, dtype=bool), seq_len)
 
 
-def data_format_of(config: DataConfig, records: list[dict[str, Any]], flag: str = "--dataset") -> str:
-    if not records:
-        raise InputError(f"{flag} {config.dataset}: no records")
-    return detect_format(records[0]) if config.dataset_format == "auto" else config.dataset_format
-
-
 def check_enough(packed: PackedData, what: str) -> PackedData:
     """A stream too short for one training sequence is refused, naming the flag that made it."""
     if packed.num_samples == 0:
@@ -154,9 +83,10 @@ def check_enough(packed: PackedData, what: str) -> PackedData:
 
 
 def build_packed_data(config: DataConfig, tokenizer: Tokenizer, flag: str = "--dataset") -> PackedData:
-    records = load_records(config)
-    packed = pack(records, tokenizer, data_format_of(config, records, flag), config.seq_len)
-    return check_enough(packed, f"{flag} {config.dataset}")
+    """The data set tokenised into memory (every rank for itself, without --data-cache-dir)."""
+    stream = InMemory()
+    prepare(config, tokenizer, stream, flag=flag)
+    return check_enough(stream.packed(config.seq_len), f"{flag} {config.dataset}")
 
 
 def val_dataset_config(config: DataConfig, validation: ValidationConfig) -> DataConfig:
@@ -184,13 +114,12 @@ def build_splits(config: DataConfig, validation: ValidationConfig, tokenizer: To
         return Splits(build_packed_data(config, tokenizer), val)
     if validation.split <= 0:
         return Splits(build_packed_data(config, tokenizer), None)
-    records = load_records(config)
-    data_format = data_format_of(config, records)
-    held = [is_held_out(index, validation.split) for index in range(len(records))]
-    train = pack((r for r, out in zip(records, held, strict=True) if not out), tokenizer, data_format, config.seq_len)
-    val = pack((r for r, out in zip(records, held, strict=True) if out), tokenizer, data_format, config.seq_len)
+    train, val = InMemory(), InMemory()
+    prepare(config, tokenizer, train, val, validation.split)
     train_name, val_name = stream_names(config, validation)
-    return Splits(check_enough(train, train_name), check_enough(val, val_name))
+    return Splits(
+        check_enough(train.packed(config.seq_len), train_name), check_enough(val.packed(config.seq_len), val_name)
+    )
 
 
 def epochs(steps: int, global_batch: int, num_samples: int) -> float:

@@ -26,6 +26,15 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str) -> list[int]: ...
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """encode() of each text, in one call (the fast tokenizer's batch encoding)."""
+        ...
+
+    def chat_segments(self, messages: list[Message]) -> list[tuple[str, bool]]:
+        """A conversation rendered by the tokenizer's chat template, cut into pieces of text, each with whether it is
+        trained on (the assistant's turns, chat_pieces); each piece is encoded on its own."""
+        ...
+
     def encode_chat(self, messages: list[Message]) -> tuple[list[int], list[bool]]:
         """A conversation through the tokenizer's chat template: its ids, and per id whether it is trained on (the
         assistant's turns)."""
@@ -48,9 +57,37 @@ class HFTokenizer:
     def encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """The Rust tokenizer's own batch call, as encode() makes it one text at a time: transformers 5
+        tokenization_utils_tokenizers.py TokenizersBackend._encode_plus turns truncation and padding off
+        (set_truncation_and_padding with DO_NOT_TRUNCATE / DO_NOT_PAD), sets encode_special_tokens to the
+        tokenizer's split_special_tokens, then calls backend encode_batch(add_special_tokens=False) and keeps
+        each Encoding's ids. encode_batch_fast gives the same ids without computing character offsets. A tokenizer
+        with no Rust backend (a Python or sentencepiece one) is called a text at a time."""
+        backend = getattr(self._tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            return [self.encode(text) for text in texts]
+        if backend.truncation is not None:
+            backend.no_truncation()
+        if backend.padding is not None:
+            backend.no_padding()
+        split_special = bool(getattr(self._tokenizer, "split_special_tokens", False))
+        if backend.encode_special_tokens != split_special:
+            backend.encode_special_tokens = split_special
+        return [encoding.ids for encoding in backend.encode_batch_fast(texts, add_special_tokens=False)]
+
     def encode_chat(self, messages: list[Message]) -> tuple[list[int], list[bool]]:
         """The template writes the special tokens itself (the begin-of-text token too), so each piece is encoded
         without adding any."""
+        ids: list[int] = []
+        trainable: list[bool] = []
+        for text, trained in self.chat_segments(messages):
+            piece = self.encode(text)
+            ids += piece
+            trainable += [trained] * len(piece)
+        return ids, trainable
+
+    def chat_segments(self, messages: list[Message]) -> list[tuple[str, bool]]:
         if not getattr(self._tokenizer, "chat_template", None):
             raise InputError(
                 f"{CHAT_FLAG}: the tokenizer {self.name} has no chat template; give --tokenizer one that has (the "
@@ -64,13 +101,7 @@ class HFTokenizer:
                 self._tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=add_generation_prompt)
             )
 
-        ids: list[int] = []
-        trainable: list[bool] = []
-        for text, trained in chat_pieces(messages, render):
-            piece = self.encode(text)
-            ids += piece
-            trainable += [trained] * len(piece)
-        return ids, trainable
+        return chat_pieces(messages, render)
 
     def save_pretrained(self, directory: str) -> None:
         self._tokenizer.save_pretrained(directory)

@@ -12,6 +12,10 @@ from trainer.errors import InputError
 BOS_ID = 257
 EOS_ID = 258
 BYTE_VOCAB_SIZE = 260  # 256 byte values, pad, bos, eos, one reserved id
+NO_CHAT_TEMPLATE = (
+    "--dataset-format chat: the byte tokenizer has no chat template; give --tokenizer one that has (the model's "
+    "-Instruct checkpoint's, for example), or use another --dataset-format"
+)
 
 
 class ByteTokenizer:
@@ -25,11 +29,14 @@ class ByteTokenizer:
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [list(text.encode("utf-8")) for text in texts]
+
+    def chat_segments(self, messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+        raise InputError(NO_CHAT_TEMPLATE)
+
     def encode_chat(self, messages: list[dict[str, Any]]) -> tuple[list[int], list[bool]]:
-        raise InputError(
-            "--dataset-format chat: the byte tokenizer has no chat template; give --tokenizer one that has (the "
-            "model's -Instruct checkpoint's, for example), or use another --dataset-format"
-        )
+        raise InputError(NO_CHAT_TEMPLATE)
 
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")

@@ -1,0 +1,160 @@
+"""Records to token ids a batch at a time, in worker processes: the fast tokenizer's batch call on a batch's texts,
+the batch's ids and trainable mask built as two flat arrays, the held-out records set apart.
+
+Token for token what trainer/data/packing.py pack() makes record by record (tests/trainer/test_data_streaming.py):
+each record is [bos] prompt response [eos] with the prompt masked, or a chat record's template pieces with only the
+assistant's turns trained; ids are 32 bits (vocabularies reach 152k, beyond 16 bits).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import chain
+from multiprocessing.pool import AsyncResult
+
+import numpy as np
+
+from trainer.data.formats import Record, render
+from trainer.data.records import RecordBatch
+from trainer.data.split import is_held_out
+from trainer.data.tokenizer import Tokenizer
+from trainer.errors import InputError
+
+TOKEN_DTYPE = np.dtype(np.uint32)
+# Beyond a few dozen workers the one process that reads the records and writes the ids is the bottleneck.
+MAX_WORKERS = 32
+IN_FLIGHT_PER_WORKER = 2  # batches handed out per worker: one tokenising, one queued, so none waits for work
+
+
+@dataclass(frozen=True)
+class TokenStream:
+    """Consecutive ids of the packed stream and, per id, whether it is learnt."""
+
+    ids: np.ndarray
+    trainable: np.ndarray
+
+    @staticmethod
+    def empty() -> TokenStream:
+        return TokenStream(np.empty(0, TOKEN_DTYPE), np.empty(0, bool))
+
+
+@dataclass(frozen=True)
+class BatchTokens:
+    """One record batch tokenised: its training records' stream and its held-out records' stream."""
+
+    train: TokenStream
+    val: TokenStream
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How records become ids: the same in every worker."""
+
+    tokenizer: Tokenizer
+    data_format: str
+    val_fraction: float = 0.0
+
+
+def flatten(pieces: list[list[int]], trained: list[bool]) -> TokenStream:
+    """Pieces of ids in stream order, each trained on or not, as two flat arrays."""
+    lengths = np.fromiter((len(piece) for piece in pieces), dtype=np.int64, count=len(pieces))
+    total = int(lengths.sum())
+    ids = np.fromiter(chain.from_iterable(pieces), dtype=TOKEN_DTYPE, count=total)
+    return TokenStream(ids, np.repeat(np.asarray(trained, dtype=bool), lengths))
+
+
+def chat_stream(records: list[Record], tokenizer: Tokenizer) -> TokenStream:
+    """Each conversation's template pieces, all the batch's pieces encoded in one call."""
+    texts: list[str] = []
+    trained: list[bool] = []
+    for record in records:
+        if "messages" not in record:
+            raise InputError(f"--dataset-format chat: a record has no field 'messages' ({sorted(record)})")
+        for text, learnt in tokenizer.chat_segments(record["messages"]):
+            texts.append(text)
+            trained.append(learnt)
+    return flatten(tokenizer.encode_batch(texts), trained)
+
+
+def prompt_response_stream(records: list[Record], tokenizer: Tokenizer, data_format: str) -> TokenStream:
+    """[bos] prompt (masked), response [eos] (learnt) per record; the batch's non-empty texts encoded in one call."""
+    texts = [text for record in records for text in render(record, data_format)]
+    wanted = [index for index, text in enumerate(texts) if text]  # a text record's prompt is empty
+    encoded: list[list[int]] = [[] for _ in texts]
+    for index, ids in zip(wanted, tokenizer.encode_batch([texts[i] for i in wanted]), strict=True):
+        encoded[index] = ids
+    bos = [tokenizer.bos_id] if tokenizer.bos_id is not None else []
+    eos = [tokenizer.eos_id] if tokenizer.eos_id is not None else []
+    pieces: list[list[int]] = []
+    for prompt, response in zip(encoded[0::2], encoded[1::2], strict=True):
+        pieces += (bos, prompt, response, eos)
+    return flatten(pieces, [False, False, True, True] * len(records))
+
+
+def tokenise_records(records: list[Record], recipe: Recipe) -> TokenStream:
+    if not records:
+        return TokenStream.empty()
+    if recipe.data_format == "chat":
+        return chat_stream(records, recipe.tokenizer)
+    return prompt_response_stream(records, recipe.tokenizer, recipe.data_format)
+
+
+def tokenise_batch(batch: RecordBatch, recipe: Recipe) -> BatchTokens:
+    """The batch's records (raw lines parsed here, in the worker) tokenised, the held-out ones apart."""
+    records = batch.parsed()
+    if recipe.val_fraction <= 0:
+        return BatchTokens(tokenise_records(records, recipe), TokenStream.empty())
+    held = [is_held_out(batch.first_index + offset, recipe.val_fraction) for offset in range(len(records))]
+    train = [record for record, out in zip(records, held, strict=True) if not out]
+    val = [record for record, out in zip(records, held, strict=True) if out]
+    return BatchTokens(tokenise_records(train, recipe), tokenise_records(val, recipe))
+
+
+def worker_count(requested: int) -> int:
+    """--data-workers, or one per CPU this process may run on (its affinity: a container's CPU set), at most
+    MAX_WORKERS."""
+    return requested if requested > 0 else max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
+_recipe: Recipe | None = None  # a worker's, set once when it starts
+
+
+def start_worker(recipe: Recipe) -> None:
+    global _recipe
+    _recipe = recipe
+    # One thread per worker: the processes are the parallelism (the Rust tokenizer would otherwise start a thread
+    # per CPU in each of them; tokenizers reads this variable on every batch call, utils/parallelism.rs).
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+
+def tokenise_in_worker(batch: RecordBatch) -> BatchTokens:
+    assert _recipe is not None, "start_worker runs first"
+    return tokenise_batch(batch, _recipe)
+
+
+def tokenised(batches: Iterable[RecordBatch], recipe: Recipe, workers: int) -> Iterator[BatchTokens]:
+    """Each batch tokenised, in order, by `workers` processes (by this one when 1, or for a single batch).
+
+    At most IN_FLIGHT_PER_WORKER batches per worker are read ahead: Pool.imap would read the whole input at once
+    (its task handler thread drains the iterable; CPython gh-64192, whose `buffersize` arrives in Python 3.15), so
+    the results are taken in order from a bounded window of apply_async calls instead.
+    The workers are forked: they inherit the loaded tokenizer instead of loading it again, and do not import the
+    trainer's main module (and torch) as spawned ones would; they run only the tokenizer and numpy.
+    """
+    batches = iter(batches)
+    head = [batch for batch in (next(batches, None), next(batches, None)) if batch is not None]
+    if workers <= 1 or len(head) < 2:
+        yield from (tokenise_batch(batch, recipe) for batch in chain(head, batches))
+        return
+    with multiprocessing.get_context("fork").Pool(workers, initializer=start_worker, initargs=(recipe,)) as pool:
+        pending: deque[AsyncResult[BatchTokens]] = deque()
+        for batch in chain(head, batches):
+            pending.append(pool.apply_async(tokenise_in_worker, (batch,)))
+            if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
