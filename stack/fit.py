@@ -21,6 +21,7 @@ from sizing.estimate import (
     size_job,
 )
 from sizing.fsx import (
+    KEEP_CHECKPOINTS,
     StorageEstimate,
     checkpoint_wait_warning,
     estimate_storage,
@@ -53,8 +54,12 @@ def _fleet_job(config: StackConfig, **changes: Any) -> tuple[Job, InstanceType, 
         "activation_checkpointing": trainer.parallel.activation_checkpointing,
         "lora_rank": trainer.lora.rank,
         "lora_targets": tuple(trainer.lora.target_list()),
+        "compile": trainer.parallel.compile,
+        "all_reduce_dtype": trainer.parallel.all_reduce_dtype,
         **changes,
     }
+    if values["sharding_strategy"] != "HYBRID_SHARD":  # a change away from HSDP leaves nothing to all-reduce in bf16
+        values["all_reduce_dtype"] = "fp32"
     try:
         return make_job(shape, gpus=nodes * instance.gpus, **values), instance, nodes
     except SizingError:
@@ -84,6 +89,8 @@ def stack_storage(config: StackConfig) -> StorageEstimate | None:
         per_tib=storage.fsx_throughput_per_tib,
         lora_rank=job.lora.rank,
         lora_targets=tuple(job.lora.targets),
+        # --keep-best's checkpoint stays beside the newest ones whatever its age (trainer/checkpoint/checkpointer.py)
+        keep=KEEP_CHECKPOINTS + (1 if job.validation.keep_best else 0),
     )
 
 
@@ -112,6 +119,9 @@ def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
     storage = stack_storage(config)
     return {
         "shardingStrategy": sizing.job.sharding_strategy,
+        "activationCheckpointing": sizing.job.activation_checkpointing,
+        "compile": sizing.job.compile,
+        "allReduceDtype": sizing.job.all_reduce_dtype,
         "peakAllocatedGiB": round(sizing.memory.total / GIB, 1),
         "neededGiB": round(sizing.needed_bytes / GIB, 1),
         "gpuMemoryGiB": sizing.instance.gpu_memory_gib,

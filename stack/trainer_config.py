@@ -49,6 +49,7 @@ def stack_trainer_config(
             mixed_precision=job.mixed_precision,
             activation_checkpointing=job.activation_checkpointing,
             compile=job.compile,
+            all_reduce_dtype=job.all_reduce_dtype,
         ),
         optim=OptimConfig(lr=job.learning_rate),
         schedule=ScheduleConfig(batch_size=job.batch_size, global_batch_size=job.global_batch_size, steps=job.steps),

@@ -64,7 +64,7 @@ def test_a_stack_whose_saves_queue_warns_at_preview() -> None:
     job = {**raw_stack_config("p5-16")["fsdp-eks:job"], "checkpointEvery": 100}
     run = run_program("p5-16", {"fsdp-eks:storage": None, "fsdp-eks:job": job})
     [warning] = [w for w in run.warnings() if "come faster than the file system writes one" in w]
-    assert "every 100 steps of 0.58 s" in warning and "training waits 47.3 min of every hour" in warning
+    assert "every 100 steps of 0.50 s" in warning and "training waits 49.2 min of every hour" in warning
 
 
 def test_the_shipped_stacks_preview_without_the_warning() -> None:
