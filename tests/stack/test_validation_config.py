@@ -9,7 +9,7 @@ import pytest
 
 from stack.config import StackConfig
 from stack.fields import ConfigError
-from stack.files import raw_stack_config
+from stack.files import load_stack_config, raw_stack_config, stack_names
 from stack.parse import parse_stack_config
 from stack.trainer_config import job_s3_inputs, stack_trainer_config
 from trainer.config import ValidationConfig, parse_args
@@ -35,6 +35,19 @@ def test_the_pods_trainer_gets_every_validation_flag_the_stack_sets() -> None:
     config = dev_with({"split": 0.1, "every": 50, "keepBest": True, "earlyStopPatience": 3})
     parsed = parse_args(trainer_args(job_spec(config)))
     assert parsed.validation == ValidationConfig(split=0.1, every=50, keep_best=True, early_stop_patience=3)
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_stacks_pods_run_its_validation(stack: str) -> None:
+    config = load_stack_config(stack)
+    ours, run = config.job.validation, parse_args(trainer_args(job_spec(config))).validation
+    assert (run.split, run.dataset, run.every, run.keep_best, run.early_stop_patience) == (
+        ours.split,
+        ours.dataset,
+        ours.every,
+        ours.keep_best,
+        ours.early_stop_patience,
+    )
 
 
 def test_a_separate_validation_data_set_is_the_trainers_val_dataset() -> None:
