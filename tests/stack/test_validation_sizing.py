@@ -4,14 +4,18 @@ steps, and jobSizing says how many held-out tokens it timed and where that figur
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sizing.catalog import CATALOG
 from sizing.estimate import Validation, held_out_tokens, make_job, run_time, size_job
+from sizing.fsx import KEEP_CHECKPOINTS
 from sizing.memory import adapter_parameters
 from sizing.throughput import Assumptions, estimate_evaluation
+from stack.config import ValidationSettings
 from stack.files import load_stack_config
-from stack.fit import sizing_summary, stack_run_time, stack_sizing
+from stack.fit import sizing_summary, stack_run_time, stack_sizing, stack_storage
 from trainer.model.presets import find_shape
 
 P5 = CATALOG["p5.48xlarge"]
@@ -118,3 +122,14 @@ def test_a_stack_without_validation_has_no_evaluation_time() -> None:
     summary = sizing_summary(load_stack_config("p5-16"))
     assert summary is not None and summary["time"]["evaluation"] is None
     assert summary["time"]["stepTimeWithEvaluationS"] == summary["time"]["stepTimeS"]
+
+
+def test_keep_best_counts_one_more_checkpoint_on_the_file_system() -> None:
+    """The best checkpoint stays beside the newest --keep-checkpoints whatever its age: the FSx sizing holds it."""
+    config = load_stack_config("p5-1-llama70b-lora")
+    assert config.job.validation.keep_best
+    kept = stack_storage(config)
+    without = stack_storage(replace(config, job=replace(config.job, validation=ValidationSettings(split=0.02))))
+    assert kept is not None and without is not None
+    assert (kept.keep, without.keep) == (KEEP_CHECKPOINTS + 1, KEEP_CHECKPOINTS)
+    assert kept.needed_bytes - without.needed_bytes == kept.checkpoint_bytes
