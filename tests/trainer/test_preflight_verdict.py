@@ -110,7 +110,9 @@ def test_the_bad_nodes_launcher_ends_201_and_leaves_the_rendezvous_open() -> Non
 
 def test_only_a_peers_bad_node_restarts_without_counting() -> None:
     assert only_peer_bad_node(failed(EXIT_PEER_BAD_NODE, EXIT_PEER_BAD_NODE))
+    assert only_peer_bad_node(failed(EXIT_PEER_BAD_NODE, -15))  # a sibling the agent stopped a moment before it exited
     assert not only_peer_bad_node(failed(EXIT_PEER_BAD_NODE, 1))
+    assert not only_peer_bad_node(failed(-15, -15))
     assert not only_peer_bad_node({})
 
 

@@ -63,8 +63,12 @@ def first_final_failure(failures: dict[int, ProcessFailure]) -> tuple[int, int] 
 
 
 def only_peer_bad_node(failures: dict[int, ProcessFailure]) -> bool:
-    """Whether the workers stopped only because another node failed the fabric preflight."""
-    return bool(failures) and all(failure.exitcode == EXIT_PEER_BAD_NODE for failure in failures.values())
+    """Whether the workers stopped only because another node failed the fabric preflight: one exited
+    EXIT_PEER_BAD_NODE, and the rest did too or were ended by a signal. The agent stops the workers still running at
+    the first failure and records them with it (torch 2.13 elastic/multiprocessing/api.py SubprocessContext._poll:
+    close(), then _capture_process_failures again), so a sibling a moment slower shows as -SIGTERM."""
+    codes = [failure.exitcode for failure in failures.values()]
+    return EXIT_PEER_BAD_NODE in codes and all(code == EXIT_PEER_BAD_NODE or code < 0 for code in codes)
 
 
 class FinalExitsAgent(LocalElasticAgent):
