@@ -113,6 +113,11 @@ def preflight_world(env: DistEnv, device: torch.device, timeout: timedelta, wait
         yield
     finally:
         dist.destroy_process_group()
+        if device.type == "cuda":
+            # The buffers are the preflight's: training's memory figures (peak_memory_bytes, peak_reserved_bytes in the
+            # metrics, which sizing is checked against) start from what training itself holds.
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
 
 
 def synchronize(device: torch.device) -> None:
