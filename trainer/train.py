@@ -26,7 +26,7 @@ from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState
 from trainer.checkpoint.export import export_hf
 from trainer.checkpoint.layout import model_fingerprint
 from trainer.checkpoint.load import Replicas
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, ValidationConfig
 from trainer.data.cache import cached_splits
 from trainer.data.packing import (
     PackedData,
@@ -296,11 +296,11 @@ def log_start(
 def log_validation(config: TrainConfig, val: PackedData, best: BestSoFar) -> None:
     validation = config.validation
     log.info(
-        "validation: %d held-out sequences (%d tokens) of %s, evaluated %s and at the last step%s%s%s",
+        "validation: %d held-out sequences (%d tokens) of %s, evaluated %s%s%s%s",
         val.num_samples,
         len(val.tokens),
         held_out_identity(validation),
-        f"every {validation.every} steps" if validation.every else "only",
+        f"every {validation.every} steps and at the last" if validation.every else "at the last step",
         " | the best checkpoint kept (--keep-best)" if validation.keep_best else "",
         f" | early stop after {validation.early_stop_patience} without improvement"
         if validation.early_stop_patience
@@ -315,6 +315,16 @@ def first_step(config: TrainConfig, state: TrainState, best: BestSoFar) -> int:
         log.info("step %d: training stopped early there (--early-stop-patience); nothing left to train", best.step)
         return config.schedule.steps + 1
     return state.progress.step + 1
+
+
+def note_validation(
+    checkpointer: Checkpointer, best: BestSoFar, validation: ValidationConfig, with_held_out: bool
+) -> None:
+    """What the next save records and keeps: the best evaluation so far in its meta.json (a resumed run carries on
+    with it), and with --keep-best that evaluation's checkpoint spared by retention in both tiers."""
+    if with_held_out:
+        checkpointer.extra_meta = {VALIDATION_META: best.to_meta()}
+    checkpointer.spared_step = best.step if validation.keep_best else None
 
 
 def train(
@@ -359,6 +369,8 @@ def train(
                     evaluation = validator.evaluate(state.model, step)
                 best = best.after(evaluation)
             stopping = best.exhausted(validation.early_stop_patience) and evaluation is not None
+            if stopping:
+                best = replace(best, stopped=True)
             last = step == total or stopping
             # An evaluation's step is always a log step: its record carries the held-out loss beside the training
             # loss of the same step, one record per step for every reader of the metrics file.
@@ -368,11 +380,8 @@ def train(
             best_now = validation.keep_best and evaluation is not None and best.step == step
             if checkpointer and ((every and step % every == 0) or last or best_now):
                 if stopping:
-                    best = replace(best, stopped=True)
                     checkpointer.end_early(step)
-                if validator:
-                    checkpointer.extra_meta = {VALIDATION_META: best.to_meta()}
-                checkpointer.spared_step = best.step if validation.keep_best else None
+                note_validation(checkpointer, best, config.validation, with_held_out=validator is not None)
                 with sigterm.held():  # a SIGTERM now settles this save once it is under way (trainer/shutdown.py)
                     checkpointer.save(state)
                 reporter.restart_clock(step)

@@ -98,6 +98,13 @@ def test_two_ranks_stop_early_keep_the_best_checkpoint_and_export_it(tmp_path: P
     # The exported weights, evaluated in one plain process, give the best evaluation's loss.
     assert exported_model_loss(export, held_out_set(args)) == pytest.approx(losses[best_step], rel=1e-5)
 
+    # Started again (a pod restarted after the stop, on one rank now), it trains no further and exports the best.
+    (export / PROVENANCE_FILE).unlink()
+    again = run_trainer(args, tmp_path)
+    assert again.returncode == 0, again.output
+    assert again.metrics == [] and "nothing left to train" in again.output
+    assert json.loads((export / PROVENANCE_FILE).read_text())["step"] == best_step
+
 
 def test_a_resumed_lora_run_carries_on_with_the_best_so_far(tmp_path: Path) -> None:
     """Under LoRA (adapter-only checkpoints, the merged model exported) as under full fine-tuning above."""
