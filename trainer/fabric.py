@@ -166,7 +166,7 @@ def judge(
             elif absolute:
                 warnings.append(
                     f"{level}: {len(absolute)} of {len(by_node)} nodes below {min_fraction:g} of the expected "
-                    f"{expected.get(level):.1f} GB/s: the expectation or the fabric's configuration, not a node"
+                    f"{expected.get(level):.3g} GB/s: the expectation or the fabric's configuration, not a node"
                 )
         reference = expected.get(level) or statistics.median(by_node.values())
         fractions.append(min(by_node.values()) / reference)
@@ -191,8 +191,8 @@ def best_pair_figures(pairs: Mapping[tuple[int, int], float], nodes: int) -> dic
 def describe(verdict: Verdict, names: Mapping[int, str]) -> list[str]:
     """Log lines for the verdict: each shortfall with the node's name, then the warnings."""
     lines = [
-        f"{s.level}: node {s.node} ({names.get(s.node, '?')}) at {s.figure:.2f} GB/s, {s.fraction:.2f} of the "
-        f"{s.against} {s.reference:.2f} GB/s"
+        f"{s.level}: node {s.node} ({names.get(s.node, '?')}) at {s.figure:.3g} GB/s, {s.fraction:.2f} of the "
+        f"{s.against} {s.reference:.3g} GB/s"
         for s in verdict.shortfalls
     ]
     return lines + list(verdict.warnings)

@@ -255,7 +255,7 @@ def start_figures(figures: dict[str, dict[int, float]], config: TrainConfig, ver
 
 def log_outcome(figures: dict[str, dict[int, float]], verdict: Verdict, names: dict[int, str]) -> None:
     for level, by_node in figures.items():
-        shown = ", ".join(f"node {node} {figure:.2f}" for node, figure in sorted(by_node.items()))
+        shown = ", ".join(f"node {node} {figure:.3g}" for node, figure in sorted(by_node.items()))
         log.info("fabric preflight %s bus bandwidth GB/s: %s", level, shown)
     for line in describe(verdict, names):
         log.warning("fabric preflight: %s", line)
