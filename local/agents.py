@@ -10,6 +10,10 @@
 - When the job fails, the pods still running are stopped (cleanPodPolicy Running).
 - A pod that a drill kills is lost with its node: it is not started again, and the job carries on with the
   agents left, within the elastic range.
+- A pod whose launcher found its node bad (EXIT_BAD_NODE) taints its node (the local stand-in for the launcher's
+  call to the API server, trainer/launch/node_taint.py); the pod created again has no other node to go to and stays
+  Pending (local/nodes.py), and the job carries on with the agents left, or ends where its elastic minimum says a node
+  is needed.
 - Stopping a pod stops every process in it: the agent gets SIGTERM (torchrun forwards it to its workers, and the
   launcher exits 143) and, after a grace period, the agent and every process it ever started get SIGKILL.
 """
@@ -25,10 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from local.launch import AgentLaunch
+from local.nodes import LocalNodes
 from local.procs import Proc, die_with_parent, kill_tree, process_tree
 from local.restart_policy import DEFAULT_CONTAINER, Action, container_exit, container_exit_code
 from stack.paths import PROJECT_ROOT
-from trainer.launch.exits import REASON_PREFIX
+from trainer.launch.exits import EXIT_BAD_NODE, REASON_PREFIX
+from trainer.launch.node_taint import NODE_NAME_VARIABLE, bad_node_taint
 
 # The pod's terminationGracePeriodSeconds is 120 s, time for a large model's checkpoint; the local models save in
 # well under a second, and a user who pressed Ctrl-C should not wait two minutes.
@@ -47,6 +53,7 @@ class PodPhase(enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # exited, and its restartPolicy fails the job for it
     LOST = "lost"  # killed by a drill; its node is gone
+    PENDING = "pending"  # created again, but no node takes it (its own is tainted; local/nodes.py)
 
 
 @dataclass
@@ -134,8 +141,16 @@ class PodEvent:
 class WorkerPods:
     """All worker pods of the job, and the job's state as the operator would report it."""
 
-    def __init__(self, launches: list[AgentLaunch], log_dir: Path, backoff_limit: int, restart_policy: str) -> None:
+    def __init__(
+        self,
+        launches: list[AgentLaunch],
+        log_dir: Path,
+        backoff_limit: int,
+        restart_policy: str,
+        nodes: LocalNodes | None = None,
+    ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
+        self.nodes = nodes  # where pods created again may go; None: anywhere
         self.pods = [Pod(launch, log_dir / f"{launch.name}.log") for launch in launches]
         self.backoff_limit = backoff_limit
         self.restart_policy = restart_policy
@@ -182,8 +197,23 @@ class WorkerPods:
             return PodEvent(pod.name, f"agent {outcome.why}: the PyTorchJob failed{said}")
         self.restarts += 1
         pod.restarts += 1
+        if self.nodes is not None:
+            if code == EXIT_BAD_NODE:  # what the launcher asks the API server for; the local run has none
+                self.nodes.taint(pod.launch.env.get(NODE_NAME_VARIABLE, ""), bad_node_taint())
+            if unschedulable := self.nodes.unschedulable(pod.launch.env):
+                return self._pending(pod, f"agent {outcome.why}{said}; it stays Pending: {unschedulable}")
         pod.start()
         return PodEvent(pod.name, f"agent {outcome.why} (restart {self.restarts} of the job's pods){said}")
+
+    def _pending(self, pod: Pod, what: str) -> PodEvent:
+        """The pod created again with no node to go to; the job fails when the pods left are too few to go on."""
+        assert self.nodes is not None
+        pod.phase = PodPhase.PENDING
+        running = sum(other.phase is PodPhase.RUNNING for other in self.pods)
+        if short := self.nodes.short_of(running):
+            self.failure = f"{pod.name} is Pending and {short}"
+            return PodEvent(pod.name, f"{what}; the job cannot go on: {short}")
+        return PodEvent(pod.name, f"{what}; the job goes on with {running} node(s)")
 
     @property
     def finished(self) -> bool:
@@ -193,7 +223,7 @@ class WorkerPods:
     @property
     def succeeded(self) -> bool:
         """The job did not fail, and every pod that still has a node finished its agent with status 0."""
-        remaining = [pod for pod in self.pods if pod.phase is not PodPhase.LOST]
+        remaining = [pod for pod in self.pods if pod.phase not in (PodPhase.LOST, PodPhase.PENDING)]
         return not self.failure and bool(remaining) and all(pod.phase is PodPhase.SUCCEEDED for pod in remaining)
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:

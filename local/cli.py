@@ -9,6 +9,7 @@
     python -m local --stack dev --api trainjob --nodes 2         # the job as a Trainer v2 TrainJob
     python -m local --stack dev --api trainjob --drill kill-agent  # a node lost; the JobSet restarts the gang
     python -m local --stack dev --drill lost-storage             # cluster and file system lost; resume from S3
+    python -m local --stack dev --drill bad-node                 # a slow node's preflight fails; it is tainted
     python -m local --stack dev --dataset s3://data/train.jsonl --s3-upload train.jsonl=s3://data/train.jsonl
 
 The job is rendered by the stack's own code (workloads/job/api.py) from the stack's config, changed only where this

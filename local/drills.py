@@ -35,6 +35,15 @@
                 is left but S3, and the trainer resumes from its own artifacts prefix, not from step 0 (local/run.py
                 NewCluster).
 
+- bad-node:     one node's fabric is slow, as a node with a bad link or GPU is: its pod's workers run the trainer's
+                fabric preflight with each timed collective delayed (TRAINER_FAULT slow_preflight, trainer/faults.py),
+                from the start, before step 1. The preflight names that node (its pairs with the other nodes are
+                slow; that takes three nodes or more, one rank each here), its workers exit EXIT_BAD_NODE and its
+                launcher 201; the local run taints its node and keeps the pod created again off it (local/nodes.py),
+                so that pod stays Pending, and the other nodes' workers restart, uncounted, into a round without it.
+                The job goes on from the last checkpoint (none yet: the preflight runs before step 1) on the nodes
+                left when its elastic minimum allows, and ends saying a node is needed when it does not.
+
 A drill fires when its trigger is met: after the first complete checkpoint (the default: the job then has
 something to resume from), or once the leader has logged a given step. kill-workers then fires again each time
 the pod has new workers; the others fire once.
@@ -54,12 +63,20 @@ from local.agents import PodPhase, WorkerPods
 from local.etcd import LocalEtcd
 from local.procs import Proc, process_tree, signal_all
 from trainer.checkpoint.layout import complete_checkpoints
+from trainer.faults import FAULT_ENV, slow_preflight_fault
 
-DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod", "restart-etcd", "lost-storage")
-POD_DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod")  # drills aimed at one worker pod (--drill-pod)
+DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod", "restart-etcd", "lost-storage", "bad-node")
+# Drills aimed at one worker pod (--drill-pod)
+POD_DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod", "bad-node")
 EVICTIONS = 2  # evict-pod: one more than the restarts a job with maxRestarts 1 could spend on them
 ETCD_DOWN_S = 3.0  # long enough for every agent's next keep-alive or state sync to fail
 S3_POLL_S = 1.0  # how often lost-storage lists the run's checkpoints in S3 while it waits for the first
+# bad-node: the delay before each of the slow node's timed preflight collectives. The CPU's gloo collectives of the
+# local preflight take milliseconds, so this puts the node far below any --preflight-min-fraction.
+BAD_NODE_DELAY_MS = 200
+# The preflight names a node whose network is slow by its pairs with two other nodes (trainer/fabric.py judge): three
+# nodes at least, with the one rank each that the local run gives a node.
+BAD_NODE_NODES = 3
 # The trainer's line when it loads a checkpoint (trainer/checkpoint/checkpointer.py restore): "resumed from <where>,
 # <which tier> (saved by ...".
 RESUMED_FROM = re.compile(r"resumed from (\S+), (.+?) \(saved by")
@@ -135,6 +152,9 @@ class Drill:
         if name == "lost-storage" and replicas < 2:
             raise DrillError(f"lost-storage starts the job again on fewer nodes, but it runs {replicas}; "
                              "run with --nodes 2")  # fmt: skip
+        if name == "bad-node" and replicas < BAD_NODE_NODES:
+            raise DrillError(f"bad-node needs the preflight to name one of {BAD_NODE_NODES} nodes or more (one rank "
+                             f"each here), but the job runs {replicas}; run with --nodes {BAD_NODE_NODES}")  # fmt: skip
         if name in POD_DRILLS and not -replicas <= pod_index < replicas:
             raise DrillError(f"--drill-pod {pod_index}: the job has worker pods 0 to {replicas - 1}")
         self.name, self.trigger, self.pod_index = name, trigger, pod_index % max(replicas, 1)
@@ -151,7 +171,16 @@ class Drill:
         target = f" {job}-worker-{self.pod_index}" if self.name in POD_DRILLS else ""
         if self.name == "hung-peer":
             target += f" (blocked: {job}-worker-{self.hung_index})"
+        if self.name == "bad-node":  # no trigger: the fault is in the pod's environment (agent_env)
+            return f"{self.name}{target} from its start: its fabric preflight is slow"
         return f"{self.name}{target} {self.trigger.describe()}"
+
+    def agent_env(self, pod_index: int) -> dict[str, str]:
+        """What the drill adds to the environment of pod `pod_index`'s agent from its start: bad-node's slow
+        preflight on its pod; nothing for the others, and for every other drill."""
+        if self.name != "bad-node" or pod_index != self.pod_index:
+            return {}
+        return {FAULT_ENV: slow_preflight_fault(BAD_NODE_DELAY_MS)}
 
     def poll(self, pods: WorkerPods, etcd: LocalEtcd | None, checkpoint_dir: Path | None, last_step: int) -> str:
         """Inject the fault if it is due; returns what it did ("" when nothing). The report (`self.report`) is
@@ -165,6 +194,11 @@ class Drill:
             if time.monotonic() - self.listed_at < S3_POLL_S:
                 return ""
             self.listed_at = time.monotonic()
+        if self.name == "bad-node":  # its fault is in the pod's environment from the start (agent_env)
+            pod = pods.pods[self.pod_index].name
+            detail = f"{pod}'s preflight collectives each delayed {BAD_NODE_DELAY_MS} ms ({FAULT_ENV}), from its start"
+            self.report = DrillReport(self.name, last_step, newest_checkpoint_step(checkpoint_dir), detail)
+            return detail
         if not self.trigger.met(checkpoint_dir, last_step, durable):
             return ""
         killed: list[Proc] = []

@@ -17,9 +17,10 @@ import yaml
 from local.agents import WorkerPods
 from local.artifacts import LocalStorage, RunArtifacts, S3Upload, local_bucket
 from local.config import MAX_LOCAL_NODES, LocalJobOptions, Override, local_stack_config
-from local.drills import Drill, DrillError, DrillReport, RunStorage, Trigger
+from local.drills import BAD_NODE_NODES, Drill, DrillError, DrillReport, RunStorage, Trigger
 from local.etcd import EtcdError, LocalEtcd, free_port, is_healthy
-from local.launch import LocalPlan, ManifestError, local_plan
+from local.launch import AgentLaunch, LocalPlan, ManifestError, local_plan
+from local.nodes import LocalNodes, elastic_minimum, nodes_for
 from local.pytorchjob_webhook import AdmissionDeniedError, admit_pytorchjob
 from local.report import MetricsFollower, Record, Summary, progress_line, summarize, write_chart
 from stack.config import StackConfig
@@ -91,7 +92,20 @@ def with_drill_defaults(options: LocalOptions) -> LocalOptions:
         job = replace(job, nodes=job.nodes or 2, min_nodes=job.min_nodes or 1)
     if options.drill == "lost-storage":
         job = replace(job, nodes=job.nodes or 2)
+    if options.drill == "bad-node":  # the preflight names a node among three; the job goes on with two
+        job = replace(job, nodes=job.nodes or BAD_NODE_NODES, min_nodes=job.min_nodes or BAD_NODE_NODES - 1)
     return replace(options, job=job)
+
+
+def with_drill_environment(plan: LocalPlan, drill: Drill | None) -> LocalPlan:
+    """The plan with what the drill puts into its pod's environment from the start (bad-node's slow preflight)."""
+    if drill is None:
+        return plan
+    agents = [
+        AgentLaunch(agent.name, agent.argv, {**agent.env, **drill.agent_env(index)}, agent.trainer)
+        for index, agent in enumerate(plan.agents)
+    ]
+    return replace(plan, agents=agents)
 
 
 def render_manifest(options: LocalOptions) -> tuple[dict[str, Any], list[Override], StackConfig]:
@@ -253,9 +267,9 @@ def run_local(options: LocalOptions) -> LocalResult:
             except ManifestError as error:
                 raise LocalRunError(f"the stack's manifest: {error}") from None
 
-        plan = plan_for(manifest)
+        plan = with_drill_environment(plan_for(manifest), drill)
         options.echo(header(options, plan, overrides, endpoint, work_dir, s3_lines))
-        rule: RestartRule = PodRestarts()
+        rule: RestartRule = PodRestarts(nodes_for(manifest))
         if drill:
             options.echo(f"  drill: {drill.describe(plan.job)}")
             watch_storage(drill, plan, storage)
@@ -373,8 +387,13 @@ class PodRestarts:
 
     chart_title = "(local)"
 
+    def __init__(self, nodes: LocalNodes | None = None) -> None:
+        """`nodes`: where pods created again may go (their taints outlive an attempt, as nodes do); None: anywhere."""
+        self.nodes = nodes
+
     def pods(self, plan: LocalPlan, log_dir: Path) -> WorkerPods:
-        return WorkerPods(plan.agents, log_dir, plan.backoff_limit, plan.restart_policy)
+        nodes = None if self.nodes is None else replace(self.nodes, min_pods=elastic_minimum(plan.agents[0].env))
+        return WorkerPods(plan.agents, log_dir, plan.backoff_limit, plan.restart_policy, nodes)
 
     def after_failure(self, pods: WorkerPods, plan: LocalPlan, drill: Drill | None) -> AfterFailure:
         return AfterFailure(None, pods.failure or "; ".join(f"{pod.name} {pod.phase.value}" for pod in pods.pods))

@@ -69,6 +69,7 @@ from trainer.launch.exits import (
     is_retryable,
 )
 from trainer.launch.hub_token import HubTokenError, load_hub_token
+from trainer.launch.node_taint import taint_own_node
 from trainer.launch.rendezvous import held_rendezvous_shutdowns
 from trainer.launch.stage import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
 
@@ -209,6 +210,8 @@ def stage_then_launch(argv: list[str], stage: bool) -> tuple[Ending, BaseExcepti
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)  # the way out is decided; a late signal must not change it
         end = ending(error)
+        if end.code == EXIT_BAD_NODE:  # before the pod ends: its new pod must find the node tainted
+            print(f"node taint: {taint_own_node()}", file=sys.stderr, flush=True)
         for handler in handlers:
             handler.finish(close=end.closes_rendezvous)
     return end, error
