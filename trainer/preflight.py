@@ -5,8 +5,9 @@ Called once per start of the workers by trainer/main.py, before the training run
 costs seconds, not a model load. The preflight forms a process group of its own (the same backend, its own key prefix
 in the workers' store) and destroys it before training forms its own. It times, with buffers of --preflight-bytes and
 --preflight-iterations timed iterations after one warm-up:
-- within each node (LOCAL_WORLD_SIZE consecutive ranks, as torchrun assigns them; dist.new_subgroups): all-gather and
-  reduce-scatter, FSDP's two collectives, every node at once;
+- within each node (LOCAL_WORLD_SIZE consecutive ranks, as torchrun assigns them: torch 2.13
+  elastic/agent/server/api.py SimpleElasticAgent._assign_worker_ranks, node n's workers from n x LOCAL_WORLD_SIZE;
+  dist.new_subgroups): all-gather and reduce-scatter, FSDP's two collectives, every node at once;
 - across nodes on each rail (the ranks with the same local rank; dist.new_subgroups_by_enumeration): all-reduce,
   HYBRID_SHARD's, every rail at once;
 - across nodes in pairs (fabric.pair_rounds; send/receive between the pair's ranks of each rail), which names the node
