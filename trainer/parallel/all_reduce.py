@@ -45,6 +45,9 @@ class Bf16AllReduce(dist.ProcessGroup):
             low = tensor.to(torch.bfloat16)
             self.replicas.allreduce([low], opts).wait()
             tensor.copy_(low)
+        # Done already, in stream order: a completed future. Made without devices, it records no CUDA events for its
+        # value (c10 ivalue_inl.h Future::markCompleted checks storages only off the CPU), which is right here: the
+        # caller's stream already waits for the copy back.
         done: torch.futures.Future[list[torch.Tensor]] = torch.futures.Future()
         done.set_result(tensors)
         return torch._C._distributed_c10d._create_work_from_future(done)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
