@@ -85,7 +85,12 @@ class Evaluation:
 
     @property
     def perplexity(self) -> float:
-        return math.exp(self.loss) if self.loss < 700 else math.inf  # exp overflows a float past ~709.8
+        return perplexity(self.loss)
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss), infinite where a float would overflow (past ~709.8)."""
+    return math.exp(loss) if loss < 700 else math.inf
 
 
 def reshard(model: nn.Module) -> None:

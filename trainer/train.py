@@ -24,7 +24,7 @@ from torch.distributed.tensor import DTensor
 
 from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState
 from trainer.checkpoint.export import export_hf
-from trainer.checkpoint.layout import model_fingerprint
+from trainer.checkpoint.layout import checkpoint_name, model_fingerprint
 from trainer.checkpoint.load import Replicas
 from trainer.config import TrainConfig, ValidationConfig
 from trainer.data.cache import cached_splits
@@ -49,6 +49,7 @@ from trainer.evaluation import (
     Validator,
     eval_due,
     held_out_identity,
+    perplexity,
     summed_token_loss,
 )
 from trainer.faults import maybe_fault
@@ -398,6 +399,14 @@ def train(
                 )
                 break
         session.best = best
+        if validator and best.loss is not None and best.step is not None:
+            log.info(
+                "validation: best val loss %.4f (ppl %.2f) at step %d%s",
+                best.loss,
+                perplexity(best.loss),
+                best.step,
+                f", its checkpoint kept ({checkpoint_name(best.step)})" if validation.keep_best else "",
+            )
         if checkpointer:
             with sigterm.held():
                 checkpointer.finish()  # the last save, committed before the export and the exit
