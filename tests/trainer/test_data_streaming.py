@@ -230,3 +230,17 @@ def test_peak_memory_does_not_grow_with_the_corpus(monkeypatch: pytest.MonkeyPat
         if count == 8000:
             assert peaks[count] < corpus.stat().st_size / 4
     assert peaks[8000] < 1.5 * peaks[1000]
+
+
+def test_a_hub_data_set_is_read_from_its_arrow_table_a_slice_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """datasets.load_dataset's table (memory-mapped Arrow files in the cache) is read in slices of rows, each row a
+    record, in order."""
+    import datasets
+
+    rows = generated("instruction", 10)
+    table = datasets.Dataset.from_list(rows)
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: table)
+    monkeypatch.setattr(records_module, "BATCH_RECORDS", 3)
+    batches = list(record_batches(DataConfig(dataset="org/instructions")))
+    assert [batch.first_index for batch in batches] == [0, 3, 6, 9]
+    assert [record for batch in batches for record in batch.parsed()] == rows
