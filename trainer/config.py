@@ -210,6 +210,10 @@ class ValidationConfig:
     """End training cleanly (exit 0, export done) after this many evaluations without a lower validation loss;
     0: never."""
 
+    def held_out(self) -> bool:
+        """Whether the run has a held-out set to evaluate (--val-split or --val-dataset)."""
+        return bool(self.dataset) or self.split > 0
+
 
 @dataclass
 class MetricsConfig:

@@ -463,9 +463,10 @@ def export(config: TrainConfig, session: Session, env: DistEnv, tokenizer: Token
             raise InputError(f"--artifacts-uri {artifacts}: the model's upload failed: {outcome[0]}")
 
 
-def exported_weights(config: TrainConfig, session: Session) -> dict[str, Any]:
+def exported_weights(config: TrainConfig, session: Session) -> dict[str, Any] | None:
     """With --keep-best, the best evaluation's weights loaded into the model (every rank: a collective) unless they
-    are the last step's; which step the export holds either way (export's provenance file, and the log)."""
+    are the last step's. Which step the export holds, for the log and, in a run with a held-out set, the export's
+    provenance file (without one the export is always the last step's, and holds the files it always did)."""
     best, last = session.best, session.state.progress.step
     step = last
     if config.validation.keep_best and best.step is not None and best.step != last and session.checkpointer:
@@ -478,6 +479,8 @@ def exported_weights(config: TrainConfig, session: Session) -> dict[str, Any]:
         log.info("export: the last step's weights, step %d, the best evaluation (val loss %.4f)", step, best.loss)
     else:
         log.info("export: the last step's weights, step %d", step)
+    if not config.validation.held_out():
+        return None
     return {
         "step": step,
         "last_step": last,

@@ -239,7 +239,7 @@ def _validation(config: TrainConfig) -> list[str]:
         errors.append(f"--eval-every {validation.every}: must not be negative (0: only at the last step)")
     if validation.early_stop_patience < 0:
         errors.append(f"--early-stop-patience {validation.early_stop_patience}: must not be negative (0: never)")
-    held_out = bool(dataset) or validation.split > 0
+    held_out = validation.held_out()
     needs_held_out = {
         "--eval-every": validation.every > 0,
         "--keep-best": validation.keep_best,
