@@ -1,10 +1,11 @@
 """The tokenised data set, once per job: written by one rank (or by `python -m trainer.stage` before the workers
 start) as memory-mapped arrays on shared storage, and mapped by every rank.
 
-Without it every rank of a 16-node job downloads the data set and tokenises all of it into Python lists before the
-process group exists. With --data-cache-dir (shared by all ranks, like --checkpoint-dir):
+Without it every rank of a 16-node job downloads the data set and tokenises all of it into memory before the process
+group exists. With --data-cache-dir (shared by all ranks, like --checkpoint-dir):
 
     <data-cache-dir>/<key>/tokens.npy, trainable.npy, meta.json      complete (a directory renamed into place)
+                                                                     tokens: uint32 ids (older entries: int64)
     <data-cache-dir>/<key>.error                                     the data set was refused (the message)
 
 The key is a digest of everything the token stream depends on: the data set (id, config and split, a local file's
@@ -15,6 +16,8 @@ A --val-dataset is an entry of its own, keyed as if it were the --dataset.
 --seq-len is not in it: packing cuts the same stream into blocks of any length (trainer/data/packing.py), so one entry
 serves every sequence length. Global rank 0 tokenises if the entry is missing; the other ranks wait for the entry
 (or for the error, which they raise alike) by polling the file system, since no process group exists yet.
+Tokenising streams the records into the staging directory's files (trainer/data/prepare.py): the writer's memory
+holds the batches in flight, not the data set.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer.config import DataConfig, ValidationConfig
+from trainer.data.packed import require_samples
 from trainer.data.packing import PackedData, check_enough, stream_names, val_dataset_config
 from trainer.data.prepare import TOKENS, TRAINABLE, EntryFiles, prepare
 from trainer.data.split import Splits
@@ -131,12 +135,6 @@ def refuse(directory: Path, keys: list[str], refused: InputError) -> None:
         (directory / f"{key}.error").write_text(json.dumps({"attempt": current_attempt(), "message": str(refused)}))
 
 
-def enough_tokens(tokens: int, seq_len: int, what: str) -> None:
-    """As check_enough, on a count: the stream is refused before it becomes an entry."""
-    if max(0, (tokens - 1) // seq_len) == 0:
-        raise InputError(f"{what}: fewer than --seq-len {seq_len} + 1 tokens")
-
-
 def tokenise_into_cache(
     config: DataConfig,
     tokenizer: Tokenizer,
@@ -157,7 +155,7 @@ def tokenise_into_cache(
         prepared = prepare(config, tokenizer, files[0], files[1] if len(files) > 1 else None, val_fraction, flag)
         counts = [stream.close() for stream in files]
         for count, name in zip(counts, names, strict=True):
-            enough_tokens(count, config.seq_len, name)
+            require_samples(count, config.seq_len, name)  # refused before it becomes an entry
     except BaseException as failure:
         for staging in stagings:
             staging.discard()

@@ -7,7 +7,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trainer.errors import InputError
+
 IGNORE_INDEX = -100  # the label value torch.nn.functional.cross_entropy skips
+
+
+def samples_in(tokens: int, seq_len: int) -> int:
+    """Whole sequences a stream of `tokens` ids makes: each needs its seq_len inputs and the next id as a label."""
+    return max(0, (tokens - 1) // seq_len)
+
+
+def require_samples(tokens: int, seq_len: int, what: str) -> None:
+    """A stream too short for one training sequence is refused, naming the flag that made it."""
+    if samples_in(tokens, seq_len) == 0:
+        raise InputError(f"{what}: fewer than --seq-len {seq_len} + 1 tokens")
 
 
 @dataclass
@@ -21,7 +34,7 @@ class PackedData:
 
     @property
     def num_samples(self) -> int:
-        return max(0, (len(self.tokens) - 1) // self.seq_len)
+        return samples_in(len(self.tokens), self.seq_len)
 
     def sample(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """(input ids, labels) of one packed sequence, both int64 whatever the stream's dtype (torch embeds int64

@@ -23,7 +23,7 @@ import numpy as np
 
 from trainer.config import DataConfig, ValidationConfig
 from trainer.data.formats import DIALOGUE_PROMPT, INSTRUCTION_PROMPT, detect_format, render
-from trainer.data.packed import IGNORE_INDEX, PackedData
+from trainer.data.packed import IGNORE_INDEX, PackedData, require_samples
 from trainer.data.prepare import InMemory, prepare
 from trainer.data.records import SYNTHETIC_DOCUMENTS, file_batches, stream_records, synthetic_stream
 from trainer.data.split import Splits
@@ -76,9 +76,7 @@ def pack(records: Iterable[dict[str, Any]], tokenizer: Tokenizer, data_format: s
 
 
 def check_enough(packed: PackedData, what: str) -> PackedData:
-    """A stream too short for one training sequence is refused, naming the flag that made it."""
-    if packed.num_samples == 0:
-        raise InputError(f"{what}: fewer than --seq-len {packed.seq_len} + 1 tokens")
+    require_samples(len(packed.tokens), packed.seq_len, what)
     return packed
 
 
