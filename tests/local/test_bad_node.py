@@ -91,6 +91,7 @@ def test_the_pod_of_a_bad_node_stays_pending_and_the_job_goes_on_only_above_its_
         pods.stop(grace_s=2)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_the_bad_node_drill_names_the_slow_node_and_ends_when_no_node_is_left(tmp_path: Path) -> None:
     """Three nodes, none to spare (min 3): the slow node's launcher exits 201, its pod stays Pending, and the run
