@@ -63,6 +63,14 @@ def local_node_name(index: int) -> str:
     return f"local-node-{index}"
 
 
+def node_name_changes(container: dict[str, Any]) -> list[str]:
+    """The run header's line for the pod's node name, which the kubelet fills in from the downward API."""
+    if not any(is_node_name_reference(entry) for entry in container.get("env", [])):
+        return []
+    return [f"container env: {NODE_NAME_VARIABLE}={local_node_name(0)}, ... one local node per pod (manifest: "
+            f"the downward API's {NODE_NAME_FIELD})"]  # fmt: skip
+
+
 def is_node_name_reference(entry: dict[str, Any]) -> bool:
     """An env entry the kubelet fills with the pod's node name (the downward API): known per pod, not per plan."""
     return entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == NODE_NAME_FIELD
@@ -385,6 +393,7 @@ def local_plan(
     changes += trainer_lines
     changes += hub_token_changes(container)
     changes += stand_in_changes(container, stand_ins)
+    changes += node_name_changes(container)
     # The container's `python` is this interpreter here: the venv's, whatever is on PATH.
     argv = [sys.executable, "-m", LAUNCH_MODULE, *launcher_options(container["command"])]
     argv += [*(f"--{name}={value}" for name, value in flags.items()), "-m", "trainer", *args]

@@ -32,6 +32,7 @@ from local.launch import (
     local_node_name,
     local_trainer_args,
     local_trainer_config,
+    node_name_changes,
     stand_in_changes,
     volume_directories,
 )
@@ -116,6 +117,7 @@ def trainjob_plan(
     changes += trainer_lines
     changes += hub_token_changes(container)
     changes += stand_in_changes(container, stand_ins)
+    changes += node_name_changes(container)
     argv = [
         sys.executable,
         "-m",
