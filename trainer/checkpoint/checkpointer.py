@@ -556,8 +556,9 @@ class Checkpointer:
 
     def load_model(self, model: nn.Module, step: int) -> Source:
         """The trained weights of checkpoint `step` into `model` (every rank: a collective), from the fast tier, else
-        this run's durable tier: the model part of its state dict alone (DCP reads only the keys asked for), under
-        LoRA the adapters. Where they came from."""
+        this run's durable tier: the model part of its state dict alone (DCP reads only the keys asked for:
+        torch/distributed/checkpoint/default_planner.py create_default_local_load_plan plans the given state dict's
+        keys), under LoRA the adapters. Where they came from."""
         path = self.directory / checkpoint_name(step)
         source: Source = path
         if not (path / META_FILE).is_file():
