@@ -8,6 +8,7 @@ assistant's turns trained; ids are 32 bits (vocabularies reach 152k, beyond 16 b
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from collections import deque
@@ -150,7 +151,15 @@ def tokenised(batches: Iterable[RecordBatch], recipe: Recipe, workers: int) -> I
     if workers <= 1 or len(head) < 2:
         yield from (tokenise_batch(batch, recipe) for batch in chain(head, batches))
         return
-    with multiprocessing.get_context("fork").Pool(workers, initializer=start_worker, initargs=(recipe,)) as pool:
+    # Objects the parent made before the fork (the tokenizer, the trainer's modules, torch's) go to the collector's
+    # permanent generation, so a worker's collections never write to their pages and copy them (the gc.freeze
+    # documentation's advice for fork without exec); the parent collects them again once its workers exist.
+    gc.freeze()
+    try:
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=start_worker, initargs=(recipe,))
+    finally:
+        gc.unfreeze()
+    with pool:
         pending: deque[AsyncResult[BatchTokens]] = deque()
         for batch in chain(head, batches):
             pending.append(pool.apply_async(tokenise_in_worker, (batch,)))
