@@ -28,8 +28,13 @@ from stack.fields import (
 from stack.hub_token_secret import secret_reference_problem
 from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
 from stack.names import CLUSTER_NAME_PREFIX
-from trainer.config import ACTIVATION_CHECKPOINTING, LORA_TARGETS, MIXED_PRECISIONS, SHARDING_STRATEGIES
-from trainer.config import ALL_REDUCE_DTYPES
+from trainer.config import (
+    ACTIVATION_CHECKPOINTING,
+    ALL_REDUCE_DTYPES,
+    LORA_TARGETS,
+    MIXED_PRECISIONS,
+    SHARDING_STRATEGIES,
+)
 from trainer.config import LoraConfig as TrainerLora
 from trainer.config import ValidationConfig as TrainerValidation
 from trainer.errors import InputError
@@ -441,8 +446,8 @@ class JobConfig:
     all_reduce_dtype: str = setting(
         "allReduceDtype",
         "fp32",
-        "HYBRID_SHARD only: dtype of the gradients' all-reduce between nodes; bf16 halves its bytes, the gradients stay "
-        "fp32.",
+        "HYBRID_SHARD only: dtype of the gradients' all-reduce between nodes; bf16 halves its bytes, the gradients "
+        "stay fp32.",
         one_of(*ALL_REDUCE_DTYPES),
     )
     lora: LoraSettings = setting(
