@@ -23,19 +23,18 @@ def main(argv: list[str]) -> int:
     from trainer.main import main as trainer_main
 
     record: dict[str, Any] = {"rank": read_env().rank, "tokenised": 0, "memory_mapped": None, "tokens": None}
-    build, train = trainer.train.build_packed_data, trainer.train.train
+    prepare, train = trainer.data.cache.prepare, trainer.train.train
 
-    def counted_build(*args: Any, **kwargs: Any) -> Any:
+    def counted_prepare(*args: Any, **kwargs: Any) -> Any:
         record["tokenised"] += 1
-        return build(*args, **kwargs)
+        return prepare(*args, **kwargs)
 
-    def inspected_train(config: Any, env: Any, source: Any, device: Any, data: Any) -> Any:
+    def inspected_train(config: Any, env: Any, source: Any, device: Any, data: Any, *rest: Any, **kwargs: Any) -> Any:
         record["memory_mapped"] = isinstance(data.tokens, np.memmap) and isinstance(data.trainable, np.memmap)
         record["tokens"] = len(data.tokens)
-        return train(config, env, source, device, data)
+        return train(config, env, source, device, data, *rest, **kwargs)
 
-    trainer.train.build_packed_data = counted_build  # type: ignore[assignment]
-    trainer.data.cache.build_packed_data = counted_build  # type: ignore[assignment]
+    trainer.data.cache.prepare = counted_prepare  # type: ignore[assignment]
     trainer.train.train = inspected_train  # type: ignore[assignment]
     status = trainer_main(argv)
     with open(os.environ["PROBE_OUTPUT"], "a") as handle:
