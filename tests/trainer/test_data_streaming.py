@@ -197,6 +197,22 @@ def test_a_bad_jsonl_line_is_named_by_its_number(tmp_path: Path) -> None:
         build_packed_data(DataConfig(dataset=str(data), seq_len=1, workers=1), ByteTokenizer())
 
 
+def test_a_refusal_in_a_worker_reaches_the_cache_and_the_waiting_ranks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A line that only a worker parses (the fourth batch's) is refused there: the error comes back through the pool
+    with its line number, no entry or staging directory is left, and the marker tells the other ranks."""
+    monkeypatch.setattr(records_module, "BATCH_RECORDS", 4)
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in generated("text", 14)) + "{broken\n")
+    config = DataConfig(dataset=str(data), seq_len=4, workers=2)
+    cache = tmp_path / "cache"
+    with pytest.raises(InputError, match=r"not valid JSON \(line 15: "):
+        build_entry(config, ByteTokenizer(), cache)
+    (marker,) = cache.iterdir()
+    assert marker.suffix == ".error" and "line 15" in json.loads(marker.read_text())["message"]
+
+
 def test_npy_files_appended_in_pieces_load_as_one_array(tmp_path: Path) -> None:
     appender = NpyAppender(tmp_path / "a.npy", np.dtype(np.uint32))
     pieces = [np.arange(n, dtype=np.int64) + 150_000 for n in (0, 3, 1000, 1)]
