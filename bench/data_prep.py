@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             results[run.side] = run
             runs.append(run)
             print(row(run), flush=True)
+        if results["ours"].tokens != results["datasets"].tokens:  # the same ids, or the comparison is void
+            raise RuntimeError(f"ours made {results['ours'].tokens} tokens, datasets {results['datasets'].tokens}")
         ratios.append(results["ours"].mb_per_s / results["datasets"].mb_per_s)
         print(f"round {round_index + 1}: ours / datasets throughput {ratios[-1]:.2f}", flush=True)
     print(f"\nmedian throughput ratio ours / datasets over {len(ratios)} rounds: {statistics.median(ratios):.2f} "
