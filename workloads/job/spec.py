@@ -9,18 +9,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sizing.catalog import InstanceType
+from sizing.host_memory import MIN_POD_RESERVED_GIB, POD_RESERVED_FRACTION
+from sizing.throughput import expected_fabric
 from stack.artifacts import artifacts_flag, run_key, stack_key
 from stack.config import JobConfig, StackConfig
 from stack.fit import checkpoint_timeout_minutes
 from stack.job_api import STATIC_RDZV_BACKEND, rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE, job_name
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
-from stack.trainer_config import stack_trainer_config
+from stack.trainer_config import job_s3_inputs, stack_trainer_config
 from trainer.config import TrainConfig
-from trainer.s3.uri import is_s3_uri
 from workloads.job.pod_trainer_config import pod_trainer_config
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
@@ -43,7 +44,6 @@ JOIN_TIMEOUT_S = 1800
 # allocatable memory (about 10 GiB on nodes with at least 1152 GiB).
 RESERVED_FRACTION = 0.10
 MIN_RESERVED_CPUS = 2
-MIN_RESERVED_MEMORY_GIB = 4
 # /dev/shm: NCCL's intra-node transport and DataLoader workers share tensors through it. It is tmpfs, charged to
 # the pod's memory limit, so it is sized from the node's memory: an eighth, at most 64 GiB.
 MAX_SHM_GIB = 64
@@ -114,10 +114,17 @@ class ArtifactsTarget:
     inputs: tuple[str, ...]  # the s3:// job.dataset, job.model and job.resumeFrom: read-only
 
 
-def s3_inputs(job: JobConfig) -> tuple[str, ...]:
-    """The job's s3:// inputs, each once."""
-    values = (job.dataset, job.model, job.resume_from)
-    return tuple(dict.fromkeys(v for v in values if v is not None and is_s3_uri(v)))
+def fabric_expectations(trainer: TrainConfig, instance: InstanceType, efa: bool) -> TrainConfig:
+    """`trainer` with the bus bandwidth its fabric preflight compares each node with: what the sizing model assumes
+    of the instance type (sizing/throughput.py expected_fabric), within a node when it has more than one GPU and
+    across nodes on a rail when EFA carries it; 0 (unknown: only the median node is the reference) otherwise."""
+    fabric = expected_fabric(instance)
+    preflight = replace(
+        trainer.preflight,
+        expect_intra_gb_per_s=round(fabric.intra_gb_per_s or 0.0, 1) if instance.gpus > 1 else 0.0,
+        expect_inter_gb_per_s=round(fabric.inter_rail_gb_per_s or 0.0, 1) if efa else 0.0,
+    )
+    return replace(trainer, preflight=preflight)
 
 
 def trainer_service_account(name: str) -> str:
@@ -174,7 +181,9 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
         max_restarts=job.max_restarts,
         node=node,
         rendezvous=_rendezvous(job, name),
-        trainer=pod_trainer_config(trainer, run_directory, node.peak_tflops),
+        trainer=fabric_expectations(
+            pod_trainer_config(trainer, run_directory, node.peak_tflops), gpu.instance, gpu.efa_enabled
+        ),
         checkpoint=CheckpointVolume(
             # The stack's FSx file system when it has one (also on one node: checkpoints then outlive the node);
             # a pod-local emptyDir only without it, which the config allows on a single node alone.
@@ -191,7 +200,7 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
             stack_key=stack_key(artifacts.prefix, config.stack),
             run_key=run_key(artifacts.prefix, config.stack, job.run),
             region=config.region,
-            inputs=s3_inputs(job),
+            inputs=job_s3_inputs(job),
         ),
     )
     return dataclasses.replace(spec, rendezvous_id=rendezvous_id(spec))
@@ -213,7 +222,8 @@ def supports_gpudirect_rdma(instance: InstanceType) -> bool:
 
 def node_shape(instance: InstanceType, efa: bool) -> NodeShape:
     reserved_cpus = max(MIN_RESERVED_CPUS, round(instance.vcpus * RESERVED_FRACTION))
-    reserved_memory = max(MIN_RESERVED_MEMORY_GIB, round(instance.memory_gib * RESERVED_FRACTION))
+    # The same reserve the host-memory sizing leaves the node (sizing/host_memory.py), so its budget is this pod's.
+    reserved_memory = max(MIN_POD_RESERVED_GIB, round(instance.memory_gib * POD_RESERVED_FRACTION))
     return NodeShape(
         instance_type=instance.name,
         gpus=instance.gpus,

@@ -32,10 +32,13 @@ def test_the_builders_are_the_apis_objects() -> None:
 
 @APIS
 @pytest.mark.parametrize("stack", STACKS)
-def test_the_render_list_is_namespace_account_then_the_custom_resources_in_order(api: str, stack: str) -> None:
+def test_the_render_list_is_namespace_account_node_access_then_the_custom_resources_in_order(
+    api: str, stack: str
+) -> None:
     kinds = [obj["kind"] for obj in job_api_for(api).objects(spec_of(stack))]
     expected = ["PyTorchJob"] if api == PYTORCHJOB else ["ClusterTrainingRuntime", "TrainJob"]
-    assert kinds == ["Namespace", "ServiceAccount", *expected]
+    # The role on nodes before the job, so that a launcher ending EXIT_BAD_NODE may taint its node from the start.
+    assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", *expected]
 
 
 def test_the_resource_names_of_deployed_stacks_stay() -> None:

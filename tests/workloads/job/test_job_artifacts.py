@@ -46,7 +46,8 @@ def container(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def env(pod: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container(pod)["env"]}
+    """The container's literal variables (not those the kubelet fills from the downward API, such as NODE_NAME)."""
+    return {e["name"]: e["value"] for e in container(pod)["env"] if "value" in e}
 
 
 def trainer_flags(command: list[str]) -> list[str]:
