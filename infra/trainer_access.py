@@ -49,7 +49,7 @@ class TrainerAccessArgs:
     # artifacts.bucket as given, None for the stack's own bucket: an input inside the stack's key there needs no
     # read policy of its own.
     given_bucket: str | None = None
-    # The s3:// inputs (job.dataset, job.model, job.resumeFrom that are s3:// URIs): read-only.
+    # The s3:// inputs (job.dataset, job.validation.dataset, job.model, job.resumeFrom that are s3:// URIs): read-only.
     inputs: Sequence[str] = ()
     # job.hfTokenSecret: the token secret's name or ARN; None: the pods read no token.
     hub_token_secret: str | None = None
