@@ -5,7 +5,10 @@ files; memory held by the batches in flight, not by the corpus."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -211,6 +214,38 @@ def test_a_refusal_in_a_worker_reaches_the_cache_and_the_waiting_ranks(
         build_entry(config, ByteTokenizer(), cache)
     (marker,) = cache.iterdir()
     assert marker.suffix == ".error" and "line 15" in json.loads(marker.read_text())["message"]
+
+
+def test_a_worker_killed_mid_batch_fails_the_preparation_instead_of_waiting_forever(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A worker that dies (the OOM killer's SIGKILL) loses its batch: the preparation fails and names the workers,
+    where a multiprocessing Pool would start a new worker and wait for the lost result without end. Run in a thread
+    so that a hang fails the test instead of stalling the suite."""
+    tokenise = tokenise_module.tokenise_batch
+
+    def killed_at_the_third_batch(batch: records_module.RecordBatch, recipe: tokenise_module.Recipe) -> Any:
+        if batch.first_index == 8:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return tokenise(batch, recipe)
+
+    monkeypatch.setattr(tokenise_module, "tokenise_batch", killed_at_the_third_batch)  # the forked workers inherit it
+    batches = [records_module.RecordBatch(4 * i, "--dataset d", records=[{"text": "abc"}] * 4) for i in range(12)]
+    recipe = tokenise_module.Recipe(ByteTokenizer(), "text")
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            list(tokenise_module.tokenised(batches, recipe, workers=2))
+        except BaseException as error:  # handed to the test's thread
+            failure.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=120)
+    assert not thread.is_alive(), "the preparation still waits for the killed worker's batch"
+    (error,) = failure
+    assert isinstance(error, RuntimeError) and "--data-workers" in str(error)
 
 
 def test_npy_files_appended_in_pieces_load_as_one_array(tmp_path: Path) -> None:

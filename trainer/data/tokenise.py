@@ -13,9 +13,10 @@ import multiprocessing
 import os
 from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from itertools import chain
-from multiprocessing.pool import AsyncResult
 
 import numpy as np
 
@@ -142,7 +143,9 @@ def tokenised(batches: Iterable[RecordBatch], recipe: Recipe, workers: int) -> I
 
     At most IN_FLIGHT_PER_WORKER batches per worker are read ahead: Pool.imap would read the whole input at once
     (its task handler thread drains the iterable; CPython gh-64192, whose `buffersize` arrives in Python 3.15), so
-    the results are taken in order from a bounded window of apply_async calls instead.
+    the results are taken in order from a bounded window of submitted batches instead. A ProcessPoolExecutor, not a
+    Pool: a worker killed (the OOM killer, a crash in the tokenizer) breaks the executor and every pending result
+    raises, where a Pool starts a new worker and the lost batch's result never comes (a wait without end).
     The workers are forked: they inherit the loaded tokenizer instead of loading it again, and do not import the
     trainer's main module (and torch) as spawned ones would; they run only the tokenizer and numpy.
     """
@@ -151,19 +154,29 @@ def tokenised(batches: Iterable[RecordBatch], recipe: Recipe, workers: int) -> I
     if workers <= 1 or len(head) < 2:
         yield from (tokenise_batch(batch, recipe) for batch in chain(head, batches))
         return
-    # Objects the parent made before the fork (the tokenizer, the trainer's modules, torch's) go to the collector's
-    # permanent generation, so a worker's collections never write to their pages and copy them (the gc.freeze
-    # documentation's advice for fork without exec); the parent collects them again once its workers exist.
-    gc.freeze()
+    fork = multiprocessing.get_context("fork")
+    pool = ProcessPoolExecutor(workers, mp_context=fork, initializer=start_worker, initargs=(recipe,))
+    pending: deque[Future[BatchTokens]] = deque()
     try:
-        pool = multiprocessing.get_context("fork").Pool(workers, initializer=start_worker, initargs=(recipe,))
-    finally:
-        gc.unfreeze()
-    with pool:
-        pending: deque[AsyncResult[BatchTokens]] = deque()
-        for batch in chain(head, batches):
-            pending.append(pool.apply_async(tokenise_in_worker, (batch,)))
+        # Objects the parent made before the fork (the tokenizer, the trainer's modules, torch's) go to the
+        # collector's permanent generation, so a worker's collections never write to their pages and copy them (the
+        # gc.freeze documentation's advice for fork without exec); the parent collects them again once its workers
+        # exist. With fork the first submit starts every worker (CPython Lib/concurrent/futures/process.py
+        # _start_executor_manager_thread: no dynamic spawning under fork).
+        gc.freeze()
+        try:
+            pending.append(pool.submit(tokenise_in_worker, head[0]))
+        finally:
+            gc.unfreeze()
+        for batch in chain(head[1:], batches):
+            pending.append(pool.submit(tokenise_in_worker, batch))
             if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
-                yield pending.popleft().get()
+                yield pending.popleft().result()
         while pending:
-            yield pending.popleft().get()
+            yield pending.popleft().result()
+    except BrokenProcessPool as broken:
+        raise RuntimeError(
+            f"a data preparation worker died (killed for memory? fewer --data-workers than {workers} need less)"
+        ) from broken
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
