@@ -109,3 +109,20 @@ def test_bf16_all_reduce_is_refused_without_hybrid_shard(strategy: str) -> None:
 def test_bf16_all_reduce_is_accepted_with_hybrid_shard() -> None:
     config = parse_args(["--sharding-strategy", "HYBRID_SHARD", "--all-reduce-dtype", "bf16"])
     assert make_plan(config, DistEnv(world_size=16, local_world_size=8)).replicate == 2
+
+
+@pytest.mark.usefixtures("world_of_one")
+def test_one_replica_keeps_the_exact_fp32_all_reduce() -> None:
+    """HYBRID_SHARD with one replica (one node, or an elastic job shrunk to one) sends nothing between nodes: the
+    gradients are not rounded through bf16 for nothing."""
+    env = DistEnv(world_size=1, local_world_size=1, rank=0)
+    config = TrainConfig(parallel=ParallelConfig("HYBRID_SHARD", 1, "fp32", all_reduce_dtype="bf16", device="cpu"))
+    mesh = build_mesh("HYBRID_SHARD", make_plan(config, env), "cpu")
+    model, _ = build_model(resolve_model("tiny"), config, mesh, torch.device("cpu"), env, dist.group.WORLD)  # pyright: ignore[reportArgumentType]
+    groups = [
+        group.mesh_info.replicate_process_group
+        for module in model.modules()
+        if isinstance(module, FSDPModule)
+        for group in cast(Any, module)._get_fsdp_state()._fsdp_param_groups
+    ]
+    assert groups and not any(isinstance(group, Bf16AllReduce) for group in groups)

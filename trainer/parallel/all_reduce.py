@@ -63,7 +63,12 @@ def apply_bf16_all_reduce(model: nn.Module, mesh: DeviceMesh) -> None:
     reduces (_fsdp_param_group.py `_all_reduce_process_group`; _fsdp_common.py DDPMeshInfo sets it once from the
     mesh); the DeviceMesh itself, and so every DTensor, the gradient norm and the checkpoints, keep the real group.
     """
-    group = Bf16AllReduce(mesh.get_group(REPLICATE_DIM))
+    replicas = mesh.get_group(REPLICATE_DIM)
+    if replicas.size() == 1:
+        # One replica (HYBRID_SHARD on one node, an elastic job shrunk to one): no bytes cross nodes, and FSDP's
+        # all-reduce over the group of one leaves the fp32 gradients exact, which a bf16 round trip would not.
+        return
+    group = Bf16AllReduce(replicas)
     for module in model.modules():
         if isinstance(module, FSDPModule):
             state: Any = module._get_fsdp_state()  # pyright: ignore[reportPrivateUsage]
