@@ -148,8 +148,9 @@ class BestSoFar:
     """Which held-out set the losses are of (held_out_identity): a resumed run with another starts afresh."""
 
     def after(self, evaluation: Evaluation) -> Self:
-        """The record after one more evaluation. A loss not lower (a NaN included) is no improvement."""
-        if self.loss is None or evaluation.loss < self.loss:
+        """The record after one more evaluation. A loss not lower (a NaN included) is no improvement; a NaN is never
+        the best, also as the first evaluation (no later loss compares below a NaN, so it would stay best for good)."""
+        if not math.isnan(evaluation.loss) and (self.loss is None or evaluation.loss < self.loss):
             return replace(self, loss=evaluation.loss, step=evaluation.step, stale=0)
         return replace(self, stale=self.stale + 1)
 

@@ -110,6 +110,13 @@ def test_the_best_evaluation_and_the_patience_count() -> None:
     assert BestSoFar.from_meta(None, "--val-split 0.1") == BestSoFar(held_out="--val-split 0.1")
 
 
+def test_a_nan_first_evaluation_is_not_the_best_and_a_later_finite_one_is() -> None:
+    best = BestSoFar().after(Evaluation(2, math.nan, 0, 0.1))
+    assert (best.loss, best.step, best.stale) == (None, None, 1)
+    best = best.after(Evaluation(4, 3.0, 100, 0.1))
+    assert (best.loss, best.step, best.stale) == (3.0, 4, 0)
+
+
 def test_evaluations_come_every_n_steps_and_at_the_last() -> None:
     assert [step for step in range(1, 11) if eval_due(step, 10, 4)] == [4, 8, 10]
     assert [step for step in range(1, 11) if eval_due(step, 10, 0)] == [10]
