@@ -209,7 +209,9 @@ def datasets_side(corpus: str, tokenizer_dir: str, cache: str, workers: int) -> 
 
     loaded: Any = datasets.load_dataset("json", data_files=corpus, split="train", cache_dir=cache)
     mapped: Any = loaded.map(tokenise, batched=True, num_proc=workers, remove_columns=["text"])
-    tokens = sum(len(ids) for batch in mapped.iter(batch_size=10_000) for ids in batch["input_ids"])
+    # Counted in Arrow, from the lists' lengths: reading the ids back as Python lists would add to this side's time
+    # and memory a pass that ours does not make (about 5% of the time and 50 MiB on a 20 MB corpus).
+    tokens = sum(int(chunk.value_lengths().to_numpy().sum()) for chunk in mapped.data.column("input_ids").chunks)
     print(json.dumps({"tokens": tokens}))
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from bench import data_prep
 from tests.harness.trainer_runs import ROOT
 
 
@@ -22,3 +27,34 @@ def test_the_bench_runs_both_sides_on_the_same_corpus_and_reports_their_ratio(tm
     for row in rows:
         assert all(float(cell) > 0 for cell in row[2:])  # wall s, MB/s, tokens/s, CPU s, RSS, PSS
     assert re.search(r"median throughput ratio ours / datasets over 1 rounds: \d+\.\d\d", result.stdout)
+
+
+def test_the_datasets_side_counts_its_ids_without_reading_them_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The datasets side's timed process does what a datasets user does and no more: its ids are counted from the
+    Arrow lists' lengths, not read back as Python lists (a pass ours does not make, in its time and memory)."""
+    import datasets
+
+    corpus, tokenizer = tmp_path / "corpus.jsonl", tmp_path / "bpe"
+    data_prep.make_corpus(corpus, 50_000)
+    data_prep.make_tokenizer(corpus, tokenizer)
+
+    mapped = [False]
+    map_, iter_ = datasets.Dataset.map, datasets.Dataset.iter
+
+    def map_then_mark(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = map_(self, *args, **kwargs)  # map itself iterates its input's batches
+        mapped[0] = True
+        return result
+
+    def iter_before_map(self: Any, *args: Any, **kwargs: Any) -> Any:
+        assert not mapped[0], "the mapped ids were read back into Python"
+        return iter_(self, *args, **kwargs)
+
+    monkeypatch.setattr(datasets.Dataset, "map", map_then_mark)
+    monkeypatch.setattr(datasets.Dataset, "iter", iter_before_map)
+    data_prep.datasets_side(str(corpus), str(tokenizer), str(tmp_path / "cache"), 1)
+    tokens = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["tokens"]
+    records = corpus.read_text().splitlines()
+    assert tokens > 2 * len(records)  # <s> and </s> around each record's ids
