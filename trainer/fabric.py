@@ -141,6 +141,11 @@ def expected_shortfalls(
     ]
 
 
+def names_nodes(level: str, nodes: int) -> bool:
+    """Whether `level`'s figures can say which of `nodes` nodes is slow (not the rails' ring, nor one pair)."""
+    return level != INTER_ALL_REDUCE and not (level == INTER_PAIRS and nodes < 3)
+
+
 def judge(
     figures: Mapping[str, Mapping[int, float]], expected: Mapping[str, float | None], min_fraction: float
 ) -> Verdict:
@@ -155,8 +160,7 @@ def judge(
         relative = median_shortfalls(level, by_node, min_fraction)
         absolute = expected_shortfalls(level, by_node, expected.get(level), min_fraction)
         shortfalls += relative + absolute
-        names_nodes = level != INTER_ALL_REDUCE and not (level == INTER_PAIRS and len(by_node) < 3)
-        if not names_nodes:
+        if not names_nodes(level, len(by_node)):
             if relative or absolute:
                 warnings.append(f"{level}: below the threshold, but this level cannot say which node is slow")
         else:
@@ -186,6 +190,20 @@ def best_pair_figures(pairs: Mapping[tuple[int, int], float], nodes: int) -> dic
         for node in (a, b):
             best[node] = max(best.get(node, 0.0), figure)
     return {node: best[node] for node in range(nodes) if node in best}
+
+
+def figure_lines(figures: Mapping[str, Mapping[int, float]], names: Mapping[int, str]) -> list[str]:
+    """A log line per level: every node's bus bandwidth (GB/s), then the slowest node by its name where the level can
+    tell (names_nodes), whether or not it fell below the threshold: the node to suspect when steps run slow."""
+    lines = []
+    for level, by_node in figures.items():
+        shown = ", ".join(f"node {node} {figure:.3g}" for node, figure in sorted(by_node.items()))
+        line = f"{level} bus bandwidth GB/s: {shown}"
+        if len(by_node) > 1 and names_nodes(level, len(by_node)):
+            slowest = min(sorted(by_node), key=lambda node: by_node[node])
+            line += f"; slowest node {slowest} ({names.get(slowest, '?')})"
+        lines.append(line)
+    return lines
 
 
 def describe(verdict: Verdict, names: Mapping[int, str]) -> list[str]:

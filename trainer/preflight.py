@@ -46,6 +46,7 @@ from trainer.fabric import (
     bus_bandwidth_gb_per_s,
     default_bytes,
     describe,
+    figure_lines,
     judge,
     node_name,
     pair_rounds,
@@ -255,9 +256,8 @@ def start_figures(figures: dict[str, dict[int, float]], config: TrainConfig, ver
 
 
 def log_outcome(figures: dict[str, dict[int, float]], verdict: Verdict, names: dict[int, str]) -> None:
-    for level, by_node in figures.items():
-        shown = ", ".join(f"node {node} {figure:.3g}" for node, figure in sorted(by_node.items()))
-        log.info("fabric preflight %s bus bandwidth GB/s: %s", level, shown)
+    for line in figure_lines(figures, names):
+        log.info("fabric preflight %s", line)
     for line in describe(verdict, names):
         log.warning("fabric preflight: %s", line)
 

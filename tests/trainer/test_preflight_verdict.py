@@ -14,6 +14,7 @@ from trainer.fabric import (
     INTRA_ALL_GATHER,
     best_pair_figures,
     bus_bandwidth_gb_per_s,
+    figure_lines,
     judge,
     pair_rounds,
     preflight_flag_problems,
@@ -54,6 +55,17 @@ def test_a_minority_below_the_expected_figure_is_bad_a_majority_is_a_warning() -
     assert everywhere.bad_nodes == ()
     assert "not a node" in everywhere.warnings[0]
     assert everywhere.slowest_fraction == pytest.approx(200 / 360)
+
+
+def test_the_log_names_the_slowest_node_even_above_the_threshold() -> None:
+    """Issue 27 asks the preflight to name the slowest node: by its name, at the levels that can tell, also when it
+    passes (a node at 0.8 of the others is the one to suspect when steps run slow); never on the rails' ring."""
+    figures = {INTRA_ALL_GATHER: {0: 300.0, 1: 240.0, 2: 310.0}, INTER_ALL_REDUCE: {0: 40.0, 1: 39.0, 2: 41.0}}
+    names = {0: "ip-a", 1: "ip-b", 2: "ip-c"}
+    assert judge(figures, {}, 0.7).bad_nodes == ()
+    intra, rails = figure_lines(figures, names)
+    assert intra == f"{INTRA_ALL_GATHER} bus bandwidth GB/s: node 0 300, node 1 240, node 2 310; slowest node 1 (ip-b)"
+    assert rails == f"{INTER_ALL_REDUCE} bus bandwidth GB/s: node 0 40, node 1 39, node 2 41"
 
 
 def test_the_rails_ring_and_two_nodes_pair_name_no_node() -> None:
