@@ -352,6 +352,9 @@ def train(
     if val is not None:
         validator = Validator(val, plan.batch_size, env.rank, plan.dp_size, device)
         best = BestSoFar.from_meta(checkpointer.resumed_meta if checkpointer else None, best.held_out)
+        if checkpointer and best.stopped and validation.early_stop_patience:  # first_step: nothing left to train
+            note_validation(checkpointer, best, validation, with_held_out=True)
+            checkpointer.resumed_at_early_stop(state)
         log_validation(config, val, best)
     reporter.restart_clock(state.progress.step)
     sigterm = SigtermHandler(checkpointer, config.checkpoint.stop_wait_s)

@@ -554,6 +554,13 @@ class Checkpointer:
         if self.durable is not None:
             self.durable.last_step = step
 
+    def resumed_at_early_stop(self, state: TrainState) -> None:
+        """A run started again at the checkpoint where it stopped early trains no further: that step is its last,
+        which S3 must have. restore() checked S3 for --steps' checkpoint, not this one (say the stop's S3 write failed
+        and the pod was restarted); with --keep-best, spared_step is set first so the best stays there too."""
+        self.end_early(state.progress.step)
+        self._complete_durable_tier(state)
+
     def load_model(self, model: nn.Module, step: int) -> Source:
         """The trained weights of checkpoint `step` into `model` (every rank: a collective), from the fast tier, else
         this run's durable tier: the model part of its state dict alone (DCP reads only the keys asked for:
@@ -637,7 +644,9 @@ class Checkpointer:
             saved = self._state(state)
             meta = self._meta(step, state.progress.consumed_samples)
             size = checkpoint_bytes(saved)
-            self._upload = self.durable.upload(writer_share(saved), step, meta, size, after=None)
+            self._upload = self.durable.upload(
+                writer_share(saved), step, meta, size, after=None, spared=self.spared_step
+            )
             self.finish()
 
 
