@@ -248,6 +248,30 @@ def test_a_worker_killed_mid_batch_fails_the_preparation_instead_of_waiting_fore
     assert isinstance(error, RuntimeError) and "--data-workers" in str(error)
 
 
+def test_an_entrys_files_are_on_disk_before_it_is_renamed_into_place(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """tokens.npy, trainable.npy and meta.json are synced before the rename that makes the entry visible: a node lost
+    with them in its page cache leaves no complete-looking entry of missing ids on the shared file system."""
+    events: list[str] = []
+    fsync, rename = os.fsync, os.rename
+
+    def recorded_fsync(fd: int) -> None:
+        events.append("fsync " + Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        fsync(fd)
+
+    def recorded_rename(source: Any, target: Any) -> None:
+        events.append("rename")
+        rename(source, target)
+
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(os, "rename", recorded_rename)
+    data = write_jsonl(tmp_path / "d.jsonl", generated("text", 20))
+    build_entry(DataConfig(dataset=str(data), seq_len=4, workers=1), ByteTokenizer(), tmp_path / "cache")
+    assert events[-1] == "rename"
+    assert {"fsync tokens.npy", "fsync trainable.npy", "fsync meta.json"} <= set(events[:-1])
+
+
 def test_npy_files_appended_in_pieces_load_as_one_array(tmp_path: Path) -> None:
     appender = NpyAppender(tmp_path / "a.npy", np.dtype(np.uint32))
     pieces = [np.arange(n, dtype=np.int64) + 150_000 for n in (0, 3, 1000, 1)]

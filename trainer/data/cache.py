@@ -107,7 +107,10 @@ class Staging:
     def commit(self, config: DataConfig, tokenizer: Tokenizer, part: str, tokens: int) -> Path:
         meta = {"dataset": config.dataset, "format": config.dataset_format, "tokenizer": tokenizer.name,
                 "part": part, "tokens": tokens, "dtype": str(TOKEN_DTYPE), "created": time.time()}  # fmt: skip
-        (self.path / META).write_text(json.dumps(meta, indent=2))
+        with (self.path / META).open("w") as handle:  # the marker readers wait for: durable before the rename
+            json.dump(meta, handle, indent=2)
+            handle.flush()
+            os.fsync(handle.fileno())
         try:
             os.rename(self.path, self.entry)
         except OSError:  # another writer got there first with the same contents

@@ -12,6 +12,7 @@ itself) the streams are collected in memory as 32-bit arrays, 5 bytes a token wi
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,6 +63,10 @@ class NpyAppender:
     def close(self) -> int:
         if self.write_header() != self.header_bytes:
             raise AssertionError(f"{self.file.name}: the .npy header changed size")
+        # On the disk before the entry is renamed into place: a node lost with the ids still in its page cache would
+        # leave a complete-looking entry of missing ids on the shared file system, read by every later run.
+        self.file.flush()
+        os.fsync(self.file.fileno())
         self.file.close()
         return self.length
 
