@@ -56,6 +56,8 @@ def test_pairs_name_the_slow_node_among_three_even_the_reference_node(tmp_path: 
         assert codes == {rank: EXIT_BAD_NODE if rank == slow else EXIT_PEER_BAD_NODE for rank in range(3)}
         figures = json.loads((tmp_path / f"{index}.0.json").read_text())["figures"]
         assert figures["preflight_slowest_fraction"] < 0.7
+        assert figures["preflight_inter_all_reduce_gb_per_s"] > 0  # the rails' all-reduce, measured and recorded
+        assert "preflight_intra_all_gather_gb_per_s" not in figures  # one rank a node: nothing within a node
     assert "inter_pairs: node 2 (" in run.output and "inter_pairs: node 0 (" in run.output
 
 
