@@ -1,5 +1,6 @@
-"""An early stop's checkpoint on S3: a run whose stop's S3 write was lost (that failure fails the run, as the last
-step's does) and that is started again trains no further, puts that checkpoint on S3, and keeps the best one there."""
+"""The last checkpoint on S3 after a restart: a run whose last S3 write was lost (that failure fails the run) and
+that is started again trains no further, puts that checkpoint on S3, and keeps --keep-best's best there; also where
+the last one is an early stop's."""
 
 from __future__ import annotations
 
@@ -51,3 +52,30 @@ def test_a_run_started_again_after_its_early_stop_puts_that_checkpoint_and_the_b
     assert again.returncode == 0, again.output
     assert "nothing left to train" in again.output
     assert [c.step for c in store.complete()] == [best, stop]  # the stop's written, the best not pruned
+
+
+def test_a_run_started_again_after_its_last_step_puts_it_on_s3_and_keeps_the_best_there(
+    s3: LocalS3, tmp_path: Path
+) -> None:
+    """The restart's write of the last step's checkpoint prunes S3 sparing the best, as the lost write would have."""
+    args = with_flags(
+        [*TINY, "--val-split", "0.01", "--keep-best"],
+        steps="12",
+        lr="0.05",  # the last evaluation is not the best (tests/trainer/test_validation_lora_best.py)
+        lr_schedule="constant",
+        lora_rank="4",
+        eval_every="1",
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        keep_checkpoints="1",
+        artifacts_uri=str(ARTIFACTS),
+    )
+    first = run_trainer(args, tmp_path, env=s3.client_environment())
+    assert first.returncode == 0, first.output
+    best = first.metrics[-1]["best_val_step"]
+    store = S3Checkpoints(ARTIFACTS.join("checkpoints"), s3.client())
+    assert best < 12 and [c.step for c in store.complete()] == [best, 12]
+
+    store.delete(store.complete()[-1].uri)  # the last step's S3 write lost; the pod started again
+    again = run_trainer(args, tmp_path, env=s3.client_environment())
+    assert again.returncode == 0, again.output
+    assert [c.step for c in store.complete()] == [best, 12]

@@ -482,8 +482,9 @@ class Checkpointer:
     def _meta(self, step: int, consumed_samples: int) -> dict[str, Any]:
         """meta.json of a checkpoint, in either tier."""
         progress = {"step": step, "consumed_samples": consumed_samples}
-        extra = self._at_save.get(step, (self.extra_meta, None))[0]
-        meta = {**self.meta, **extra, **progress}
+        extra, spared = self._at_save.get(step, (self.extra_meta, self.spared_step))
+        kept = {} if spared is None else {KEPT_STEP_META: spared}
+        meta = {**self.meta, **extra, **kept, **progress}
         return {**meta, "world_size": self.env.world_size, "device_type": self.device_type}
 
     def _prune(self, spared: int | None = None) -> None:
@@ -509,6 +510,8 @@ class Checkpointer:
         started = time.perf_counter()
         meta = point.meta
         self.resumed_meta = meta
+        # Spared as that save spared it (--keep-best's best) until this run's first save says (train.py note_validation)
+        self.spared_step = meta.get(KEPT_STEP_META)
         saved = self._state(state)
         if meta.get("device_type") != self.device_type:
             del saved["rng"]  # a CUDA generator state means nothing on CPU and vice versa
@@ -648,6 +651,10 @@ class Checkpointer:
                 writer_share(saved), step, meta, size, after=None, spared=self.spared_step
             )
             self.finish()
+
+
+KEPT_STEP_META = "kept_step"
+"""meta.json's key for the step that save's retention spared (Checkpointer.spared_step), when there was one."""
 
 
 def _fsync_directory(directory: Path) -> None:
