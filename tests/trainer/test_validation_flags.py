@@ -41,6 +41,7 @@ BUCKET = "fsdp-eks-validation"
         (["--keep-best", "--checkpoint-dir", "/tmp/c"], "--keep-best: needs a held-out set"),
         (["--early-stop-patience", "3"], "--early-stop-patience: needs a held-out set"),
         (["--val-split", "0.1", "--keep-best"], "--keep-best: needs --checkpoint-dir"),
+        (["--dataset", "synthetic", "--val-dataset", "synthetic"], "--val-dataset synthetic: is --dataset, read"),
     ],
 )
 def test_validation_flags_are_refused_naming_the_flag(argv: list[str], expected: str) -> None:
