@@ -77,8 +77,8 @@ def trainer_throughput(args: argparse.Namespace, world_size: int) -> Throughput:
         metrics_file = str(Path(scratch) / "metrics.jsonl")
         config = trainer_config(args, world_size, metrics_file)
         source = resolve_model(args.model)
-        _, data = load_data(config, source)
-        train(config, read_env(), source, torch.device("cpu"), data)
+        _, splits = load_data(config, source)
+        train(config, read_env(), source, torch.device("cpu"), splits.train)
         if not Path(metrics_file).exists():  # ranks other than 0 write no metrics
             return Throughput(float("nan"), float("nan"))
         records = [json.loads(line) for line in Path(metrics_file).read_text().splitlines()]
