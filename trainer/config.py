@@ -202,6 +202,8 @@ class ValidationConfig:
     index alone, so the same records for any world size, and never trained on. 0: no held-out split."""
     dataset: str | None = field(default=None, metadata=_flag("--val-dataset"))
     """A separate validation data set (same forms and --dataset-format as --dataset); instead of --val-split."""
+    dataset_split: str | None = field(default=None, metadata=_flag("--val-dataset-split"))
+    """Split of a Hugging Face --val-dataset to load (such as 'validation'); default: --dataset-split's."""
     every: int = field(default=0, metadata=_flag("--eval-every"))
     """Evaluate the held-out loss and perplexity every N steps and at the last step; 0: only at the last step."""
     keep_best: bool = field(default=False, metadata=_flag("--keep-best", action="store_true"))
@@ -213,6 +215,10 @@ class ValidationConfig:
     def held_out(self) -> bool:
         """Whether the run has a held-out set to evaluate (--val-split or --val-dataset)."""
         return bool(self.dataset) or self.split > 0
+
+    def split_read(self, dataset_split: str) -> str:
+        """The split --val-dataset is read in: --val-dataset-split, else --dataset-split's (`dataset_split`)."""
+        return self.dataset_split or dataset_split
 
 
 @dataclass

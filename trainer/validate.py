@@ -228,13 +228,20 @@ def _validation(config: TrainConfig) -> list[str]:
     dataset = validation.dataset
     if dataset and validation.split:
         errors.append(f"--val-dataset {dataset}: not with --val-split {validation.split:g}; choose one held-out set")
-    if dataset and dataset == config.data.dataset:
-        # Read as --dataset is (its --dataset-split too: trainer/data/packing.py val_dataset_config), it would be the
-        # very records training reads, and the held-out loss a training loss.
+    if (
+        dataset
+        and dataset == config.data.dataset
+        and validation.split_read(config.data.dataset_split) == (config.data.dataset_split)
+    ):
+        # Read in the same split (trainer/data/packing.py val_dataset_config), it would be the very records training
+        # reads, and the held-out loss a training loss.
         errors.append(
             f"--val-dataset {dataset}: is --dataset, read with the same --dataset-split {config.data.dataset_split}: "
-            "its records are trained on; hold records out with --val-split, or give a file of held-out records"
+            "its records are trained on; give --val-dataset-split another split (such as validation), hold records "
+            "out with --val-split, or give a file of held-out records"
         )
+    if validation.dataset_split and not dataset:
+        errors.append(f"--val-dataset-split {validation.dataset_split}: needs --val-dataset, the data set it splits")
     if dataset and is_local_dataset(dataset) and not Path(dataset).expanduser().is_file():
         errors.append(f"--val-dataset {dataset}: no such file")
     if dataset and is_s3_uri(dataset):

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from trainer.config import DataConfig, ValidationConfig
-from trainer.data.cache import cache_key, cached_splits
+from trainer.data.cache import cache_key, cached_splits, dataset_identity
 from trainer.data.packed import PackedData
-from trainer.data.packing import build_packed_data, build_splits
+from trainer.data.packing import build_packed_data, build_splits, val_dataset_config
 from trainer.data.split import held_out_score, is_held_out
 from trainer.data.tokenizer_bytes import BOS_ID, EOS_ID, ByteTokenizer
 from trainer.env import DistEnv
@@ -97,6 +98,18 @@ def test_an_entry_without_a_split_keeps_its_key_and_each_side_of_a_split_has_its
     assert cache_key(config, tokenizer, 0.0, "val") == plain
     sides = {cache_key(config, tokenizer, fraction, part) for fraction in (0.1, 0.2) for part in ("train", "val")}
     assert len(sides) == 4 and plain not in sides
+
+
+def test_a_hub_validation_data_set_is_read_and_cached_in_its_own_split() -> None:
+    config = DataConfig(dataset="owner/corpus", dataset_split="train")
+    val = val_dataset_config(config, ValidationConfig(dataset="owner/corpus", dataset_split="validation"))
+    assert dataset_identity(val) == {"dataset": "owner/corpus", "config": None, "split": "validation"}
+    tokenizer = ByteTokenizer()
+    assert cache_key(val, tokenizer) not in (
+        cache_key(config, tokenizer),
+        cache_key(replace(val, dataset_split="train"), tokenizer),
+    )
+    assert val_dataset_config(config, ValidationConfig(dataset="owner/other")).dataset_split == "train"
 
 
 @pytest.mark.parametrize("validation", [ValidationConfig(split=0.2), ValidationConfig(dataset="val")])

@@ -42,10 +42,19 @@ BUCKET = "fsdp-eks-validation"
         (["--early-stop-patience", "3"], "--early-stop-patience: needs a held-out set"),
         (["--val-split", "0.1", "--keep-best"], "--keep-best: needs --checkpoint-dir"),
         (["--dataset", "synthetic", "--val-dataset", "synthetic"], "--val-dataset synthetic: is --dataset, read"),
+        (
+            ["--val-dataset", "synthetic", "--val-dataset-split", "train"],
+            "--val-dataset synthetic: is --dataset, read with the same --dataset-split train",
+        ),
+        (["--val-dataset-split", "validation"], "--val-dataset-split validation: needs --val-dataset"),
     ],
 )
 def test_validation_flags_are_refused_naming_the_flag(argv: list[str], expected: str) -> None:
     assert any(error.startswith(expected) for error in errors_for(argv)), errors_for(argv)
+
+
+def test_a_validation_data_set_may_be_another_split_of_the_training_one() -> None:
+    assert errors_for(["--dataset", "synthetic", "--val-dataset", "synthetic", "--val-dataset-split", "test"]) == []
 
 
 def test_a_held_out_split_with_every_option_is_accepted(tmp_path: Path) -> None:

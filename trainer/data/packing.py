@@ -88,9 +88,10 @@ def build_packed_data(config: DataConfig, tokenizer: Tokenizer, flag: str = "--d
 
 
 def val_dataset_config(config: DataConfig, validation: ValidationConfig) -> DataConfig:
-    """--val-dataset read as --dataset would be: same format, tokenizer, hub config and split names."""
+    """--val-dataset read as --dataset would be (same format, tokenizer and hub config), in --val-dataset-split if
+    given. The cache key and the staging marker take their identity from this, the split with it."""
     assert validation.dataset is not None
-    return replace(config, dataset=validation.dataset)
+    return replace(config, dataset=validation.dataset, dataset_split=validation.split_read(config.dataset_split))
 
 
 def stream_names(config: DataConfig, validation: ValidationConfig) -> tuple[str, str]:
