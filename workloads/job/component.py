@@ -21,7 +21,12 @@ from infra.trainer_access import TrainerAccess, TrainerAccessArgs, trainer_acces
 from stack.file_system import LustreFileSystem
 from workloads.job.api import job_api_for
 from workloads.job.checkpoint_volume import checkpoint_volume_objects
-from workloads.job.node_access import node_cluster_role, node_cluster_role_binding
+from workloads.job.node_access import (
+    node_admission_policy,
+    node_admission_policy_binding,
+    node_cluster_role,
+    node_cluster_role_binding,
+)
 from workloads.job.pod import namespace_manifest, service_account_manifest
 from workloads.job.spec import DEFAULT_CHECKPOINT_CLAIM, JobSpec
 
@@ -116,7 +121,18 @@ class TrainingJob(pulumi.ComponentResource):
         name: str, spec: JobSpec, opts: pulumi.ResourceOptions, service_account: k8s.core.v1.ServiceAccount
     ) -> list[pulumi.Resource]:
         """The service account's get and patch on nodes (workloads/job/node_access.py), bound before any pod starts:
-        a launcher that exits EXIT_BAD_NODE taints its node with it."""
+        a launcher that exits EXIT_BAD_NODE taints its node with it. The admission policy that narrows the patch to
+        that taint on the caller's own node is bound first, so the grant is never in force without it."""
+        policy_object, policy_binding_object = node_admission_policy(spec), node_admission_policy_binding(spec)
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-node-policy", metadata=policy_object["metadata"], spec=policy_object["spec"], opts=opts
+        )
+        policy_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-node-policy",
+            metadata=policy_binding_object["metadata"],
+            spec=policy_binding_object["spec"],
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[policy])),
+        )
         role_object, binding_object = node_cluster_role(spec), node_cluster_role_binding(spec)
         role = k8s.rbac.v1.ClusterRole(
             f"{name}-node-access", metadata=role_object["metadata"], rules=role_object["rules"], opts=opts
@@ -126,9 +142,11 @@ class TrainingJob(pulumi.ComponentResource):
             metadata=binding_object["metadata"],
             role_ref=binding_object["roleRef"],
             subjects=binding_object["subjects"],
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[role, service_account])),
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=[role, service_account, policy_binding])
+            ),
         )
-        return [binding]
+        return [policy_binding, binding]
 
     def _trainer_access(self, name: str, spec: JobSpec, args: TrainingJobArgs) -> TrainerAccess:
         """The service account's Pod Identity role: the stack's runs in the artifacts bucket, the s3:// inputs

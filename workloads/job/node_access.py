@@ -3,8 +3,17 @@ bad (EXIT_BAD_NODE) can taint it (trainer/launch/node_taint.py) and no pod of th
 
 A ClusterRole (nodes are cluster-scoped, so a namespaced Role cannot name them) with get and patch on nodes, bound to
 the job's service account alone. It cannot be narrowed by resourceNames: the node a pod lands on is known only once it
-is scheduled. What it allows is what `kubectl taint` and `kubectl label` on a node need; a pod of the job could also
-cordon or relabel any node with it, which is why it is granted to this service account and no other.
+is scheduled. RBAC alone would let any pod of the job cordon, relabel or taint (NoExecute: evict) every node, so a
+ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA since Kubernetes 1.30; the stack runs 1.33 to 1.35)
+narrows it: a request by exactly this service account on a node is admitted only when it is an UPDATE (a PATCH is one)
+of the caller's own node whose one change is adding or re-valuing the fsdp-eks/bad-node NoSchedule taint: labels,
+annotations, the other taints, unschedulable and the rest of the spec unchanged.
+
+The caller's node comes from its token: a pod-bound service account token carries the pod's node in
+user.extra['authentication.kubernetes.io/node-name'] (k8s.io/apiserver/pkg/authentication/serviceaccount, NodeNameKey)
+when the API server's ServiceAccountTokenPodNodeInfo feature is on: beta and on by default since 1.30
+(kubernetes/website, content/*/docs/reference/command-line-tools-reference/feature-gates/
+service-account-token-pod-node-info.md), so on for every version the stack offers. A token without it is refused.
 
 Pure functions of a JobSpec returning plain dicts.
 """
@@ -13,12 +22,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.launch.node_taint import NODE_VERBS
+from trainer.launch.node_taint import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY, NODE_VERBS
 from workloads.job.pod import labels
 from workloads.job.spec import JobSpec
 
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 RBAC_GROUP = "rbac.authorization.k8s.io"
+ADMISSION_API_VERSION = "admissionregistration.k8s.io/v1"
+# The user.extra key of a pod-bound token's node (k8s.io/apiserver/pkg/authentication/serviceaccount, NodeNameKey).
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+# NodeSpec's fields other than taints (k8s.io/api/core/v1 NodeSpec); CEL over a typed object has no "every field
+# but one", so each is compared. `?` is CEL's optional field selection: an absent field equals only an absent one.
+_OTHER_NODE_SPEC_FIELDS = ("podCIDR", "podCIDRs", "providerID", "unschedulable", "configSource", "externalID")
 
 
 def node_access_name(spec: JobSpec) -> str:
@@ -45,6 +60,90 @@ def node_cluster_role_binding(spec: JobSpec) -> dict[str, Any]:
     }
 
 
+def service_account_username(spec: JobSpec) -> str:
+    """The API server's user name for the job's service account (serviceaccount.MakeUsername)."""
+    return f"system:serviceaccount:{spec.namespace}:{spec.service_account}"
+
+
+def node_policy_validations() -> list[dict[str, str]]:
+    """The CEL rules a request of the job's service account on a node must all pass."""
+    key, effect = BAD_NODE_TAINT_KEY, BAD_NODE_TAINT_EFFECT
+    other_taints = f"t, t.key != '{key}'"
+    unchanged_spec = " && ".join(f"object.spec.?{f} == oldObject.spec.?{f}" for f in _OTHER_NODE_SPEC_FIELDS)
+    return [
+        {
+            # An empty field is left out of the request CEL sees (json omitempty): read it as optional.
+            "expression": "request.operation == 'UPDATE' && request.?subResource.orValue('') == ''",
+            "message": f"the job's service account may only patch a node itself (to add the {key} taint)",
+        },
+        {
+            "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra"
+            f" && request.name in request.userInfo.extra['{NODE_NAME_EXTRA}']",
+            "message": "the job's service account may only change the node its pod runs on",
+        },
+        {
+            "expression": "object.metadata.?labels == oldObject.metadata.?labels"
+            " && object.metadata.?annotations == oldObject.metadata.?annotations",
+            "message": "the job's service account may not change a node's labels or annotations",
+        },
+        {
+            "expression": unchanged_spec,
+            "message": "the job's service account may not change a node's spec other than its taints",
+        },
+        {
+            "expression": f"object.spec.?taints.orValue([]).filter({other_taints})"
+            f" == oldObject.spec.?taints.orValue([]).filter({other_taints})"
+            f" && object.spec.?taints.orValue([]).exists(t, t.key == '{key}')"
+            f" && object.spec.?taints.orValue([]).all(t, t.key != '{key}' || t.effect == '{effect}')",
+            "message": f"the job's service account may only add the {key} taint with effect {effect}",
+        },
+    ]
+
+
+def node_admission_policy(spec: JobSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": node_access_name(spec), "labels": labels(spec)},
+        "spec": {
+            # Fail: a policy that cannot be evaluated must not let the request through.
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["*"],
+                        "operations": ["*"],
+                        "resources": ["nodes", "nodes/*"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {
+                    "name": "job-service-account",
+                    "expression": f"request.userInfo.username == '{service_account_username(spec)}'",
+                }
+            ],
+            "validations": node_policy_validations(),
+        },
+    }
+
+
+def node_admission_policy_binding(spec: JobSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": node_access_name(spec), "labels": labels(spec)},
+        "spec": {"policyName": node_access_name(spec), "validationActions": ["Deny"]},
+    }
+
+
 def node_access_objects(spec: JobSpec) -> list[dict[str, Any]]:
-    """The role, then its binding to the job's service account."""
-    return [node_cluster_role(spec), node_cluster_role_binding(spec)]
+    """The admission policy and its binding (so that the role is narrowed from its first use), the role, then its
+    binding to the job's service account."""
+    return [
+        node_admission_policy(spec),
+        node_admission_policy_binding(spec),
+        node_cluster_role(spec),
+        node_cluster_role_binding(spec),
+    ]

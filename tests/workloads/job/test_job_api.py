@@ -38,7 +38,8 @@ def test_the_render_list_is_namespace_account_node_access_then_the_custom_resour
     kinds = [obj["kind"] for obj in job_api_for(api).objects(spec_of(stack))]
     expected = ["PyTorchJob"] if api == PYTORCHJOB else ["ClusterTrainingRuntime", "TrainJob"]
     # The role on nodes before the job, so that a launcher ending EXIT_BAD_NODE may taint its node from the start.
-    assert kinds == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", *expected]
+    policy = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert kinds == ["Namespace", "ServiceAccount", *policy, "ClusterRole", "ClusterRoleBinding", *expected]
 
 
 def test_the_resource_names_of_deployed_stacks_stay() -> None:
