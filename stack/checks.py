@@ -314,6 +314,11 @@ def validation_problems(config: StackConfig) -> list[str]:
             f"{where}.dataset: {validation.dataset!r} is not allowed with split {validation.split}; expected one "
             "held-out set: a split of job.dataset or a data set of its own (split 0)"
         )
+    if validation.dataset_split is not None and validation.dataset is None:
+        problems.append(
+            f"{where}.datasetSplit: {validation.dataset_split!r} is not allowed without dataset; expected "
+            "job.validation.dataset, the data set it is a split of"
+        )
     if not validation.enabled:
         asked = {
             "every": validation.every,

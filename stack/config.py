@@ -385,6 +385,12 @@ class ValidationSettings:
         "--val-dataset).",
         s3_uri_problem,
     )
+    dataset_split: str | None = setting(
+        "datasetSplit",
+        TrainerValidation().dataset_split,
+        "With dataset, a Hugging Face data set id: the split to read (the trainer's --val-dataset-split, such as "
+        "validation); default: the one job.dataset is read in (train).",
+    )
     every: int = setting(
         "every",
         TrainerValidation().every,

@@ -58,6 +58,7 @@ def stack_trainer_config(
         validation=ValidationConfig(
             split=job.validation.split,
             dataset=job.validation.dataset,
+            dataset_split=job.validation.dataset_split,
             every=job.validation.every,
             keep_best=job.validation.keep_best,
             early_stop_patience=job.validation.early_stop_patience,

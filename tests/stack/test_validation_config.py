@@ -41,9 +41,10 @@ def test_the_pods_trainer_gets_every_validation_flag_the_stack_sets() -> None:
 def test_every_stacks_pods_run_its_validation(stack: str) -> None:
     config = load_stack_config(stack)
     ours, run = config.job.validation, parse_args(trainer_args(job_spec(config))).validation
-    assert (run.split, run.dataset, run.every, run.keep_best, run.early_stop_patience) == (
+    assert (run.split, run.dataset, run.dataset_split, run.every, run.keep_best, run.early_stop_patience) == (
         ours.split,
         ours.dataset,
+        ours.dataset_split,
         ours.every,
         ours.keep_best,
         ours.early_stop_patience,
@@ -66,8 +67,15 @@ def test_without_validation_the_trainer_gets_no_validation_flag() -> None:
 def test_an_s3_validation_data_set_is_one_of_the_jobs_s3_inputs_once() -> None:
     config = dev_with({"dataset": "s3://corpora/val.jsonl"}, dataset="s3://corpora/train.jsonl")
     assert job_s3_inputs(config.job) == ("s3://corpora/train.jsonl", "s3://corpora/val.jsonl")
-    same = dev_with({"dataset": "s3://corpora/train.jsonl"}, dataset="s3://corpora/train.jsonl")
+    same = dev_with({"dataset": "s3://corpora/train.jsonl", "datasetSplit": "test"}, dataset="s3://corpora/train.jsonl")
     assert job_s3_inputs(same.job) == ("s3://corpora/train.jsonl",)
+
+
+def test_a_validation_split_name_without_a_validation_data_set_is_refused() -> None:
+    assert refusals({"split": 0.1, "datasetSplit": "validation"}) == [
+        f"{WHERE}.datasetSplit: 'validation' is not allowed without dataset; expected job.validation.dataset, the "
+        "data set it is a split of"
+    ]
 
 
 @pytest.mark.parametrize("split", [0.5, 0.7, -0.1])
@@ -110,8 +118,8 @@ def test_early_stop_without_evaluations_before_the_last_step_is_refused() -> Non
 def test_negative_counts_and_unknown_keys_are_refused_by_name() -> None:
     problems = refusals({"split": 0.1, "every": -1, "earlyStopPatience": -2, "patience": 3})
     assert (
-        f"{WHERE}.patience: unknown key; allowed keys are dataset, earlyStopPatience, every, keepBest, split"
-        in problems
+        f"{WHERE}.patience: unknown key; allowed keys are dataset, datasetSplit, earlyStopPatience, every, keepBest, "
+        "split" in problems
     )
     assert f"{WHERE}.every: -1 is not allowed; expected a number >= 0" in problems
     assert f"{WHERE}.earlyStopPatience: -2 is not allowed; expected a number >= 0" in problems
