@@ -32,6 +32,7 @@ from stack.names import (
     LABEL_VALUE_MAX_LENGTH,
     uncut_job_name,
 )
+from stack.trainer_config import stack_trainer_config
 from trainer.model.presets import find_shape
 
 
@@ -318,6 +319,14 @@ def validation_problems(config: StackConfig) -> list[str]:
         problems.append(
             f"{where}.datasetSplit: {validation.dataset_split!r} is not allowed without dataset; expected "
             "job.validation.dataset, the data set it is a split of"
+        )
+    # The trainer's own rule (trainer/validate.py _validation), on the flags the pods get.
+    trainer = stack_trainer_config(config.job)
+    if validation.dataset is not None and trainer.validation.reads_training_records(trainer.data):
+        problems.append(
+            f"{where}.dataset: {validation.dataset!r} is not allowed: it is job.dataset, read in the same split, so "
+            "its records are trained on; expected job.validation.datasetSplit naming another split (such as "
+            "validation), job.validation.split (such as 0.02) instead, or a data set of held-out records"
         )
     if not validation.enabled:
         asked = {

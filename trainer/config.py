@@ -220,6 +220,11 @@ class ValidationConfig:
         """The split --val-dataset is read in: --val-dataset-split, else --dataset-split's (`dataset_split`)."""
         return self.dataset_split or dataset_split
 
+    def reads_training_records(self, data: DataConfig) -> bool:
+        """Whether --val-dataset is --dataset read in the same split: the very records training reads, and the
+        held-out loss a training loss (refused by trainer/validate.py and the stack's preview alike)."""
+        return self.dataset == data.dataset and self.split_read(data.dataset_split) == data.dataset_split
+
 
 @dataclass
 class MetricsConfig:

@@ -228,11 +228,7 @@ def _validation(config: TrainConfig) -> list[str]:
     dataset = validation.dataset
     if dataset and validation.split:
         errors.append(f"--val-dataset {dataset}: not with --val-split {validation.split:g}; choose one held-out set")
-    if (
-        dataset
-        and dataset == config.data.dataset
-        and validation.split_read(config.data.dataset_split) == (config.data.dataset_split)
-    ):
+    if dataset and validation.reads_training_records(config.data):
         # Read in the same split (trainer/data/packing.py val_dataset_config), it would be the very records training
         # reads, and the held-out loss a training loss.
         errors.append(

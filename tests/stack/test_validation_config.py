@@ -71,6 +71,23 @@ def test_an_s3_validation_data_set_is_one_of_the_jobs_s3_inputs_once() -> None:
     assert job_s3_inputs(same.job) == ("s3://corpora/train.jsonl",)
 
 
+def test_the_training_data_set_as_its_own_validation_data_set_is_refused_in_the_same_split() -> None:
+    """As the trainer refuses it (trainer/validate.py): read in job.dataset's split, it is the training records."""
+    for validation in ({"dataset": "owner/corpus"}, {"dataset": "owner/corpus", "datasetSplit": "train"}):
+        assert refusals(validation, dataset="owner/corpus") == [
+            f"{WHERE}.dataset: 'owner/corpus' is not allowed: it is job.dataset, read in the same split, so its "
+            "records are trained on; expected job.validation.datasetSplit naming another split (such as "
+            "validation), job.validation.split (such as 0.02) instead, or a data set of held-out records"
+        ]
+    config = dev_with({"dataset": "owner/corpus", "datasetSplit": "validation"}, dataset="owner/corpus")
+    run = parse_args(trainer_args(job_spec(config)))
+    assert (run.data.dataset_split, run.validation.dataset, run.validation.dataset_split) == (
+        "train",
+        "owner/corpus",
+        "validation",
+    )
+
+
 def test_a_validation_split_name_without_a_validation_data_set_is_refused() -> None:
     assert refusals({"split": 0.1, "datasetSplit": "validation"}) == [
         f"{WHERE}.datasetSplit: 'validation' is not allowed without dataset; expected job.validation.dataset, the "
