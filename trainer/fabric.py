@@ -13,10 +13,13 @@ A node's figure at a level:
 - across nodes on the rails (all-reduce of the ranks with the same local rank on every node, every rail at once): one
   ring over all nodes, which every node finishes at the same time, so it says how fast the fabric is, never which
   node slows it;
-- across nodes in pairs (a send/receive between two nodes on every rail at once): the pairs of the first two nodes
-  with every other node, so each node has a pair with a node that is not itself at fault. A node's figure is its best
-  pair: a healthy node has at least one fast pair, a slow node none. With two nodes there is one pair only, and it
-  cannot say which end is slow (no node is named at this level).
+- across nodes in pairs (a send/receive between two nodes on every rail at once): a cyclic schedule, node k with nodes
+  k+1 and k+2 (mod n), so each node has up to four partners, none of them special, and the pairs that share no node
+  run in the same round (about 4 rounds whatever n, where comparing every node with nodes 0 and 1 took 2n-3 rounds and
+  saw nothing when both were slow). A node's figure is the (upper) median of its pairs': a slow node slows every pair
+  it is in, a healthy node at most the pairs it shares with slow neighbours, so a healthy node next to one (or two
+  non-adjacent) slow nodes keeps a fast median. With two nodes there is one pair only, and it cannot say which end is
+  slow (no node is named at this level).
 
 A node fails a level when its figure is below `min_fraction` of the median node's, or of the expected figure (the
 catalog's, passed in as flags). A shortfall against the expectation names nodes only where at most half of the nodes
@@ -177,19 +180,47 @@ def judge(
     return Verdict(tuple(sorted(bad)), tuple(shortfalls), min(fractions) if fractions else None, tuple(warnings))
 
 
-def pair_rounds(nodes: int) -> list[tuple[int, int]]:
-    """The node pairs the pair level times, one round each: node 0 with every node, and node 1 with every node after
-    it, so that each node has a pair whose other end is not the node under suspicion (none on one node)."""
-    return [(0, k) for k in range(1, nodes)] + [(1, k) for k in range(2, nodes)]
+def node_pairs(nodes: int) -> list[tuple[int, int]]:
+    """Each node k with k+1 and k+2 (mod `nodes`), every pair once, smaller node first, in that order."""
+    pairs: list[tuple[int, int]] = []
+    for step in (1, 2):
+        for k in range(nodes):
+            other = (k + step) % nodes
+            pair = (min(k, other), max(k, other))
+            if k != other and pair not in pairs:
+                pairs.append(pair)
+    return pairs
 
 
-def best_pair_figures(pairs: Mapping[tuple[int, int], float], nodes: int) -> dict[int, float]:
-    """Each node's figure at the pair level: its fastest pair's (see the module's docstring)."""
-    best: dict[int, float] = {}
+def pair_rounds(nodes: int) -> list[list[tuple[int, int]]]:
+    """node_pairs in rounds, no node in two pairs of one round (each pair in the first round where both ends are free),
+    so each node's pairs are timed one at a time and pairs of different nodes at once (none on one node)."""
+    rounds: list[list[tuple[int, int]]] = []
+    busy: list[set[int]] = []
+    for a, b in node_pairs(nodes):
+        index = next((i for i, taken in enumerate(busy) if a not in taken and b not in taken), len(rounds))
+        if index == len(rounds):
+            rounds.append([])
+            busy.append(set())
+        rounds[index].append((a, b))
+        busy[index].update((a, b))
+    return rounds
+
+
+def pair_of(round_pairs: list[tuple[int, int]], node: int) -> tuple[int, int] | None:
+    """`node`'s pair in a round of pair_rounds, None when it sits the round out."""
+    return next((pair for pair in round_pairs if node in pair), None)
+
+
+def median_pair_figures(pairs: Mapping[tuple[int, int], float], nodes: int) -> dict[int, float]:
+    """Each node's figure at the pair level: the upper median of its pairs' figures (see the module's docstring). The
+    upper one: a healthy node with as many slow neighbours as fast ones keeps its fast figure, a slow node has no fast
+    pair to lift it."""
+    by_node: dict[int, list[float]] = {}
     for (a, b), figure in pairs.items():
         for node in (a, b):
-            best[node] = max(best.get(node, 0.0), figure)
-    return {node: best[node] for node in range(nodes) if node in best}
+            by_node.setdefault(node, []).append(figure)
+    return {node: statistics.median_high(by_node[node]) for node in range(nodes) if node in by_node}
 
 
 def figure_lines(figures: Mapping[str, Mapping[int, float]], names: Mapping[int, str]) -> list[str]:

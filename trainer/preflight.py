@@ -42,13 +42,14 @@ from trainer.fabric import (
     INTRA_LEVELS,
     INTRA_REDUCE_SCATTER,
     Verdict,
-    best_pair_figures,
     bus_bandwidth_gb_per_s,
     default_bytes,
     describe,
     figure_lines,
     judge,
+    median_pair_figures,
     node_name,
+    pair_of,
     pair_rounds,
 )
 from trainer.faults import preflight_delay_s
@@ -176,9 +177,11 @@ def time_pairs(config: TrainConfig, topo: Topology, rank: int, device: torch.dev
     sent = torch.ones(elements(total, 1), device=device)
     received = torch.empty_like(sent)
     timings: dict[int, float] = {}
-    for index, (a, b) in enumerate(pair_rounds(topo.nodes)):
-        if node not in (a, b):
+    for index, round_pairs in enumerate(pair_rounds(topo.nodes)):
+        pair = pair_of(round_pairs, node)
+        if pair is None:
             continue
+        a, b = pair
         peer = (b if node == a else a) * topo.per_node + local
 
         def exchange(peer: int = peer) -> None:
@@ -205,7 +208,7 @@ def measure(config: TrainConfig, env: DistEnv, topo: Topology, device: torch.dev
 
 
 def node_figures(timings: list[RankTimings], topo: Topology, total: int) -> dict[str, dict[int, float]]:
-    """Each node's bus bandwidth (GB/s) per level, from its slowest rank's time (pairs: fabric.best_pair_figures)."""
+    """Each node's bus bandwidth (GB/s) per level, from its slowest rank's time (pairs: fabric.median_pair_figures)."""
     slowest: dict[str, dict[int, float]] = {}
     for timing in timings:
         for level, seconds in timing.levels.items():
@@ -223,13 +226,15 @@ def node_figures(timings: list[RankTimings], topo: Topology, total: int) -> dict
     pair_seconds: dict[tuple[int, int], float] = {}
     for timing in timings:
         for index, seconds in timing.pairs.items():
-            pair_seconds[rounds[index]] = max(pair_seconds.get(rounds[index], 0.0), seconds)
+            pair = pair_of(rounds[index], timing.node)
+            if pair is not None:
+                pair_seconds[pair] = max(pair_seconds.get(pair, 0.0), seconds)
     if pair_seconds:
         pair_figures = {
             pair: bus_bandwidth_gb_per_s(COLLECTIVE_OF_LEVEL[INTER_PAIRS], total, seconds, 2)
             for pair, seconds in pair_seconds.items()
         }
-        figures[INTER_PAIRS] = best_pair_figures(pair_figures, topo.nodes)
+        figures[INTER_PAIRS] = median_pair_figures(pair_figures, topo.nodes)
     return figures
 
 

@@ -42,7 +42,7 @@ def test_a_passing_preflight_records_the_nodes_figures_in_every_record(tmp_path:
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_pairs_name_the_slow_node_among_three_even_the_reference_node(tmp_path: Path) -> None:
-    """Three one-rank nodes: a slowed node 2, then a slowed node 0 (both pair rounds' reference), is the one named."""
+    """Three one-rank nodes: a slowed node 2, then a slowed node 0, is the one named."""
     run = run_trainer(
         ["--out", str(tmp_path), "--slow-rank", "2", "--slow-rank", "0"],
         tmp_path,
