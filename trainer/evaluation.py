@@ -158,6 +158,16 @@ class BestSoFar:
         """Whether --early-stop-patience `patience` ends training now (0: never)."""
         return patience > 0 and self.stale >= patience
 
+    def early_stop_line(self, step: int, patience: int) -> str:
+        """The log line of an early stop at `step`. Every evaluation NaN leaves no best loss to name (formatting None
+        as a number made logging print a traceback in place of the line)."""
+        since = (
+            f"without a val loss below {self.loss:.4f} (step {self.step})"
+            if self.loss is not None and self.step is not None
+            else "with no finite val loss yet"
+        )
+        return f"step {step}: early stop, {self.stale} evaluations {since}: --early-stop-patience {patience}"
+
     def to_meta(self) -> dict[str, Any]:
         return {
             "best_loss": self.loss,

@@ -313,7 +313,10 @@ def log_validation(config: TrainConfig, val: PackedData, best: BestSoFar) -> Non
 def first_step(config: TrainConfig, state: TrainState, best: BestSoFar) -> int:
     """The step to train next; past the last when a run resumes from the checkpoint at which it stopped early."""
     if best.stopped and config.validation.early_stop_patience:
-        log.info("step %d: training stopped early there (--early-stop-patience); nothing left to train", best.step)
+        # The checkpoint's step, not best.step: that is the best evaluation's, None when every one was NaN.
+        log.info(
+            "step %d: training stopped early there (--early-stop-patience); nothing left to train", state.progress.step
+        )
         return config.schedule.steps + 1
     return state.progress.step + 1
 
@@ -391,15 +394,7 @@ def train(
                 reporter.restart_clock(step)
             maybe_fault("kill_after_step", step)
             if stopping:
-                log.info(
-                    "step %d: early stop, %d evaluations without a val loss below %.4f (step %d): "
-                    "--early-stop-patience %d",
-                    step,
-                    best.stale,
-                    best.loss,
-                    best.step,
-                    validation.early_stop_patience,
-                )
+                log.info("%s", best.early_stop_line(step, validation.early_stop_patience))
                 break
         session.best = best
         if validator and best.loss is not None and best.step is not None:

@@ -117,6 +117,17 @@ def test_a_nan_first_evaluation_is_not_the_best_and_a_later_finite_one_is() -> N
     assert (best.loss, best.step, best.stale) == (3.0, 4, 0)
 
 
+def test_the_early_stop_line_names_the_best_loss_or_that_there_is_none() -> None:
+    best = BestSoFar().after(Evaluation(2, 3.0, 100, 0.1)).after(Evaluation(4, 3.5, 100, 0.1))
+    assert best.early_stop_line(4, 1) == (
+        "step 4: early stop, 1 evaluations without a val loss below 3.0000 (step 2): --early-stop-patience 1"
+    )
+    all_nan = BestSoFar().after(Evaluation(2, math.nan, 0, 0.1)).after(Evaluation(4, math.nan, 0, 0.1))
+    assert all_nan.early_stop_line(4, 2) == (
+        "step 4: early stop, 2 evaluations with no finite val loss yet: --early-stop-patience 2"
+    )
+
+
 def test_evaluations_come_every_n_steps_and_at_the_last() -> None:
     assert [step for step in range(1, 11) if eval_due(step, 10, 4)] == [4, 8, 10]
     assert [step for step in range(1, 11) if eval_due(step, 10, 0)] == [10]
