@@ -8,11 +8,14 @@ resumed, so a step can appear twice; the later record is the one that counts.
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sizing.metrics_file import Record, parse_records
+from trainer.checkpoint.layout import PROVENANCE_FILE
 
 
 class MetricsFollower:
@@ -78,6 +81,9 @@ class Summary:
     best_val_step: int | None = None
     """The trainer's best evaluation so far, as the last record has it (with --keep-best, the checkpoint kept and
     exported)."""
+    export: dict[str, Any] | None = None
+    """The export's provenance (trainer/train.py exported_weights): the step its weights are from, the last step,
+    the best evaluation's, whether --keep-best chose it and whether training stopped early."""
 
     def lines(self) -> list[str]:
         sizes = " -> ".join(str(size) for size in self.world_sizes)
@@ -91,6 +97,9 @@ class Summary:
         ]
 
     def validation_lines(self) -> list[str]:
+        return self.best_line() + export_lines(self.export)
+
+    def best_line(self) -> list[str]:
         if self.best_val_loss is None or self.best_val_step is None:
             return []
         # The best evaluation's own record has its perplexity; a metrics file begun after it (a new cluster's) not.
@@ -103,13 +112,33 @@ class Summary:
         ]
 
 
+def export_lines(provenance: dict[str, Any] | None) -> list[str]:
+    """Which step the export holds and whether training stopped early, from its provenance (a run with a held-out
+    set writes one; the metrics file cannot tell: an early stop's last record looks like any other)."""
+    if provenance is None:
+        return []
+    step, last, best = provenance["step"], provenance["last_step"], provenance["best_val_step"]
+    if step != last:
+        held = f"the best evaluation's weights, step {step} (--keep-best; the last step {last})"
+    else:
+        held = f"the last step's weights, step {step}" + (", also the best evaluation" if best == step else "")
+    stopped = [f"stopped early:  at step {last} (--early-stop-patience)"] if provenance["stopped_early"] else []
+    return [f"export holds:   {held}", *stopped]
+
+
+def read_provenance(export_dir: str | None) -> dict[str, Any] | None:
+    """The provenance file the trainer wrote into its --export-hf directory, if it exported one."""
+    path = Path(export_dir) / PROVENANCE_FILE if export_dir else None
+    return json.loads(path.read_text()) if path and path.is_file() else None
+
+
 def evaluated(steps: list[Record]) -> list[tuple[int, float, float]]:
     """(step, val_loss, val_perplexity) of the records of an evaluation of the held-out set: only those carry a
     val_loss (trainer/reporting.py validation_figures)."""
     return [(r["step"], r["val_loss"], r["val_perplexity"]) for r in steps if r.get("val_loss") is not None]
 
 
-def summarize(records: list[Record], total_steps: int) -> Summary | None:
+def summarize(records: list[Record], total_steps: int, export_dir: str | None = None) -> Summary | None:
     steps = latest_per_step(records)
     if not steps:
         return None
@@ -128,6 +157,7 @@ def summarize(records: list[Record], total_steps: int) -> Summary | None:
         evaluations=evaluated(steps),
         best_val_loss=records[-1].get("best_val_loss"),
         best_val_step=records[-1].get("best_val_step"),
+        export=read_provenance(export_dir),
     )
 
 

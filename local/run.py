@@ -447,7 +447,7 @@ def supervise(
         work_dir=work_dir,
         plan=plan,
         records=follower.records,
-        summary=summarize(follower.records, total_steps),
+        summary=summarize(follower.records, total_steps, plan.trainer.checkpoint.export_hf),
         chart=chart,
         drill=drill.report if drill else None,
         pod_restarts=rule.pod_restarts(pods, plan),

@@ -11,6 +11,7 @@ from typing import Any
 
 from local.report import loss_series, progress_line, summarize, write_chart
 from sizing.metrics_file import read_records
+from trainer.checkpoint.layout import PROVENANCE_FILE
 
 # (step, training loss, validation loss at that step or None)
 RUN = [(10, 3.0, None), (20, 2.5, 2.8), (30, 2.2, None), (40, 2.0, 2.6), (50, 1.8, None), (60, 1.6, 2.7)]
@@ -69,3 +70,28 @@ def test_an_evaluations_progress_line_shows_its_validation_loss(tmp_path: Path) 
     records = read_records(write_metrics(tmp_path / "metrics.jsonl", RUN))
     assert progress_line(records[1], 60).endswith(f"| val loss 2.8000 (ppl {math.exp(2.8):.2f})")
     assert "val loss" not in progress_line(records[2], 60)
+
+
+def write_provenance(directory: Path, **fields: Any) -> str:
+    """The provenance file as trainer/train.py exported_weights has export_hf write it."""
+    directory.mkdir()
+    (directory / PROVENANCE_FILE).write_text(json.dumps({"best_val_loss": 2.6, "kept_best": True, **fields}))
+    return str(directory)
+
+
+def test_the_summary_says_which_step_the_export_holds_and_that_training_stopped_early(tmp_path: Path) -> None:
+    records = read_records(write_metrics(tmp_path / "metrics.jsonl", RUN))
+    best = write_provenance(tmp_path / "best", step=40, last_step=60, best_val_step=40, stopped_early=True)
+    summary = summarize(records, 100, best)
+    assert summary is not None and summary.lines()[3:5] == [
+        "export holds:   the best evaluation's weights, step 40 (--keep-best; the last step 60)",
+        "stopped early:  at step 60 (--early-stop-patience)",
+    ]
+    last = write_provenance(tmp_path / "last", step=60, last_step=60, best_val_step=40, stopped_early=False)
+    summary = summarize(records, 60, last)
+    assert summary is not None
+    assert [line for line in summary.lines() if line.startswith(("export", "stopped"))] == [
+        "export holds:   the last step's weights, step 60"
+    ]
+    no_export = summarize(records, 60, str(tmp_path / "none"))
+    assert no_export is not None and not any(line.startswith("export") for line in no_export.lines())

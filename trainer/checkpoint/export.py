@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from trainer.checkpoint.layout import PROVENANCE_FILE
 from trainer.config import LoraConfig
 from trainer.dtypes import TORCH_DTYPES
 from trainer.env import DistEnv
@@ -27,9 +28,6 @@ MAX_FILE_BYTES = 4 * GIB
 ADAPTER_DIRECTORY = "adapter"
 """Under LoRA, the PEFT adapter's subdirectory of the export (the merged model is the export itself)."""
 ADAPTER_WEIGHTS = "adapter_model.safetensors"  # peft/utils/constants.py SAFETENSORS_WEIGHTS_NAME
-PROVENANCE_FILE = "provenance.json"
-"""Which training step the exported weights are from (with --keep-best, the best evaluation's, not the last step's)
-and its held-out loss: machine-readable beside the weights, in the export and its copy in S3."""
 
 
 def plan_files(params: list[tuple[str, nn.Parameter]], itemsize: int) -> list[list[tuple[str, nn.Parameter]]]:

@@ -22,6 +22,10 @@ from trainer.model.presets import ModelShape
 TORCH_FREE = True  # the local run's drills find the checkpoints by these names
 
 META_FILE = "meta.json"
+PROVENANCE_FILE = "provenance.json"
+"""Which training step the exported weights are from (with --keep-best, the best evaluation's, not the last step's)
+and its held-out loss: machine-readable beside the weights, in the export and its copy in S3
+(trainer/checkpoint/export.py writes it; the local run's report reads it)."""
 # DCP's own metadata file (torch/distributed/checkpoint/filesystem.py `_metadata_fn`): rank 0 writes it (under a
 # temporary name, then renamed) only after gathering every rank's successful write (trainer/checkpoint/commit.py).
 DCP_METADATA_FILE = ".metadata"
