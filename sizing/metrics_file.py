@@ -1,6 +1,7 @@
 """The one reader of the trainer's --metrics-file: one JSON object per logged step, a line each (trainer/metrics.py
-writes it). The scaling report reads whole files with it; the local run reads the lines appended since its last
-look (local/report.py).
+writes it), and one for each start the fabric preflight ended (step 0, no training figures), which it leaves out.
+The scaling report reads whole files with it; the local run reads the lines appended since its last look
+(local/report.py).
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from trainer.metrics import PREFLIGHT_FAILED_FIELD
 
 Record = dict[str, Any]
 # What every record the trainer writes carries, and what the reports cannot do without.
@@ -31,7 +34,8 @@ def parse_records(text: str, source: Path | str, first_line: int = 1) -> list[Re
         missing = [name for name in REQUIRED_FIELDS if not isinstance(record, dict) or name not in record]
         if missing:
             raise MetricsFileError(f"{source}:{number}: missing {', '.join(missing)}; expected the trainer's metrics")
-        records.append(record)
+        if not record.get(PREFLIGHT_FAILED_FIELD):  # a start the preflight ended: no training figures to read
+            records.append(record)
     return records
 
 

@@ -108,6 +108,40 @@ def set_start_figures(figures: dict[str, float]) -> None:
     _start_figures.update(figures)
 
 
+# A start whose fabric preflight failed trains no step, yet the metrics file shows it: rank 0 writes one record of step
+# 0 with the preflight's figures and the nodes it named (preflight_failure_record), marked with this field, which the
+# readers of training figures skip (sizing/metrics_file.py).
+PREFLIGHT_FAILED_FIELD = "preflight_failed"
+
+
+def preflight_failure_record(
+    figures: dict[str, float], bad_nodes: list[str], world_size: int, restarts: int
+) -> dict[str, Any]:
+    """The metrics file's record of a start the preflight ended: every PREFLIGHT_FIELDS key (None where not measured),
+    the fields every record carries (sizing/metrics_file.py REQUIRED_FIELDS; no tokens trained), the named nodes."""
+    unknown = set(figures) - set(PREFLIGHT_FIELDS)
+    if unknown:
+        raise ValueError(f"not preflight figures: {sorted(unknown)}")
+    return {
+        "time": time.time(),
+        "step": 0,
+        "world_size": world_size,
+        "restarts": restarts,
+        "tokens_per_second": 0.0,
+        **{key: figures.get(key) for key in PREFLIGHT_FIELDS},
+        "preflight_bad_nodes": list(bad_nodes),
+        PREFLIGHT_FAILED_FIELD: True,
+    }
+
+
+def append_record(file: str, record: dict[str, Any]) -> None:
+    """One JSON line at the end of --metrics-file, as MetricsSink.write appends it."""
+    path = Path(file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
 # Figures of the last evaluation: a record carries them only at an evaluation's step, and their gauges keep that
 # value until the next one (a scrape between evaluations would otherwise read NaN and Grafana show no line).
 HELD_BETWEEN_RECORDS = frozenset({"val_loss", "val_perplexity"})

@@ -54,7 +54,7 @@ from trainer.fabric import (
 )
 from trainer.faults import preflight_delay_s
 from trainer.launch.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE
-from trainer.metrics import set_start_figures
+from trainer.metrics import append_record, preflight_failure_record, set_start_figures
 from trainer.parallel.distributed import pick_device
 
 log = logging.getLogger(__name__)
@@ -303,5 +303,11 @@ def fabric_preflight(config: TrainConfig, env: DistEnv, device_type: str) -> int
         log_outcome(figures, verdict, names)
         log.info("fabric preflight: %d nodes of %d ranks in %.2f s", topo.nodes, topo.per_node,
                  time.perf_counter() - started)  # fmt: skip
-    set_start_figures(start_figures(figures, config, verdict))
+    values = start_figures(figures, config, verdict)
+    set_start_figures(values)
+    if verdict.bad_nodes and env.is_leader and config.metrics.file:
+        # Rank 0 alone, as MetricsSink: the failed start is one line of the metrics file. No Prometheus endpoint: the
+        # workers exit within milliseconds, before any scrape could read it.
+        bad = [f"{names.get(node, '?')} (node {node})" for node in verdict.bad_nodes]
+        append_record(config.metrics.file, preflight_failure_record(values, bad, env.world_size, env.group_restarts))
     return exit_code(verdict, topo.node_of(env.rank), names)

@@ -9,6 +9,7 @@ import pytest
 
 from local.report import MetricsFollower
 from sizing.metrics_file import MetricsFileError, read_records
+from trainer.metrics import PREFLIGHT_FIELDS, append_record, preflight_failure_record
 
 
 def record(step: int) -> str:
@@ -47,3 +48,17 @@ def test_a_file_deleted_and_written_anew_is_read_from_its_start(tmp_path: Path) 
     path.write_text(record(3) + "\n")
     assert [r["step"] for r in follower.poll()] == [3]
     assert [r["step"] for r in follower.records] == [1, 2, 3]
+
+
+def test_a_start_the_preflight_ended_is_written_and_left_out_of_the_training_records(tmp_path: Path) -> None:
+    """The failed start's record (trainer/metrics.py) carries what every record does, and no reader of training
+    figures sees it (its tokens_per_second 0 would drag a median)."""
+    path = tmp_path / "runs" / "metrics.jsonl"
+    failed = preflight_failure_record({"preflight_slowest_fraction": 0.2}, ["ip-10-0-0-7 (node 1)"], 4, 0)
+    append_record(str(path), failed)
+    path.write_text(path.read_text() + record(1) + "\n")
+    (written, _) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert written["step"] == 0 and written["preflight_bad_nodes"] == ["ip-10-0-0-7 (node 1)"]
+    assert written["preflight_slowest_fraction"] == 0.2 and set(PREFLIGHT_FIELDS) <= set(written)
+    assert [r["step"] for r in read_records(path)] == [1]
+    assert [r["step"] for r in MetricsFollower(path).poll()] == [1]

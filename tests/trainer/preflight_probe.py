@@ -28,8 +28,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--slow-rank", type=int, action="append", default=[])
-    args, _ = parser.parse_known_args()  # the harness adds the trainer's --metrics-file
-    config = parse_args(["--device", "cpu", "--preflight-iterations", "2", "--preflight-bytes", str(2**16)])
+    parser.add_argument("--metrics-file")  # the harness adds the trainer's: a failed pass's record goes there
+    args, _ = parser.parse_known_args()
+    flags = ["--device", "cpu", "--preflight-iterations", "2", "--preflight-bytes", str(2**16)]
+    config = parse_args([*flags, "--metrics-file", args.metrics_file] if args.metrics_file else flags)
     env = read_env()
     for index, slow in enumerate(args.slow_rank):
         os.environ[FAULT_ENV] = slow_preflight_fault(DELAY_MS, slow)

@@ -18,7 +18,7 @@ from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, wit
 from trainer.fabric import NODE_NAME_ENV
 from trainer.faults import slow_preflight_fault
 from trainer.launch.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE, REASON_PREFIX, exit_for_signal
-from trainer.metrics import PREFLIGHT_FIELDS
+from trainer.metrics import PREFLIGHT_FAILED_FIELD, PREFLIGHT_FIELDS
 
 QUICK = ["--preflight-iterations", "2"]
 
@@ -59,6 +59,12 @@ def test_pairs_name_the_slow_node_among_three_even_the_reference_node(tmp_path: 
         assert figures["preflight_inter_all_reduce_gb_per_s"] > 0  # the rails' all-reduce, measured and recorded
         assert "preflight_intra_all_gather_gb_per_s" not in figures  # one rank a node: nothing within a node
     assert "inter_pairs: node 2 (" in run.output and "inter_pairs: node 0 (" in run.output
+    # Each failed start is one record of rank 0's metrics file: step 0, its figures, the node it named.
+    assert [(r["step"], r[PREFLIGHT_FAILED_FIELD]) for r in run.metrics] == [(0, True), (0, True)]
+    for record, slow in zip(run.metrics, (2, 0), strict=True):
+        assert record["preflight_slowest_fraction"] < 0.7 and record["preflight_inter_all_reduce_gb_per_s"] > 0
+        (named,) = record["preflight_bad_nodes"]
+        assert named.endswith(f" (node {slow})")
 
 
 def launch_node(name: str, port: int, log: Path, fault: str | None) -> subprocess.Popen[str]:
