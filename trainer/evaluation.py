@@ -29,7 +29,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule
 from torch.nn.functional import cross_entropy
 
-from trainer.config import ValidationConfig
+from trainer.config import DataConfig, ValidationConfig
 from trainer.data.packed import IGNORE_INDEX, PackedData
 
 log = logging.getLogger(__name__)
@@ -199,9 +199,16 @@ class BestSoFar:
         )
 
 
-def held_out_identity(validation: ValidationConfig) -> str:
-    """What names the held-out set, for BestSoFar.held_out: losses of different sets are not comparable."""
-    return f"--val-dataset {validation.dataset}" if validation.dataset else f"--val-split {validation.split:g}"
+def held_out_identity(data: DataConfig, validation: ValidationConfig) -> str:
+    """What names the held-out set, for BestSoFar.held_out: losses of different sets are not comparable. The data
+    set it is drawn from counts (--val-split's fraction of another --dataset is other records), with its hub config,
+    split and record format (a format renders other tokens to predict)."""
+    if validation.dataset:
+        source, split = f"--val-dataset {validation.dataset}", validation.split_read(data.dataset_split)
+    else:
+        source, split = f"--val-split {validation.split:g} of --dataset {data.dataset}", data.dataset_split
+    config = f", --dataset-config {data.dataset_config}" if data.dataset_config else ""
+    return f"{source} (split {split}{config}, --dataset-format {data.dataset_format})"
 
 
 def eval_due(step: int, last_step: int, every: int) -> bool:

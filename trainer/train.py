@@ -300,7 +300,7 @@ def log_validation(config: TrainConfig, val: PackedData, best: BestSoFar) -> Non
         "validation: %d held-out sequences (%d tokens) of %s, evaluated %s%s%s%s",
         val.num_samples,
         len(val.tokens),
-        held_out_identity(validation),
+        held_out_identity(config.data, validation),
         f"every {validation.every} steps and at the last" if validation.every else "at the last step",
         " | the best checkpoint kept (--keep-best)" if validation.keep_best else "",
         f" | early stop after {validation.early_stop_patience} without improvement"
@@ -351,7 +351,7 @@ def train(
     total, every = config.schedule.steps, config.checkpoint.every
     checkpointer = session.checkpointer
     validation, validator = config.validation, None
-    best = BestSoFar(held_out=held_out_identity(validation))
+    best = BestSoFar(held_out=held_out_identity(config.data, validation))
     if val is not None:
         validator = Validator(val, plan.batch_size, env.rank, plan.dp_size, device)
         best = BestSoFar.from_meta(checkpointer.resumed_meta if checkpointer else None, best.held_out)

@@ -5,6 +5,7 @@ a fully trained and a LoRA model built as train.py builds them; and the bookkeep
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -14,10 +15,10 @@ from torch.distributed.tensor import DTensor
 from torch.nn.functional import cross_entropy
 
 from tests.harness.trainer_runs import TINY
-from trainer.config import parse_args
+from trainer.config import DataConfig, ValidationConfig, parse_args
 from trainer.data.packed import IGNORE_INDEX, PackedData
 from trainer.env import DistEnv
-from trainer.evaluation import BestSoFar, Evaluation, eval_due, held_out_loss, rank_rows
+from trainer.evaluation import BestSoFar, Evaluation, eval_due, held_out_identity, held_out_loss, rank_rows
 from trainer.model.lora import is_adapter
 from trainer.model.source import resolve_model
 from trainer.parallel.distributed import io_group
@@ -115,6 +116,28 @@ def test_a_nan_first_evaluation_is_not_the_best_and_a_later_finite_one_is() -> N
     assert (best.loss, best.step, best.stale) == (None, None, 1)
     best = best.after(Evaluation(4, 3.0, 100, 0.1))
     assert (best.loss, best.step, best.stale) == (3.0, 4, 0)
+
+
+def test_a_held_out_set_is_named_by_the_data_set_it_is_drawn_from() -> None:
+    """A resume with another --dataset (or format, or hub split) but the same --val-split evaluates other records:
+    its best loss starts afresh (BestSoFar.from_meta compares these names)."""
+    data, split = DataConfig(dataset="a.jsonl"), ValidationConfig(split=0.1)
+    names = {
+        held_out_identity(data, split),
+        held_out_identity(replace(data, dataset="b.jsonl"), split),
+        held_out_identity(replace(data, dataset_format="chat"), split),
+        held_out_identity(replace(data, dataset_split="test"), split),
+        held_out_identity(data, ValidationConfig(split=0.2)),
+        held_out_identity(data, ValidationConfig(dataset="v.jsonl")),
+        held_out_identity(data, ValidationConfig(dataset="v.jsonl", dataset_split="validation")),
+    }
+    assert len(names) == 7
+    # --val-dataset's records do not depend on --dataset
+    val = ValidationConfig(dataset="v.jsonl")
+    assert held_out_identity(data, val) == held_out_identity(replace(data, dataset="b.jsonl"), val)
+    meta = {"validation": BestSoFar(2.5, 4, held_out=held_out_identity(data, split)).to_meta()}
+    other = held_out_identity(replace(data, dataset="b.jsonl"), split)
+    assert BestSoFar.from_meta(meta, other) == BestSoFar(held_out=other)
 
 
 def test_the_early_stop_line_names_the_best_loss_or_that_there_is_none() -> None:
