@@ -31,6 +31,9 @@ class DistEnv:
     attempt: str = "restart-0"
     """This start of the workers, the same on every rank of it: the store prefix and the data cache's error markers
     are keyed by it."""
+    group_world_size: int | None = None
+    """The nodes of this start (torchrun's GROUP_WORLD_SIZE: the agents in the rendezvous, the same on every rank;
+    torch elastic/agent/server/local_elastic_agent.py _start_workers); None without torchrun."""
 
     @property
     def is_leader(self) -> bool:
@@ -52,6 +55,16 @@ class DistEnv:
         return self.world_size // self.local_world_size
 
     @property
+    def even_nodes(self) -> int | None:
+        """The number of nodes when every node runs the same number of workers, else None, decided alike on every
+        rank: WORLD_SIZE == GROUP_WORLD_SIZE x LOCAL_WORLD_SIZE holds on every rank or on none, since the world is the
+        sum of the nodes' LOCAL_WORLD_SIZE. num_nodes cannot tell: with 4 workers on one node and 2 on another, the
+        first node's ranks find 6 % 4 != 0, the second's 6 % 2 == 0 (uneven --nproc-per-node, or a node's GPUs lost)."""
+        if self.group_world_size is None or self.world_size != self.group_world_size * self.local_world_size:
+            return None
+        return self.group_world_size
+
+    @property
     def launched(self) -> bool:
         """True under torchrun (a process group needs MASTER_ADDR/MASTER_PORT from it)."""
         return self.world_size > 1
@@ -71,4 +84,5 @@ def read_env(environ: Mapping[str, str] | None = None) -> DistEnv:
         local_world_size=number("LOCAL_WORLD_SIZE", world_size),
         restart_count=number("TORCHELASTIC_RESTART_COUNT", 0),
         attempt=attempt_id(environ),
+        group_world_size=int(environ["GROUP_WORLD_SIZE"]) if "GROUP_WORLD_SIZE" in environ else None,
     )

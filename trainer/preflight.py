@@ -96,8 +96,9 @@ class RankTimings:
 
 
 def topology(env: DistEnv) -> Topology | None:
-    """The job's nodes, or None when the ranks are not spread evenly (nothing to compare node by node)."""
-    nodes = env.num_nodes
+    """The job's nodes, or None when the ranks are not spread evenly (nothing to compare node by node); every rank
+    decides alike (DistEnv.even_nodes), or some would wait in the preflight's collectives for others that skip it."""
+    nodes = env.even_nodes
     return Topology(nodes, env.local_world_size) if nodes else None
 
 

@@ -36,7 +36,7 @@ def main() -> int:
     for index, slow in enumerate(args.slow_rank):
         os.environ[FAULT_ENV] = slow_preflight_fault(DELAY_MS, slow)
         # every rank a node of its own; each pass a start of its own, as a restart of the workers would be
-        as_nodes = replace(env, local_world_size=1, attempt=f"{env.attempt}-{index}")
+        as_nodes = replace(env, local_world_size=1, group_world_size=env.world_size, attempt=f"{env.attempt}-{index}")
         code = fabric_preflight(config, as_nodes, "cpu")
         figures = {key: value for key, value in metrics._start_figures.items()}
         (args.out / f"{index}.{env.rank}.json").write_text(json.dumps({"code": code, "figures": figures}))

@@ -8,6 +8,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 
 from trainer import metrics
 from trainer.config import parse_args
+from trainer.env import DistEnv, read_env
 from trainer.fabric import (
     INTER_ALL_REDUCE,
     INTER_PAIRS,
@@ -32,6 +33,7 @@ from trainer.launch.exits import (
     is_retryable,
 )
 from trainer.launch.launcher import ending
+from trainer.preflight import Topology, fabric_preflight, topology
 
 
 def test_bus_bandwidth_follows_nccl_tests() -> None:
@@ -169,3 +171,22 @@ def test_preflight_flags_out_of_range_are_refused_naming_the_flag() -> None:
     problems = preflight_flag_problems(config.preflight)
     assert [problem.split()[0] for problem in problems] == ["--preflight-min-fraction", "--preflight-iterations"]
     assert preflight_flag_problems(parse_args([]).preflight) == []
+
+
+def ranks_of_uneven_nodes(group_world: str | None) -> list[DistEnv]:
+    """A rank of each node of a start with 4 workers on one node and 2 on the other, as torchrun sets them."""
+    extra = {} if group_world is None else {"GROUP_WORLD_SIZE": group_world}
+    return [
+        read_env({"RANK": rank, "WORLD_SIZE": "6", "LOCAL_WORLD_SIZE": local, "LOCAL_RANK": "0", **extra})
+        for rank, local in (("0", "4"), ("4", "2"))
+    ]
+
+
+def test_every_rank_of_uneven_nodes_skips_the_preflight_alike_before_any_collective() -> None:
+    """Node 0's ranks found 6 % 4 != 0 and skipped, node 1's 6 % 2 == 0 and waited in the preflight's rendezvous."""
+    config = parse_args(["--device", "cpu"])
+    for env in ranks_of_uneven_nodes("2") + ranks_of_uneven_nodes(None):
+        assert env.launched and topology(env) is None
+        assert fabric_preflight(config, env, "cpu") == 0  # no MASTER_ADDR here: a rendezvous would raise
+    even = read_env({"RANK": "3", "WORLD_SIZE": "6", "LOCAL_WORLD_SIZE": "2", "GROUP_WORLD_SIZE": "3"})
+    assert topology(even) == Topology(3, 2)
