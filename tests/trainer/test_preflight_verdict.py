@@ -190,3 +190,10 @@ def test_every_rank_of_uneven_nodes_skips_the_preflight_alike_before_any_collect
         assert fabric_preflight(config, env, "cpu") == 0  # no MASTER_ADDR here: a rendezvous would raise
     even = read_env({"RANK": "3", "WORLD_SIZE": "6", "LOCAL_WORLD_SIZE": "2", "GROUP_WORLD_SIZE": "3"})
     assert topology(even) == Topology(3, 2)
+
+
+def test_a_world_of_one_rank_forms_no_preflight_group() -> None:
+    """torchrun with one worker on one node: nothing to compare, and no group is formed (no MASTER_ADDR here: a
+    rendezvous would raise)."""
+    one = read_env({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "GROUP_WORLD_SIZE": "1"})
+    assert fabric_preflight(parse_args(["--device", "cpu"]), one, "cpu") == 0
