@@ -8,22 +8,24 @@ generated words), made once into --workdir and reused. The tokenizer: a byte-lev
 `tokenizers` on the corpus's first 8 MB, saved as a Hugging Face fast tokenizer (PreTrainedTokenizerFast) with <s> and
 </s>; both sides load it with AutoTokenizer.from_pretrained. No download.
 
-Ours: the real entry point, `python -m trainer.stage --model tiny --tokenizer <it> --dataset <corpus>
---data-cache-dir <fresh> --data-workers W`, which streams the corpus into the cache (tokens.npy, trainable.npy).
-Theirs: `datasets.load_dataset("json", ...)` (the corpus into Arrow) then `.map(batched=True, num_proc=W)` calling
-the tokenizer on each batch of 1000 texts and adding <s> and </s>, with a fresh cache directory; the same ids come
-out. Each side runs as its own process, timed from start to exit (imports included), its CPU time counted with its
-waited-for children (os.wait4), its memory sampled every 50 ms over the whole process tree (children too): peak
-resident set (RSS, which counts pages shared by forked workers once per process) and peak proportional set (PSS,
-each shared page split between its sharers: the memory the tree really holds). A round runs both, the order
-alternating between rounds, and their throughput ratio is the round's figure: on a machine shared with other work
-both saw the same load within a few minutes. Then ours and theirs run once more on a corpus of a quarter of the size:
-peak memory against corpus size.
+Ours: the real entry point, `python -m trainer.stage --model tiny --tokenizer <it> --dataset <corpus> --data-cache-dir
+<fresh> --data-workers W`, which streams the corpus into the cache (tokens.npy, trainable.npy). Theirs:
+`datasets.load_dataset("json", ...)` (the corpus into Arrow) then `.map(batched=True, num_proc=W)` calling the tokenizer
+on each batch of 1000 texts and adding <s> and </s>, with a fresh cache directory. A round compares the ids themselves,
+not only their count: a BLAKE2b digest of each side's id stream in order (uint32, little-endian), taken after its timed
+process has exited (ours from tokens.npy, theirs from map's Arrow cache files), and a round whose digests differ is
+refused. Each side runs as its own process, timed from start to exit (imports included), its CPU time counted with its
+waited-for children (os.wait4), its memory sampled every 50 ms over the whole process tree (children too): peak resident
+set (RSS, which counts pages shared by forked workers once per process) and peak proportional set (PSS, each shared page
+split between its sharers: the memory the tree really holds). A round runs both, the order alternating between rounds,
+and their throughput ratio is the round's figure: on a machine shared with other work both saw the same load within a
+few minutes. Then ours and theirs run once more on a corpus of a quarter of the size: peak memory against corpus size.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -34,9 +36,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 MB = 1_000_000
@@ -44,6 +49,7 @@ VOCAB = 32_000
 WORDS = 20_000
 TRAIN_BYTES = 8 * MB
 SAMPLE_S = 0.05
+DIGEST_CHUNK = 1 << 24  # ids per update: the digest's memory stays bounded on a large corpus
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class Run:
     tokens: int
     peak_rss: int
     peak_pss: int
+    digest: str
 
     @property
     def mb_per_s(self) -> float:
@@ -111,6 +118,43 @@ def make_tokenizer(corpus: Path, directory: Path) -> None:
     backend.decoder = decoders.ByteLevel()
     backend.train_from_iterator(texts(), trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<s>", "</s>"]))
     PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>").save_pretrained(directory)
+
+
+def ids_digest(streams: Iterable[np.ndarray]) -> str:
+    """BLAKE2b of the ids in order, as little-endian uint32 bytes: equal for two sides exactly when they made the same
+    ids in the same order (their count alone matches a stream whose ids differ)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for stream in streams:
+        for start in range(0, len(stream), DIGEST_CHUNK):
+            digest.update(np.ascontiguousarray(stream[start : start + DIGEST_CHUNK], dtype="<u4").tobytes())
+    return digest.hexdigest()
+
+
+def ours_digest(entry: Path) -> str:
+    """The digest of a cache entry's tokens.npy (mapped, not read into memory)."""
+    return ids_digest([np.load(entry / "tokens.npy", mmap_mode="r")])
+
+
+def arrow_digest(cache_files: list[str], column: str = "input_ids") -> str:
+    """The digest of a list column's ids across map's Arrow cache files, in the files' (the shards') order."""
+    from datasets import Dataset
+
+    def streams() -> Iterator[np.ndarray]:
+        for filename in cache_files:
+            for chunk in Dataset.from_file(filename).data.column(column).chunks:
+                yield chunk.flatten().to_numpy()  # flatten honours a sliced chunk's offsets, .values would not
+
+    return ids_digest(streams())
+
+
+def same_ids(results: dict[str, Run]) -> None:
+    """Refuses a round whose sides made different ids: their figures would not compare the same work."""
+    ours_run, theirs_run = results["ours"], results["datasets"]
+    if (ours_run.tokens, ours_run.digest) != (theirs_run.tokens, theirs_run.digest):
+        raise RuntimeError(
+            f"ours made {ours_run.tokens} ids (blake2b {ours_run.digest}), "
+            f"datasets {theirs_run.tokens} (blake2b {theirs_run.digest}): not the same ids, the round is void"
+        )
 
 
 def descendants(pid: int) -> list[int]:
@@ -178,9 +222,10 @@ def ours(corpus: Path, tokenizer: Path, workers: int, scratch: Path) -> Run:
         seconds, cpu, rss, pss, _ = run_measured(command, os.environ | {"HF_HUB_OFFLINE": "1"})
         (meta,) = cache.glob("*/meta.json")
         tokens = json.loads(meta.read_text())["tokens"]
+        digest = ours_digest(meta.parent)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    return Run("ours", corpus.stat().st_size, seconds, cpu, tokens, rss, pss)
+    return Run("ours", corpus.stat().st_size, seconds, cpu, tokens, rss, pss, digest)
 
 
 def theirs(corpus: Path, tokenizer: Path, workers: int, scratch: Path) -> Run:
@@ -189,10 +234,11 @@ def theirs(corpus: Path, tokenizer: Path, workers: int, scratch: Path) -> Run:
     env = os.environ | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(cache)}
     try:
         seconds, cpu, rss, pss, stdout = run_measured(command, env)
+        reported = json.loads(stdout.strip().splitlines()[-1])
+        digest = arrow_digest(reported["cache_files"])  # after the timed process: not in its time or memory
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    tokens = json.loads(stdout.strip().splitlines()[-1])["tokens"]
-    return Run("datasets", corpus.stat().st_size, seconds, cpu, tokens, rss, pss)
+    return Run("datasets", corpus.stat().st_size, seconds, cpu, reported["tokens"], rss, pss, digest)
 
 
 def datasets_side(corpus: str, tokenizer_dir: str, cache: str, workers: int) -> None:
@@ -212,7 +258,8 @@ def datasets_side(corpus: str, tokenizer_dir: str, cache: str, workers: int) -> 
     # Counted in Arrow, from the lists' lengths: reading the ids back as Python lists would add to this side's time
     # and memory a pass that ours does not make (about 5% of the time and 50 MiB on a 20 MB corpus).
     tokens = sum(int(chunk.value_lengths().to_numpy().sum()) for chunk in mapped.data.column("input_ids").chunks)
-    print(json.dumps({"tokens": tokens}))
+    # The ids are compared by the bench from map's cache files once this process has exited.
+    print(json.dumps({"tokens": tokens, "cache_files": [f["filename"] for f in mapped.cache_files]}))
 
 
 def row(run: Run) -> str:
@@ -261,19 +308,22 @@ def main(argv: list[str] | None = None) -> int:
             results[run.side] = run
             runs.append(run)
             print(row(run), flush=True)
-        if results["ours"].tokens != results["datasets"].tokens:  # the same ids, or the comparison is void
-            raise RuntimeError(f"ours made {results['ours'].tokens} tokens, datasets {results['datasets'].tokens}")
+        same_ids(results)
         ratios.append(results["ours"].mb_per_s / results["datasets"].mb_per_s)
-        print(f"round {round_index + 1}: ours / datasets throughput {ratios[-1]:.2f}", flush=True)
+        print(f"round {round_index + 1}: ours / datasets throughput {ratios[-1]:.2f}, both made the same "
+              f"{results['ours'].tokens} ids (blake2b {results['ours'].digest})", flush=True)  # fmt: skip
     print(f"\nmedian throughput ratio ours / datasets over {len(ratios)} rounds: {statistics.median(ratios):.2f} "
           f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})")  # fmt: skip
     if not args.no_memory_sizes:
         print("\npeak memory against corpus size\n" + HEADER)
+        smalls: dict[str, Run] = {}
         for side in (ours, theirs):
             small = side(corpora[args.size / 4], tokenizer, args.workers, args.workdir)
+            smalls[small.side] = small
             full = max((r for r in runs if r.side == small.side), key=lambda r: r.peak_pss)
             print(row(small))
             print(row(full))
+        same_ids(smalls)
     return 0
 
 

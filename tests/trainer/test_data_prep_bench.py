@@ -1,4 +1,5 @@
-"""bench/data_prep.py end to end on a corpus of 1 MB: both sides run, make the same ids, and are reported."""
+"""bench/data_prep.py end to end on a corpus of 1 MB: both sides run, their ids (a digest of each side's id stream, not
+only its count) are compared, and their figures are reported; a round whose ids differ is refused."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from bench import data_prep
@@ -27,6 +29,39 @@ def test_the_bench_runs_both_sides_on_the_same_corpus_and_reports_their_ratio(tm
     for row in rows:
         assert all(float(cell) > 0 for cell in row[2:])  # wall s, MB/s, tokens/s, CPU s, RSS, PSS
     assert re.search(r"median throughput ratio ours / datasets over 1 rounds: \d+\.\d\d", result.stdout)
+    assert re.search(r"round 1: .*both made the same \d+ ids \(blake2b [0-9a-f]{32}\)", result.stdout)
+
+
+def run(tokens: int, digest: str, side: str) -> data_prep.Run:
+    return data_prep.Run(side, 1, 1.0, 1.0, tokens, 1, 1, digest)
+
+
+def test_a_round_whose_sides_made_as_many_but_different_ids_is_refused() -> None:
+    ids = np.arange(1000, dtype=np.uint32)
+    swapped = ids.copy()
+    swapped[[10, 11]] = swapped[[11, 10]]  # the same count and the same multiset, in another order
+    ours, theirs = data_prep.ids_digest([ids]), data_prep.ids_digest([swapped])
+    assert ours != theirs
+    data_prep.same_ids({"ours": run(1000, ours, "ours"), "datasets": run(1000, ours, "datasets")})
+    with pytest.raises(RuntimeError, match="not the same ids"):
+        data_prep.same_ids({"ours": run(1000, ours, "ours"), "datasets": run(1000, theirs, "datasets")})
+
+
+def test_the_digest_of_arrow_lists_is_the_digest_of_their_ids_in_order(tmp_path: Path) -> None:
+    """The datasets side's ids are read from map's cache files (int64 lists in Arrow, uint32 in ours): one digest
+    across the files in the shards' order."""
+    import datasets
+
+    rows = [[1, 2, 3], [4], [5, 6], [7, 8, 9, 10]]
+    files = []
+    for index, part in enumerate((rows[:2], rows[2:])):
+        shard = datasets.Dataset.from_dict({"input_ids": part})
+        filename = str(tmp_path / f"shard-{index}.arrow")
+        shard.select(range(len(part))).flatten_indices(cache_file_name=filename)
+        files.append(filename)
+    expected = data_prep.ids_digest([np.arange(1, 11, dtype=np.uint32)])
+    assert data_prep.arrow_digest(files) == expected
+    assert data_prep.arrow_digest(files[::-1]) != expected
 
 
 def test_the_datasets_side_counts_its_ids_without_reading_them_back(
