@@ -24,7 +24,7 @@ from local.s3 import LocalS3
 from tests.trainer.process_groups import DEFAULT_GROUP
 from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState, writer_share
 from trainer.checkpoint.layout import checkpoint_name
-from trainer.checkpoint.writers import assign_replicas
+from trainer.checkpoint.writers import assign_replicas, replicas_of
 from trainer.config import ArtifactsConfig, CheckpointConfig, OptimConfig
 from trainer.env import DistEnv
 from trainer.loss_scale import LossScaler
@@ -200,3 +200,13 @@ def test_a_mesh_without_replicas_stages_everything(world_of_one: None, tmp_path:
     checkpointer = Checkpointer(CheckpointConfig(directory=str(tmp_path)), DistEnv(), "cpu", {}, DEFAULT_GROUP)
     whole = checkpointer._state(state)  # pyright: ignore[reportPrivateUsage]
     assert writer_share(whole) is whole
+
+
+def test_the_writers_and_the_weights_readers_count_replicas_by_one_rule() -> None:
+    """writer_share and load_pretrained_weights both split over replicas_of: a tensor replicated a different number
+    of times (a second replicate dimension) is refused, never split over the largest count."""
+    assert replicas_of([]) == 1
+    assert replicas_of([1, 1]) == 1  # FULL_SHARD: nothing replicated
+    assert replicas_of([4, 4, 1]) == 4
+    with pytest.raises(ValueError, match=r"replicated \[2, 4\] times"):
+        replicas_of([4, 2, 4])

@@ -1,6 +1,7 @@
 """Pretrained weights are read from storage once in total: on a 2-rank HSDP mesh (2 replicas x 1 shard) each tensor is
 read by one replica and broadcast to the other, under FULL_SHARD each rank reads its own rows, and under LoRA the
-frozen base alike; in every case the ranks read one copy of the files together, and hold exactly the files' weights."""
+frozen base alike; in every case the ranks read one copy of the files together, each rank less than one copy (so
+replica 0 reading everything fails too), and every rank holds exactly the files' weights."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 
 from trainer.config import LoraConfig
-from trainer.model.build import build_meta_model, canonical_name, decoder_layers, init_buffers, load_pretrained_weights
+from trainer.model.build import (
+    WeightsRead,
+    build_meta_model,
+    canonical_name,
+    decoder_layers,
+    init_buffers,
+    load_pretrained_weights,
+)
 from trainer.model.lora import apply_lora, is_adapter
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -34,7 +42,7 @@ def llama_config() -> object:
     )  # fmt: skip
 
 
-def loaded_model(case: str, directory: Path) -> tuple[nn.Module, int]:
+def loaded_model(case: str, directory: Path) -> tuple[nn.Module, WeightsRead]:
     """The model built as the trainer builds it (meta, sharded, to_empty), its weights read from `directory`."""
     model = build_meta_model(llama_config())
     if case == "lora_hsdp":
@@ -59,7 +67,7 @@ def load_on_rank(rank: int, tmp: str, directory: str) -> None:
                 assert isinstance(param, DTensor)
                 if not is_adapter(name):
                     weights[canonical_name(name)] = param.full_tensor()
-            torch.save({"read": read, "weights": weights}, f"{tmp}/{case}{rank}.pt")
+            torch.save({"rank_read": read.rank, "total_read": read.total, "weights": weights}, f"{tmp}/{case}{rank}.pt")
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -90,8 +98,11 @@ def file_tensors(directory: Path) -> dict[str, torch.Tensor]:
 def test_the_ranks_read_one_copy_of_the_weights_together(case: str, loads: tuple[Path, Path]) -> None:
     tmp, directory = loads
     one_copy = sum(t.numel() * t.element_size() for t in file_tensors(directory).values())
-    for rank in range(WORLD):
-        assert torch.load(tmp / f"{case}{rank}.pt")["read"] == one_copy  # twice that if both replicas read it all
+    reads = [torch.load(tmp / f"{case}{rank}.pt") for rank in range(WORLD)]
+    assert sum(read["rank_read"] for read in reads) == one_copy  # twice that if both replicas read it all
+    for read in reads:
+        assert 0 < read["rank_read"] < one_copy  # replica 0 reading it all (and broadcasting) makes one copy too
+        assert read["total_read"] == one_copy  # the job's sum, as each rank logs it
 
 
 @pytest.mark.parametrize("case", CASES)

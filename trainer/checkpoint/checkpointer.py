@@ -75,7 +75,7 @@ from trainer.checkpoint.space import (
     plan_space,
 )
 from trainer.checkpoint.stats import CheckpointStats
-from trainer.checkpoint.writers import assign_replicas
+from trainer.checkpoint.writers import assign_replicas, replicas_of
 from trainer.config import ArtifactsConfig, CheckpointConfig
 from trainer.env import DistEnv
 from trainer.errors import InputError, StorageError
@@ -226,11 +226,8 @@ def writer_share(saved: dict[str, Any]) -> dict[str, Any]:
     replicated = {path: place for path, place in places.items() if place.count > 1}
     if not replicated:
         return saved
-    counts = {place.count for place in replicated.values()}
-    if len(counts) != 1:
-        raise ValueError(f"tensors replicated {sorted(counts)} times: expected one replicate dimension")
     sizes = {path: leaf.numel() * leaf.element_size() for path, leaf in leaves if path in replicated}  # global
-    owners = assign_replicas(sizes, counts.pop())
+    owners = assign_replicas(sizes, replicas_of(place.count for place in replicated.values()))
     first = next(iter(replicated.values())).index == 0
     kept = {
         path

@@ -18,9 +18,19 @@ whole state on its nodes and send it all through their network links: 1/replicas
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 TORCH_FREE = True  # sizing/host_memory.py sizes the staging with the trainer's own split
+
+
+def replicas_of(counts: Iterable[int]) -> int:
+    """The replica count of a model's replicated tensors (their ReplicaPlace.count, those above 1): what
+    assign_replicas splits over, for the checkpoint's writers and the pretrained weights' readers alike; 1 when none
+    is replicated. Several counts mean more than one replicate dimension, which neither split handles: refused."""
+    found = {count for count in counts if count > 1}
+    if len(found) > 1:
+        raise ValueError(f"tensors replicated {sorted(found)} times: expected one replicate dimension")
+    return found.pop() if found else 1
 
 
 def assign_replicas(sizes: Mapping[str, int], replicas: int) -> dict[str, int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor, Shard
 
 from trainer.checkpoint.space import format_bytes
-from trainer.checkpoint.writers import assign_replicas
+from trainer.checkpoint.writers import assign_replicas, replicas_of
 from trainer.model.attention import causal_sdpa
 from trainer.model.lora import adapter_init_bound, is_adapter
 from trainer.model.source import ModelSource
@@ -217,16 +218,33 @@ def _read_rows(handle: Any, name: str, param: torch.Tensor) -> int:
     return rows.numel() * rows.element_size()
 
 
+@dataclass(frozen=True)
+class WeightsRead:
+    """The bytes of the pretrained weights read from storage (the rows read, in the files' dtype)."""
+
+    rank: int
+    """By this rank: under HYBRID_SHARD about 1/replicas of its shard's bytes, the rest reached it by broadcast."""
+    total: int
+    """By all ranks together: one copy of the files' weights."""
+
+
 @torch.no_grad()
-def load_pretrained_weights(model: nn.Module, directory: Path) -> int:
+def load_pretrained_weights(model: nn.Module, directory: Path) -> WeightsRead:
     """Copy this rank's rows of every parameter from the safetensors files (reads only those bytes), in the
-    parameter's dtype; LoRA adapters are not in them (init_adapters). The bytes all ranks read together, logged.
+    parameter's dtype; LoRA adapters are not in them (init_adapters). The bytes this rank read and all ranks read
+    together, logged by each rank and returned.
 
     Storage is read once in total. On a replicated mesh (HYBRID_SHARD, NO_SHARD) each tensor is read by one replica's
     ranks, each its own rows, and broadcast to the same shard of the other replicas over the network
     (trainer/parallel/distributed.py broadcast_shards, as the resume path does, trainer/checkpoint/load.py). The
-    replica reading a tensor is the one trainer/checkpoint/writers.py assign_replicas gives it, so each replica reads
-    about 1/replicas of the model and all of them at once (replica 0 alone would read it all through its own nodes).
+    replica reading a tensor is the one trainer/checkpoint/writers.py assign_replicas gives it, so each replica's
+    nodes read about 1/replicas of the model through their own links (replica 0 alone would read it all through its
+    nodes'). The reads are not all at once: the tensors go in the model's order, each read by its owner while the
+    other replicas wait in its broadcast. Under gloo (CPU) the broadcast blocks the host until it is done, so the
+    replicas read in turn, one tensor at a time. Under NCCL the call returns once the broadcast is queued on NCCL's
+    stream (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp, the class comment: collectives are asynchronous and
+    wait() blocks the current CUDA stream, not the host), so a replica goes on to read its next tensor while earlier
+    broadcasts are in flight and the replicas' reads overlap in part; how much is not measured here.
     FULL_SHARD and SHARD_GRAD_OP hold no replicas: every rank reads its own rows, once in total too. Under LoRA the
     frozen base is read this way, the adapters drawn by init_adapters."""
     index = safetensors_index(directory)
@@ -237,7 +255,7 @@ def load_pretrained_weights(model: nn.Module, directory: Path) -> int:
     places = {name: replica_place(param) for name, param in base}
     replicated = {name: place for name, place in places.items() if place.count > 1}
     sizes = {name: base_param.numel() * base_param.element_size() for name, base_param in base if name in replicated}
-    owners = assign_replicas(sizes, max(p.count for p in replicated.values())) if replicated else {}
+    owners = assign_replicas(sizes, replicas_of(p.count for p in replicated.values())) if replicated else {}
     handles: dict[Path, Any] = {}
     read = 0
     try:
@@ -254,10 +272,14 @@ def load_pretrained_weights(model: nn.Module, directory: Path) -> int:
     return _total_read(read, model, directory)
 
 
-def _total_read(read: int, model: nn.Module, directory: Path) -> int:
-    """The bytes every rank read, summed over the job (on the parameters' device: NCCL reduces CUDA tensors)."""
+def _total_read(read: int, model: nn.Module, directory: Path) -> WeightsRead:
+    """This rank's bytes read and every rank's, summed over the job (on the parameters' device: NCCL reduces CUDA
+    tensors)."""
     total = torch.tensor([read], dtype=torch.int64, device=_local(next(model.parameters())).device)
     if dist.is_initialized():
         dist.all_reduce(total)
-    log.info("pretrained weights: %s read from %s, all ranks together", format_bytes(int(total[0])), directory)
-    return int(total[0])
+    log.info(
+        "pretrained weights: %s read from %s by this rank, %s by all ranks together",
+        format_bytes(read), directory, format_bytes(int(total[0])),
+    )  # fmt: skip
+    return WeightsRead(read, int(total[0]))
