@@ -10,7 +10,8 @@ stays Pending until the node is repaired or replaced (docs/aws.md, "Bad nodes").
 
 How: the pod's own service account (its token and CA are mounted at SERVICE_ACCOUNT_DIR, the API server's address is
 in KUBERNETES_SERVICE_HOST/PORT, as client-go's rest.InClusterConfig reads them), the node's name from the downward API
-(NODE_NAME_VARIABLE, spec.nodeName), and a ClusterRole allowing get and patch on nodes (workloads/job/node_access.py).
+(NODE_NAME_VARIABLE, spec.nodeName), and a ClusterRole allowing get and patch on nodes, which an admission policy
+narrows to adding this taint to the pod's own node (workloads/job/node_access.py).
 The node is read, the taint added to its list, and the list written back with a JSON merge patch (RFC 7386: a list is
 replaced whole, so the read keeps the others' taints) that carries the read's metadata.resourceVersion: the API server
 takes it as a precondition and answers 409 Conflict if the node changed in between (kubernetes/kubernetes#63104; the

@@ -4,16 +4,19 @@ bad (EXIT_BAD_NODE) can taint it (trainer/launch/node_taint.py) and no pod of th
 A ClusterRole (nodes are cluster-scoped, so a namespaced Role cannot name them) with get and patch on nodes, bound to
 the job's service account alone. It cannot be narrowed by resourceNames: the node a pod lands on is known only once it
 is scheduled. RBAC alone would let any pod of the job cordon, relabel or taint (NoExecute: evict) every node, so a
-ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA since Kubernetes 1.30; the stack runs 1.33 to 1.35)
-narrows it: a request by exactly this service account on a node is admitted only when it is an UPDATE (a PATCH is one)
-of the caller's own node whose one change is adding or re-valuing the fsdp-eks/bad-node NoSchedule taint: labels,
-annotations, the other taints, unschedulable and the rest of the spec unchanged.
+ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA since Kubernetes 1.30: POLICY_MIN_KUBERNETES, below
+every version of stack/config.py KUBERNETES_VERSIONS) narrows it: a request by exactly this service account on a node
+is admitted only when it is an UPDATE (a PATCH is one) of the caller's own node whose one change is adding or
+re-valuing the fsdp-eks/bad-node NoSchedule taint: labels, annotations, the other taints, unschedulable and the rest of
+the spec unchanged.
 
 The caller's node comes from its token: a pod-bound service account token carries the pod's node in
 user.extra['authentication.kubernetes.io/node-name'] (k8s.io/apiserver/pkg/authentication/serviceaccount, NodeNameKey)
 when the API server's ServiceAccountTokenPodNodeInfo feature is on: beta and on by default since 1.30
 (kubernetes/website, content/*/docs/reference/command-line-tools-reference/feature-gates/
 service-account-token-pod-node-info.md), so on for every version the stack offers. A token without it is refused.
+
+The CEL was not evaluated here (no CEL evaluator in the project's environment): tests check the policy's structure.
 
 Pure functions of a JobSpec returning plain dicts.
 """
@@ -29,6 +32,8 @@ from workloads.job.spec import JobSpec
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 RBAC_GROUP = "rbac.authorization.k8s.io"
 ADMISSION_API_VERSION = "admissionregistration.k8s.io/v1"
+# The first Kubernetes version with both the policy's v1 API and the token's node name on by default.
+POLICY_MIN_KUBERNETES = (1, 30)
 # The user.extra key of a pod-bound token's node (k8s.io/apiserver/pkg/authentication/serviceaccount, NodeNameKey).
 NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
 # NodeSpec's fields other than taints (k8s.io/api/core/v1 NodeSpec); CEL over a typed object has no "every field

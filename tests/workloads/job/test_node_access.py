@@ -12,6 +12,7 @@ from trainer.launch.node_taint import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY,
 from workloads.job.api import job_api_for
 from workloads.job.node_access import (
     NODE_NAME_EXTRA,
+    POLICY_MIN_KUBERNETES,
     node_access_objects,
     node_admission_policy,
     node_admission_policy_binding,
@@ -96,3 +97,7 @@ def test_the_role_is_bound_only_after_the_admission_policy_that_narrows_it() -> 
     assert (
         one(resources, POLICY_BINDING)["urn"] in one(resources, "kubernetes:kubeflow.org/v1:PyTorchJob")["dependencies"]
     )
+
+
+def test_every_kubernetes_version_of_the_stack_enforces_the_policy_and_names_the_callers_node() -> None:
+    assert all(tuple(int(n) for n in version.split(".")) >= POLICY_MIN_KUBERNETES for version in KUBERNETES_VERSIONS)
