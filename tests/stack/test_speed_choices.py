@@ -8,12 +8,16 @@ import dataclasses
 
 import pytest
 
-from stack.files import load_stack_config, stack_names
+from stack.fields import NAMESPACE, ConfigError
+from stack.files import load_stack_config, raw_stack_config, stack_names
 from stack.fit import sizing_summary, stack_sizing
+from stack.parse import parse_stack_config
 from stack.trainer_config import stack_trainer_config
 from trainer.config import parse_args, to_argv
 
 GPU_STACKS = [name for name in stack_names() if name.startswith(("p5-", "p4de-16"))]
+
+JOB = f"{NAMESPACE}:job"
 
 
 def test_the_gpu_stacks_are_the_ones_meant() -> None:
@@ -57,3 +61,17 @@ def test_compile_and_the_bf16_all_reduce_shorten_the_16_node_step() -> None:
     shipped = step_s()
     assert shipped < step_s(all_reduce_dtype="fp32") < step_s(all_reduce_dtype="fp32", compile=False)
     assert shipped < step_s(compile=False)
+
+
+def _preview_problems(stack: str, job: dict[str, object]) -> list[str]:
+    raw = raw_stack_config(stack)
+    raw[JOB] = {**raw.get(JOB, {}), **job}
+    with pytest.raises(ConfigError) as refused:
+        parse_stack_config(raw, stack)
+    return refused.value.problems
+
+
+@pytest.mark.parametrize("strategy", ["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"])
+def test_a_bf16_all_reduce_without_hsdp_is_refused_at_preview_as_the_trainer_refuses_it(strategy: str) -> None:
+    problems = _preview_problems("p5-2", {"shardingStrategy": strategy, "allReduceDtype": "bf16"})
+    assert any(f"job.allReduceDtype: 'bf16' is not allowed with shardingStrategy {strategy!r}" in p for p in problems)
