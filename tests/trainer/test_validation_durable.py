@@ -12,7 +12,7 @@ import pytest
 
 from local.s3 import LocalS3
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
-from tests.trainer.test_validation_runs import evaluations, exported_model_loss, held_out_set
+from tests.trainer.test_validation_runs import early_stop_flags, evaluations, exported_model_loss, held_out_set
 from trainer.checkpoint.export import PROVENANCE_FILE
 from trainer.checkpoint.s3_store import S3Checkpoints
 from trainer.s3.uri import S3Uri
@@ -32,17 +32,7 @@ def s3() -> Iterator[LocalS3]:
 def test_a_run_started_again_after_its_early_stop_puts_that_checkpoint_and_the_best_on_s3(
     s3: LocalS3, tmp_path: Path
 ) -> None:
-    args = with_flags(
-        [*TINY, "--val-split", "0.01", "--keep-best"],
-        steps="40",
-        lr="0.02",
-        lr_schedule="constant",
-        eval_every="1",
-        early_stop_patience="1",
-        checkpoint_dir=str(tmp_path / "ckpt"),
-        keep_checkpoints="1",
-        artifacts_uri=str(ARTIFACTS),
-    )
+    args = early_stop_flags([*TINY, "--val-split", "0.01", "--keep-best"], tmp_path, artifacts_uri=str(ARTIFACTS))
     first = run_trainer(args, tmp_path, env=s3.client_environment())
     assert first.returncode == 0 and "early stop" in first.output, first.output
     stop, best = first.metrics[-1]["step"], first.metrics[-1]["best_val_step"]

@@ -59,11 +59,11 @@ def evaluations(run: TrainerRun) -> dict[int, float]:
     return {record["step"]: record["val_loss"] for record in run.metrics if record["val_loss"] is not None}
 
 
-def test_two_ranks_stop_early_keep_the_best_checkpoint_and_export_it(tmp_path: Path) -> None:
-    """A learning rate high enough that the held-out loss turns up within a few steps; patience 1."""
-    export = tmp_path / "export"
-    args = with_flags(
-        [*TINY, *HELD_OUT, "--keep-best"],
+def early_stop_flags(base: list[str], tmp_path: Path, **flags: str) -> list[str]:
+    """A learning rate high enough that the held-out loss turns up within a few of the 40 steps, an evaluation every
+    step and patience 1, one checkpoint kept beside the best: a run that stops early."""
+    return with_flags(
+        base,
         steps="40",
         lr="0.02",
         lr_schedule="constant",
@@ -71,9 +71,14 @@ def test_two_ranks_stop_early_keep_the_best_checkpoint_and_export_it(tmp_path: P
         early_stop_patience="1",
         checkpoint_dir=str(tmp_path / "ckpt"),
         keep_checkpoints="1",
-        export_hf=str(export),
-        export_dtype="fp32",
+        **flags,
     )
+
+
+def test_two_ranks_stop_early_keep_the_best_checkpoint_and_export_it(tmp_path: Path) -> None:
+    """A learning rate high enough that the held-out loss turns up within a few steps; patience 1."""
+    export = tmp_path / "export"
+    args = early_stop_flags([*TINY, *HELD_OUT, "--keep-best"], tmp_path, export_hf=str(export), export_dtype="fp32")
     run = run_trainer(args, tmp_path, nproc=2)
     assert run.returncode == 0, run.output
 
