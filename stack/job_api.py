@@ -67,6 +67,14 @@ ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER_ANCESTOR = "trainer"
 
 
+# The condition each controller sets when the job has succeeded, the one `kubectl wait --for=condition=` waits for:
+# the Training Operator's JobSucceeded "Succeeded" (kubeflow/training-operator v1.9, pkg/apis/kubeflow.org/v1
+# common_types.go; the kubeflow-training SDK's JOB_CONDITION_SUCCEEDED), Trainer v2's TrainJobComplete "Complete"
+# (kubeflow/trainer v2.3.0, pkg/apis/trainer/v1alpha1/trainjob_types.go).
+SUCCEEDED_CONDITION = {PYTORCHJOB: "Succeeded", TRAINJOB: "Complete"}
+JOB_KIND = {PYTORCHJOB: PYTORCHJOB_KIND, TRAINJOB: TRAINJOB_KIND}
+
+
 def leader_labels(api: str) -> dict[str, str]:
     """The labels of the pod running global rank 0, the one serving the trainer's metrics: the PyTorchJob's Worker 0
     (the operator's leader role), or a TrainJob's node 0."""

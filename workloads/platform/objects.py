@@ -11,12 +11,14 @@ from typing import Any
 
 from stack.artifacts import CHECKPOINT_DIRECTORY, MODEL_DIRECTORY
 from stack.config import StackConfig
+from stack.job_api import JOB_KIND, SUCCEEDED_CONDITION
 from stack.names import (
     COMPONENT_LABEL,
     PART_OF,
     PLATFORM_NAMESPACE,
     TRAINER_COMPONENT,
     TRAINING_NAMESPACE,
+    job_name,
 )
 from workloads.job.api import Controller, job_api_for
 from workloads.platform.dashboards import dashboard_configmaps
@@ -111,12 +113,22 @@ def artifacts_commands(run_uri: str) -> dict[str, str]:
     }
 
 
+def wait_for_job(config: StackConfig) -> str:
+    """Returns once the job has succeeded: the model is in S3 only then (the trainer's export ends the run)."""
+    api = config.job.api
+    return (
+        f"kubectl -n {TRAINING_NAMESPACE} wait --for=condition={SUCCEEDED_CONDITION[api]} "
+        f"{JOB_KIND[api].lower()}/{job_name(config.stack)} --timeout=24h"
+    )
+
+
 def next_commands(config: StackConfig) -> dict[str, str]:
     """What to type after `pulumi up` (with the kubeconfig from `aws eks update-kubeconfig`)."""
     commands = {
         "kubeconfig": f"aws eks update-kubeconfig --region {config.region} --name {config.cluster_name}",
         "trainingPods": f"kubectl -n {TRAINING_NAMESPACE} get pods -l {COMPONENT_LABEL}={TRAINER_COMPONENT} -o wide",
         "leaderLog": f"kubectl -n {TRAINING_NAMESPACE} logs -f -l {leader_selector(config)} --tail=200",
+        "waitForJob": wait_for_job(config),
     }
     if config.monitoring.enabled and config.monitoring.grafana:
         commands["grafana"] = (

@@ -258,3 +258,10 @@ def test_next_commands_cover_grafana_its_password_the_pods_and_the_leaders_log()
     assert {"grafana", "grafanaPassword", "trainingPods", "leaderLog"} <= set(commands)
     assert "port-forward svc/grafana" in commands["grafana"]
     assert "logs -f" in commands["leaderLog"] and "job-role=master" in commands["leaderLog"]
+
+
+def test_the_wait_command_names_the_pytorchjob_the_stack_renders_and_its_success_condition() -> None:
+    config = load_stack_config("p5-2")
+    (job,) = [o for o in all_objects(config) if o["kind"] == "PyTorchJob"]
+    command = next_commands(config)["waitForJob"]
+    assert f" wait --for=condition=Succeeded pytorchjob/{job['metadata']['name']} " in command

@@ -66,6 +66,13 @@ def test_the_leader_log_command_selects_node_0() -> None:
     assert "-l fsdp-eks/component=trainer,batch.kubernetes.io/job-completion-index=0 " in command
 
 
+def test_the_wait_command_names_the_trainjob_the_stack_renders_and_its_complete_condition() -> None:
+    config = trainjob_config_of("p5-2")
+    (job,) = [o for o in all_objects(config) if o["kind"] == TRAINJOB_KIND]
+    command = next_commands(config)["waitForJob"]
+    assert f" wait --for=condition=Complete trainjob/{job['metadata']['name']} " in command
+
+
 def test_no_dashboard_query_selects_on_a_label_only_one_api_sets() -> None:
     """The dashboards read the trainer's and the DCGM exporter's metrics by name and the node label the PodMonitor
     adds (from the pod's node, whichever API made the pod), never the operator's or JobSet's pod labels."""
