@@ -31,6 +31,7 @@ from stack.names import CLUSTER_NAME_PREFIX
 from trainer.config import (
     ACTIVATION_CHECKPOINTING,
     ALL_REDUCE_DTYPES,
+    DATASET_FORMATS,
     LORA_TARGETS,
     MIXED_PRECISIONS,
     SHARDING_STRATEGIES,
@@ -440,6 +441,13 @@ class JobConfig:
         "HF dataset id, a path inside the pod, or an s3:// .jsonl, .json or .txt object or a prefix of them (staged "
         "once per run; read-only to the pods).",
         s3_uri_problem,
+    )
+    dataset_format: str = setting(
+        "datasetFormat",
+        "auto",
+        "The records' format (the trainer's --dataset-format): text, instruction, dialogsum or chat (docs/data.md); "
+        "auto picks it from the first record's fields.",
+        one_of(*DATASET_FORMATS),
     )
     sharding_strategy: str = setting(
         "shardingStrategy", "FULL_SHARD", "FSDP sharding strategy.", one_of(*SHARDING_STRATEGIES)

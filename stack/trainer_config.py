@@ -43,7 +43,7 @@ def stack_trainer_config(
         checkpoint = replace(checkpoint, timeout_minutes=float(checkpoint_timeout_minutes))
     return TrainConfig(
         model=ModelConfig(name=job.model),
-        data=DataConfig(dataset=job.dataset, seq_len=job.seq_len),
+        data=DataConfig(dataset=job.dataset, dataset_format=job.dataset_format, seq_len=job.seq_len),
         parallel=ParallelConfig(
             sharding_strategy=job.sharding_strategy,
             mixed_precision=job.mixed_precision,

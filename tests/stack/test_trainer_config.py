@@ -72,3 +72,25 @@ def test_job_lora_is_a_map_of_its_own_keys_checked_one_by_one() -> None:
     assert any(p.startswith("fsdp-eks:job.lora.targets: ['lm_head'] is not allowed") for p in problems)
     with pytest.raises(ConfigError, match=r"fsdp-eks:job.lora: 16 is not allowed; expected a map of settings"):
         parse(16)
+
+
+@pytest.mark.parametrize("data_format", ["instruction", "chat"])
+def test_job_dataset_format_is_the_pods_dataset_format_flag(data_format: str) -> None:
+    from stack.files import raw_stack_config
+    from stack.parse import parse_stack_config
+
+    raw = raw_stack_config("p5-2")
+    raw["fsdp-eks:job"] = {**raw["fsdp-eks:job"], "datasetFormat": data_format}
+    parsed = parse_args(trainer_args(job_spec(parse_stack_config(raw, "p5-2"))))
+    assert parsed.data.dataset_format == data_format
+
+
+def test_an_unknown_dataset_format_is_refused_with_the_trainers_choices() -> None:
+    from stack.fields import ConfigError
+    from stack.files import raw_stack_config
+    from stack.parse import parse_stack_config
+
+    raw = raw_stack_config("p5-2")
+    raw["fsdp-eks:job"] = {**raw["fsdp-eks:job"], "datasetFormat": "alpaca"}
+    with pytest.raises(ConfigError, match=r"job\.datasetFormat: 'alpaca' is not allowed.*instruction"):
+        parse_stack_config(raw, "p5-2")
