@@ -122,7 +122,8 @@ def _gpu_node_problems(config: StackConfig) -> list[str]:
     elif az is not None and not config.network.uses_existing_vpc and az not in config.availability_zones:
         problems.append(
             f"{where}.availabilityZone: {az!r} is not allowed; expected one of the network's AZs "
-            f"{', '.join(config.availability_zones)}"
+            f"{', '.join(config.availability_zones)}, or {az} added to {NAMESPACE}:network.availabilityZones"
+            + ("" if config.network.availability_zones else " (unset: the region's a and b)")
         )
     if gpu.efa and not gpu.instance.supports_efa:
         efa_types = ", ".join(name for name, t in CATALOG.items() if t.supports_efa)

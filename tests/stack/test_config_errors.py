@@ -16,7 +16,11 @@ INVALID = {
     "negative count": ({GPU: {"count": -1}}, "gpuNodes.count: -1"),
     "count not a number": ({GPU: {"count": "many"}}, "gpuNodes.count: 'many'"),
     "AZ of another region": ({GPU: {"availabilityZone": "eu-west-1a"}}, "gpuNodes.availabilityZone: 'eu-west-1a'"),
-    "AZ not in the network": ({GPU: {"availabilityZone": "us-east-1f"}}, "gpuNodes.availabilityZone: 'us-east-1f'"),
+    "AZ not in the network": (
+        {GPU: {"availabilityZone": "us-east-1f"}},
+        "gpuNodes.availabilityZone: 'us-east-1f' is not allowed; expected one of the network's AZs us-east-1a, "
+        "us-east-1b, or us-east-1f added to fsdp-eks:network.availabilityZones (unset: the region's a and b)",
+    ),
     "malformed reservation id": (
         {GPU: {"capacityReservationId": "cr-123", "availabilityZone": "us-east-1a"}},
         "gpuNodes.capacityReservationId: 'cr-123'",
