@@ -15,6 +15,7 @@ from infra.lustre import CheckpointStorage, CheckpointStorageArgs
 from infra.network import Network, NetworkArgs
 from stack.artifacts import run_uri
 from stack.fit import checkpoint_warning, sizing_summary
+from stack.job_warnings import job_warnings
 from stack.pulumi_config import read_stack_config
 from workloads.job.component import TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs
@@ -125,6 +126,8 @@ pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", config.cost_per_hour)
 pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from sizing.estimate
 if warning := checkpoint_warning(config):
+    pulumi.log.warn(warning)
+for warning in job_warnings(config.job) if config.job.enabled else []:
     pulumi.log.warn(warning)
 pulumi.export("artifactsUri", artifacts_uri)
 # Each S3 command its own Output: a first preview, before the bucket has its name, still shows the other commands.
