@@ -6,7 +6,6 @@ process group, the model or any checkpoint exists.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from trainer.env import DistEnv
 from trainer.errors import InputError
 from trainer.fabric import preflight_flag_problems
 from trainer.model.source import BYTE_TOKENIZER, ModelSource
+from trainer.packages import BOTO3, DATASETS, S3_CONNECTOR, TORCHAO, OptionalPackage, missing_problem
 from trainer.parallel.plan import make_plan
 from trainer.s3.inputs import DATA_SUFFIXES
 from trainer.s3.uri import S3Uri, checkpoint_bucket_problem, is_s3_uri
@@ -96,8 +96,8 @@ def _parallel(config: TrainConfig, env: DistEnv, device_type: str) -> list[str]:
         errors.append("--fp8: needs --compile (without it FP8 training is slower than bf16)")
     if parallel.fp8 and device_type != "cuda":
         errors.append(f"--fp8: needs a CUDA GPU with FP8 tensor cores; this run is on {device_type}")
-    elif parallel.fp8 and importlib.util.find_spec("torchao") is None:
-        errors.append("--fp8: needs the torchao package, which is not installed")
+    elif parallel.fp8 and (problem := missing_problem("--fp8", TORCHAO)):
+        errors.append(problem)
     return errors
 
 
@@ -120,6 +120,8 @@ def _model_and_data(config: TrainConfig, source: ModelSource) -> list[str]:
     dataset = config.data.dataset
     if dataset != "synthetic" and is_local_dataset(dataset) and not Path(dataset).expanduser().is_file():
         errors.append(f"--dataset {dataset}: no such file")
+    if dataset != "synthetic" and not is_local_dataset(dataset) and not is_s3_uri(dataset):
+        errors += filter(None, [missing_problem(f"--dataset {dataset}", DATASETS)])
     if dataset == "synthetic" and config.data.dataset_format not in ("auto", "text"):
         errors.append(f"--dataset-format {config.data.dataset_format}: the synthetic dataset is plain text")
     return errors
@@ -158,12 +160,25 @@ def uri_problem(flag: str, value: str) -> str | None:
     return None
 
 
+def _by_flag(need: tuple[str, OptionalPackage]) -> tuple[str, str]:
+    return need[0], need[1].module
+
+
+def _s3_packages(uris: dict[str, str]) -> list[str]:
+    """Every s3:// flag needs boto3; the checkpoints' tier (--artifacts-uri, --resume-from) the S3 connector too."""
+    needed = {(flag, BOTO3) for flag in uris}
+    needed |= {(flag, S3_CONNECTOR) for flag in uris if flag in ("--artifacts-uri", "--resume-from")}
+    found = (missing_problem(f"{flag} {uris[flag]}", package) for flag, package in sorted(needed, key=_by_flag))
+    return [problem for problem in found if problem]
+
+
 def _s3(config: TrainConfig) -> list[str]:
     artifacts, errors = config.artifacts, []
     uris = {"--artifacts-uri": artifacts.uri, "--resume-from": artifacts.resume_from}
     uris |= {flag: value for flag, value in (("--dataset", config.data.dataset), ("--model", config.model.name))
              if is_s3_uri(value)}  # fmt: skip
     errors += [problem for flag, value in uris.items() if value and (problem := uri_problem(flag, value))]
+    errors += _s3_packages({flag: value for flag, value in uris.items() if value})
     for flag in ("--artifacts-uri", "--resume-from"):
         value = uris[flag]
         if value and not uri_problem(flag, value) and (problem := checkpoint_bucket_problem(S3Uri.parse(value).bucket)):

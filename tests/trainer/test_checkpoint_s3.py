@@ -14,7 +14,7 @@ import torch.distributed.checkpoint as dcp
 from local.s3 import LocalS3
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, complete_checkpoints
-from trainer.checkpoint.load import CountingS3Reader
+from trainer.checkpoint.s3_reader import CountingS3Reader
 from trainer.checkpoint.s3_store import S3Checkpoints, resume_source
 from trainer.launch.exits import EXIT_BAD_INPUT
 from trainer.s3.dcp import S3Writer

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.harness.floor import MISSING_PACKAGES
 from trainer.checkpoint.layout import checkpoint_name, model_fingerprint, write_meta
 from trainer.config import parse_args
 from trainer.env import DistEnv
@@ -174,4 +176,31 @@ def test_a_sequence_longer_than_the_models_sliding_window_is_refused(tmp_path: P
     assert errors_for([*argv, "--seq-len", "64"]) == []
     assert errors_for([*argv, "--seq-len", "65"]) == [
         f"--seq-len 65: exceeds the model's sliding_window 64 ({tmp_path}); the trainer's attention is full causal"
+    ]
+
+
+def test_a_missing_optional_package_is_named_only_for_the_flags_that_need_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on the lent GPU machine (tests/harness/floor.py): no S3 connector, boto3, torchao or datasets there."""
+    for name in MISSING_PACKAGES:
+        monkeypatch.setitem(sys.modules, name, None)  # the import system's "not found"
+    assert errors_for(["--checkpoint-dir", str(tmp_path), "--checkpoint-every", "2"]) == []
+    checkpoints = ["--checkpoint-dir", str(tmp_path), "--artifacts-uri", "s3://fsdp-eks-artifacts/r"]
+    assert errors_for(checkpoints) == [
+        "--artifacts-uri s3://fsdp-eks-artifacts/r: needs the boto3 package (reading and writing s3:// objects), "
+        "which is not installed",
+        "--artifacts-uri s3://fsdp-eks-artifacts/r: needs the s3torchconnector package (the checkpoints' S3 tier: "
+        "the Amazon S3 Connector for PyTorch), which is not installed",
+    ]
+    staged = ["--dataset", "s3://fsdp-eks-data/sets/", "--data-cache-dir", str(tmp_path)]
+    assert errors_for(staged) == [
+        "--dataset s3://fsdp-eks-data/sets/: needs the boto3 package (reading and writing s3:// objects), which is "
+        "not installed"
+    ]
+    assert errors_for(["--dataset", "tatsu-lab/alpaca"]) == [
+        "--dataset tatsu-lab/alpaca: needs the datasets package (Hugging Face hub data sets), which is not installed"
+    ]
+    assert errors_for(["--fp8", "--compile"], device="cuda") == [
+        "--fp8: needs the torchao package (FP8 training linears), which is not installed"
     ]

@@ -31,7 +31,6 @@ from trainer.checkpoint.s3_store import S3Checkpoint, S3Checkpoints, checkpoint_
 from trainer.checkpoint.space import format_bytes
 from trainer.checkpoint.stats import CheckpointStats
 from trainer.config import ArtifactsConfig
-from trainer.s3.dcp import S3Writer
 from trainer.s3.uri import S3Uri
 
 log = logging.getLogger(__name__)
@@ -144,6 +143,8 @@ class DurableTier:
             except Exception as error:  # still join the collective save below: the other ranks are in it
                 cleared = error
         try:
+            from trainer.s3.dcp import S3Writer  # the S3 connector: only where a run writes checkpoints to S3
+
             dcp.save(state, storage_writer=S3Writer(upload.uri, self.threads), process_group=self.io)
             if self.is_leader:
                 if cleared is not None:

@@ -22,8 +22,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.tensor import DTensor
 
+from trainer.checkpoint.counting import Counting, CountingReader
 from trainer.parallel.distributed import broadcast_shards
-from trainer.s3.dcp import S3Reader
 from trainer.s3.uri import S3Uri
 
 
@@ -37,31 +37,16 @@ class Replicas:
     """The first replica's ranks (a long-timeout gloo group), which read; None on the other ranks."""
 
 
-class Counting(dcp.FileSystemReader):
-    """Counts the bytes a DCP file-system reader reads (a mixin before FileSystemReader or a subclass of it)."""
-
-    bytes_read = 0
-
-    def read_data(self, plan: Any, planner: Any) -> Any:
-        # storage_data: what read_metadata (FileSystemReader) found in .metadata, the stored extent of every item.
-        self.bytes_read += sum(self.storage_data[item.storage_index].length for item in plan.items)
-        return super().read_data(plan, planner)
-
-
-class CountingReader(Counting):
-    """DCP's reader of a checkpoint directory, counting."""
-
-
-class CountingS3Reader(Counting, S3Reader):
-    """The S3 connector's DCP reader of a checkpoint prefix, counting."""
-
-
 Source = Path | S3Uri
 """Where a checkpoint is: a directory (--checkpoint-dir) or an S3 prefix (the durable tier, --resume-from)."""
 
 
 def reader(source: Source) -> Counting:
-    return CountingS3Reader(source) if isinstance(source, S3Uri) else CountingReader(str(source))
+    if isinstance(source, S3Uri):
+        from trainer.checkpoint.s3_reader import CountingS3Reader  # the S3 connector: only for a load from S3
+
+        return CountingS3Reader(source)
+    return CountingReader(str(source))
 
 
 def split(tree: dict[str, Any], wanted: Any) -> tuple[dict[str, Any], dict[str, Any]]:
