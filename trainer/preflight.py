@@ -55,6 +55,7 @@ from trainer.fabric import (
 from trainer.faults import preflight_delay_s
 from trainer.launch.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE
 from trainer.metrics import append_record, preflight_failure_record, set_start_figures
+from trainer.parallel.collectives import all_gather_single, reduce_scatter_single
 from trainer.parallel.distributed import pick_device
 
 log = logging.getLogger(__name__)
@@ -157,8 +158,8 @@ def time_intra(config: TrainConfig, topo: Topology, device: torch.device, total:
     full = torch.empty(share * topo.per_node, device=device)
     iterations = config.preflight.iterations
     return {
-        INTRA_ALL_GATHER: timed(lambda: dist.all_gather_single(full, shard, group=group), iterations, device),
-        INTRA_REDUCE_SCATTER: timed(lambda: dist.reduce_scatter_single(shard, full, group=group), iterations, device),
+        INTRA_ALL_GATHER: timed(lambda: all_gather_single(full, shard, group), iterations, device),
+        INTRA_REDUCE_SCATTER: timed(lambda: reduce_scatter_single(shard, full, group), iterations, device),
     }
 
 

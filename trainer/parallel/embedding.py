@@ -23,6 +23,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
 
+from trainer.parallel.collectives import all_gather_single, reduce_scatter_single
 from trainer.parallel.reduce_scatter import PairwiseReduceScatter
 
 
@@ -31,13 +32,13 @@ def reduce_scatter_sum(output: torch.Tensor, input: torch.Tensor, group: dist.Pr
     if input.device.type == "cpu":
         PairwiseReduceScatter()(output, input, group, dist.ReduceOp.SUM)
     else:
-        dist.reduce_scatter_tensor(output, input, group=group)
+        reduce_scatter_single(output, input, group)
 
 
 def all_gather(tensor: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
     """Every rank's `tensor` (same shape on all), stacked in rank order along a new first dimension."""
     gathered = tensor.new_empty(group.size() * tensor.numel())
-    dist.all_gather_single(gathered, tensor.contiguous().view(-1), group=group)
+    all_gather_single(gathered, tensor.contiguous().view(-1), group)
     return gathered.view(group.size(), *tensor.shape)
 
 
