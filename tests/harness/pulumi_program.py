@@ -4,24 +4,27 @@
     run = run_program("p5-16", {"fsdp-eks:gpuNodes": {"count": -1}})   # with keys replaced
     run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
 
-A fresh process per run keeps the Pulumi runtime's global state from leaking between stacks.
+A fresh process per run keeps the Pulumi runtime's global state from leaking between stacks: each run is a child
+forked from a warm server that has loaded the Pulumi SDKs but never run a program (tests/harness/fork_server.py).
+A run is made once per test session for each stack, config, secret keys and kind of preview; each call gets a copy
+of its own, so a test that changes what it got changes no other test's.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
 from stack.paths import PROJECT_ROOT
+from tests.harness.fork_server import ForkServer
 
 
 @dataclass(frozen=True)
@@ -135,31 +138,29 @@ def run_program(
         else:
             raw[key] = kept_token_secret(raw.get(key), value) if key == JOB_KEY else value
     raw |= secrets or {}
-    return _run(stack, engine_config(raw), json.dumps(sorted(secrets or {})), preview)
+    return copy.deepcopy(_run(stack, engine_config(raw), json.dumps(sorted(secrets or {})), preview))
 
 
-@lru_cache(maxsize=32)
+@cache
 def _run(stack: str, config_json: str, secret_keys_json: str, preview: str) -> ProgramRun:
+    """The run, once per test session for each stack, config, secret keys and preview (`_run.__wrapped__` runs it
+    again, with this process's environment as it is now)."""
     env = {"PULUMI_CONFIG": config_json, "PULUMI_CONFIG_SECRET_KEYS": secret_keys_json}
     return run_in_process("tests.harness.mock_runner", stack, env, preview)
+
+
+RUN_TIMEOUT_S = 300
+SERVER = ForkServer()
 
 
 def run_in_process(runner: str, stack: str, env: dict[str, str], preview: str) -> ProgramRun:
     """`python -m <runner> STACK OUT.json PREVIEW` (the mock runner, or a module that plays it with a changed
     cloud) in a fresh process with `env` added to this one's, and its record read back."""
-    env = {**os.environ, **env}
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "run.json"
-        completed = subprocess.run(
-            [sys.executable, "-m", runner, stack, str(out), preview],
-            cwd=PROJECT_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        out, log = Path(tmp) / "run.json", Path(tmp) / "run.log"
+        SERVER.run(runner, [stack, str(out), preview], {**os.environ, **env}, PROJECT_ROOT, log, RUN_TIMEOUT_S)
         if not out.exists():
-            raise RuntimeError(f"mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
+            raise RuntimeError(f"mock run of {stack} crashed:\n{log.read_text()}")
         data = json.loads(out.read_text())
     return ProgramRun(
         stack,

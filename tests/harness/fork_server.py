@@ -1,0 +1,175 @@
+"""A warm process that runs `python -m RUNNER ARGS...` for the tests, each run in a child of its own.
+
+A run of the Pulumi program in a new interpreter spends most of its CPU time importing the Pulumi SDKs and building
+their typed classes (pulumi_aws, pulumi_kubernetes) before the program starts: about two of its three CPU-seconds.
+This server pays that once. Per run it forks a child; the child takes the run's environment, working directory and
+argv, runs the runner module as `python -m` does (runpy, as __main__), and exits. Each child starts from the
+server's memory, where no program has ever run, so the Pulumi runtime's global state still never passes from one
+run to the next, and each child imports the project's own modules afresh. After each run the server imports the
+third-party modules the child used, in the child's order (a package can bind a submodule's name to a class of the
+same name, which an import in another order would undo), so later children find them loaded.
+
+Protocol, one JSON object per line: the client writes {"runner", "argv", "env", "cwd", "log"}; the server forks,
+waits for the child and answers {"status": the child's exit status}. The child's stdout and stderr go to "log".
+The server ends at the end of its input, or when its client ends it.
+
+Usage: python -m tests.harness.fork_server   (started by ForkServer, not by hand)
+
+Only the standard library is imported here: the project's modules stay out of the server's memory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+
+def project_modules(root: Path) -> frozenset[str]:
+    """The top-level modules of the project at `root`, which every child imports afresh."""
+    return frozenset({p.name for p in root.iterdir() if (p / "__init__.py").is_file()} | {"__main__", "__mp_main__"})
+
+
+def _modules_file(log: str) -> str:
+    return log + ".modules.json"
+
+
+def _child(request: dict[str, Any]) -> NoReturn:
+    """Run the request's runner as `python -m` would, in this forked process, and exit with its status."""
+    status = 1
+    try:
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)  # the server's requests are not the child's to read
+        os.close(null)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        sys.argv = [request["runner"], *request["argv"]]
+        runpy.run_module(request["runner"], run_name="__main__", alter_sys=True)
+        status = 0
+    except SystemExit as done:
+        status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            own = project_modules(Path(request["cwd"]))
+            used = [m for m in list(sys.modules) if m.split(".", 1)[0] not in own]
+            Path(_modules_file(request["log"])).write_text(json.dumps(used))
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+
+
+def _preload(modules_file: Path) -> None:
+    """Import what a child used that this process has not: later children start with it loaded."""
+    if not modules_file.exists():
+        return
+    for module in json.loads(modules_file.read_text()):
+        if module not in sys.modules:
+            # A module a child could import but this process cannot is left to each child, as before.
+            with contextlib.suppress(Exception):
+                importlib.import_module(module)
+
+
+def serve(requests: TextIO, answers: TextIO) -> None:
+    for line in requests:
+        request = json.loads(line)
+        answers.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(request)
+        _, wait_status = os.waitpid(pid, 0)
+        answers.write(json.dumps({"status": os.waitstatus_to_exitcode(wait_status)}) + "\n")
+        answers.flush()
+        _preload(Path(_modules_file(request["log"])))
+
+
+class ForkServer:
+    """The client: starts the server on first use, one run at a time, and stops it when this process exits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[str] | None = None
+        self._errors: Any = None
+        self.runs = 0  # how many runs it has made: the suite's conftest.py tells which tests start one
+
+    def run(self, runner: str, argv: list[str], env: dict[str, str], cwd: Path, log: Path, timeout: float) -> int:
+        """`python -m runner *argv` in `cwd` (the project's root) with exactly `env`; its stdout and stderr in `log`;
+        its exit status."""
+        request = {"runner": runner, "argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}
+        with self._lock:
+            self.runs += 1
+            process = self._started(cwd)
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(json.dumps(request) + "\n")
+            process.stdin.flush()
+            ready, _, _ = select.select([process.stdout], [], [], timeout)
+            answer = process.stdout.readline() if ready else ""
+            if not answer:
+                self._stop(process)
+                if not ready:
+                    raise subprocess.TimeoutExpired([runner, *argv], timeout)
+                raise RuntimeError(f"the program server stopped:\n{self._error_text()}")
+            return json.loads(answer)["status"]
+
+    def close(self) -> None:
+        """Stop the server now (it also stops when this process exits); a later run starts another."""
+        with self._lock:
+            if self._process is not None:
+                self._close(self._process)
+
+    def _started(self, cwd: Path) -> subprocess.Popen[str]:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        self._errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - read when the server stops, closed with it
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            cwd=cwd,  # as `python -m` there: the project's root comes first on sys.path
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errors,
+            text=True,
+            start_new_session=True,  # its own process group: a run past its time is stopped with its child
+        )
+        atexit.register(self._close, self._process)
+        return self._process
+
+    def _error_text(self) -> str:
+        if self._errors is None:
+            return ""
+        self._errors.seek(0)
+        return self._errors.read()[-5000:]
+
+    @staticmethod
+    def _stop(process: subprocess.Popen[str]) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+    @staticmethod
+    def _close(process: subprocess.Popen[str]) -> None:
+        """Between runs the server holds nothing to keep: it is ended at once, whatever modules it is loading."""
+        if process.poll() is None:
+            process.terminate()
+        process.wait()
+
+
+if __name__ == "__main__":
+    serve(sys.stdin, sys.stdout)

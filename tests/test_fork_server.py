@@ -1,0 +1,99 @@
+"""The fork server that runs the Pulumi program for the tests (tests/harness/fork_server.py): each run sees exactly
+its own argv, directory and environment, as `python -m` would give it, imports the project's modules afresh, finds
+the third-party modules of earlier runs loaded, and gives back its exit status and output; a run past its time is
+stopped. A program run through it records what a new interpreter records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stack.files import raw_stack_config
+from stack.paths import PROJECT_ROOT
+from tests.harness.fork_server import ForkServer
+from tests.harness.pulumi_program import engine_config
+
+PROBE = "tests.harness.probe_runner"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    started = ForkServer()
+    yield started
+    started.close()
+
+
+def probe(server: ForkServer, tmp_path: Path, env: dict[str, str], *args: str, timeout: float = 60) -> dict[str, Any]:
+    out = tmp_path / "seen.json"
+    status = server.run(PROBE, [str(out), *args], env, PROJECT_ROOT, tmp_path / "log", timeout)
+    return {"status": status, "log": (tmp_path / "log").read_text(), **json.loads(out.read_text())}
+
+
+def test_a_run_sees_its_own_argv_directory_and_environment_as_python_m_gives_them(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    seen = probe(server, tmp_path, {"PATH": os.environ["PATH"], "PROBE_VALUE": "one"})
+    assert seen["argv"] == [str(PROJECT_ROOT / "tests/harness/probe_runner.py"), str(tmp_path / "seen.json")]
+    assert (seen["cwd"], seen["name"], seen["status"]) == (str(PROJECT_ROOT), "__main__", 0)
+    assert seen["env"] == {"PATH": os.environ["PATH"], "PROBE_VALUE": "one"}  # nothing of the server's own
+
+
+def test_each_run_imports_the_projects_modules_afresh_and_finds_third_party_ones_loaded(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    first = probe(server, tmp_path, dict(os.environ))
+    second = probe(server, tmp_path, dict(os.environ))
+    assert first["imported"] == ["yaml", "stack.paths"]
+    assert "stack.paths" not in second["loaded_at_start"]  # the first run's import stayed in the first run
+    assert "yaml" in second["loaded_at_start"]
+
+
+def test_a_run_gives_back_its_exit_status_and_its_output(server: ForkServer, tmp_path: Path) -> None:
+    assert probe(server, tmp_path, dict(os.environ), "3")["status"] == 3
+    out = tmp_path / "never.json"
+    status = server.run(PROBE, [], dict(os.environ), PROJECT_ROOT, tmp_path / "log", 60)  # OUT missing: a crash
+    assert status == 1
+    assert "ValueError" in (tmp_path / "log").read_text()
+    assert not out.exists()
+
+
+def test_a_run_past_its_time_is_stopped_and_the_next_run_gets_a_new_server(server: ForkServer, tmp_path: Path) -> None:
+    with pytest.raises(subprocess.TimeoutExpired):
+        probe(server, tmp_path, dict(os.environ), "0", "60", timeout=1)
+    assert probe(server, tmp_path, dict(os.environ))["status"] == 0
+
+
+def canonical(record: dict[str, Any]) -> dict[str, Any]:
+    """A program run's record without what a new interpreter changes at random: the SDK collects a resource's
+    dependencies in sets, so their order follows the interpreter's string hashing, and so does the order in which
+    some registrations arrive."""
+    resources = [
+        {
+            **r,
+            "dependencies": sorted(r["dependencies"]),
+            "propertyDependencies": {k: sorted(v) for k, v in r["propertyDependencies"].items()},
+        }
+        for r in record["resources"]
+    ]
+    return {**record, "resources": sorted(resources, key=lambda r: r["urn"])}
+
+
+@pytest.mark.program
+def test_a_program_run_through_the_server_records_what_a_new_interpreter_records(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PULUMI_CONFIG": engine_config(raw_stack_config("p5-16")), "PULUMI_CONFIG_SECRET_KEYS": "[]"}
+    fresh, served = tmp_path / "fresh.json", tmp_path / "served.json"
+    runner = "tests.harness.mock_runner"
+    subprocess.run([sys.executable, "-m", runner, "p5-16", str(fresh), "update"], cwd=PROJECT_ROOT, env=env, check=True)
+    assert server.run(runner, ["p5-16", str(served), "update"], env, PROJECT_ROOT, tmp_path / "log", 300) == 0
+    record = json.loads(served.read_text())
+    assert record["error"] is None and len(record["resources"]) > 50
+    assert canonical(record) == canonical(json.loads(fresh.read_text()))
