@@ -14,6 +14,7 @@ from infra.iam_scope import IamScope, scope_iam_resources
 from infra.lustre import CheckpointStorage, CheckpointStorageArgs
 from infra.network import Network, NetworkArgs
 from stack.artifacts import run_uri
+from stack.endpoint_access import paths, route_of, unreachable_problem
 from stack.fit import checkpoint_warning, sizing_summary
 from stack.job_warnings import job_warnings
 from stack.pulumi_config import read_stack_config
@@ -53,6 +54,8 @@ else:
             network.private_subnet_ids,
             network.public_subnet_ids,
             with_fsx=bool(config.storage.fsx),  # never None here: parse_stack_config sets the cluster's default
+            unreachable=unreachable_problem(config, route_of(config)),
+            reachable=bool(paths(config)),
         ),
     )
     gpu_nodes = GpuNodeGroup(

@@ -16,13 +16,14 @@ from infra.addons import AddonTarget, cluster_addons, eks_addon
 from infra.iam import NODE_POLICIES, PolicyRole, cluster_arn, key_policy, node_trust_policy, role_with_policies
 from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_volume
 from stack.cluster_checks import (
-    OWN_CIDR_FIX,
     SYSTEM_NODE_GROUP_NAME,
     admin_access_entries,
-    creator_warnings,
+    creator_problems,
     node_group_name_prefix,
 )
 from stack.config import ClusterConfig
+from stack.endpoint_access import API_PORT, OWN_CIDR_FIX
+from stack.fields import ConfigError
 from stack.names import STACK_TAG_KEY
 from stack.node_contract import SYSTEM_NODE_GROUP_LABEL
 from stack.versions import SYSTEM_AMI_TYPE
@@ -57,6 +58,10 @@ class ClusterArgs:
     private_subnet_ids: pulumi.Input[list[str]]
     public_subnet_ids: pulumi.Input[list[str]]
     with_fsx: bool  # whether to install the FSx CSI driver (the stack has a file system)
+    # Why the route that deploys the stack cannot reach a new cluster's API endpoint (stack/endpoint_access.py
+    # unreachable_problem), or None: refused by the run that would create the cluster.
+    unreachable: str | None = None
+    reachable: bool = True  # whether any path reaches the endpoint from outside the VPC (else the private warning)
 
 
 class Cluster(pulumi.ComponentResource):
@@ -79,14 +84,17 @@ class Cluster(pulumi.ComponentResource):
         caller = aws.get_caller_identity_output(opts=invoke)
         secrets_key = self._secrets_key(name, args, partition, caller.account_id)
         self.eks_cluster = self._eks_cluster(name, args, partition, secrets_key, self._control_plane_logs(name, args))
-        self._warn_about_access(args, caller.arn)
+        verdict = self._refuse_what_fails_the_first_up(args, caller.arn)
         # Not a secret: pulumi-eks's kubeconfig holds the endpoint, the CA and an `aws eks get-token` exec, no
         # credential (generateKubeconfig, nodejs/eks/cluster/cluster.ts); tests/test_state_secrets.py checks it.
-        self.kubeconfig = self.eks_cluster.kubeconfig_json
+        # Read through the verdict: the Kubernetes provider, and everything created through it, waits for it, so a
+        # refusal fails the preview.
+        self.kubeconfig = pulumi.Output.all(verdict, self.eks_cluster.kubeconfig_json).apply(lambda v: v[1])
         # The group EKS creates with the control plane: it admits all traffic between its members and from the
         # control plane, and is what a node must be in to join (EKS user guide, "View Amazon EKS security group
         # requirements for clusters").
         self.cluster_security_group_id = self.eks_cluster.eks_cluster.vpc_config.cluster_security_group_id
+        self._private_access(name, args)
         self._addons_and_system_nodes(name, args, partition, caller.account_id)
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -183,20 +191,44 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=log_groups),
         )
 
-    def _warn_about_access(self, args: ClusterArgs, caller_arn: pulumi.Output[str]) -> None:
-        """What the preview says about reaching the cluster: who created it, and a private endpoint."""
+    def _refuse_what_fails_the_first_up(self, args: ClusterArgs, caller_arn: pulumi.Output[str]) -> pulumi.Output[None]:
+        """The run that creates the cluster (its preview above all) fails, before any resource exists, on what would
+        otherwise fail that `pulumi up` after the VPC, the control plane and the GPU nodes: an endpoint the deploying
+        route cannot reach (stack/endpoint_access.py), and an access entry EKS refuses (stack/cluster_checks.py
+        creator_problems). Once the cluster exists, neither changes what the stack registers."""
         cfg = args.config
-        # Who runs `pulumi` decides nothing the stack registers; it matters only to the run that creates the
-        # cluster, whose principal EKS makes the creator's access entry for: that preview says so.
-        pulumi.Output.all(created_by_this_run(self.eks_cluster.eks_cluster.arn), caller_arn).apply(
-            lambda v: self._warn_about_the_creator(cfg, args.cluster_name, v[1]) if v[0] else None
-        )
-        if not cfg.endpoint_public_access:
+        if not args.reachable:
             pulumi.log.warn(
                 f"the API endpoint of {args.cluster_name} is private: pulumi up, pulumi destroy and kubectl must run "
                 "inside the VPC or a network routed to it (docs/aws.md, 'API endpoint access'). To reach it from this "
                 f"machine only: {OWN_CIDR_FIX}",
                 resource=self,
+            )
+
+        def judge(created: bool, caller: str) -> None:
+            problems = [args.unreachable] if args.unreachable else []
+            problems += creator_problems(cfg, args.cluster_name, caller)
+            if created and problems:
+                raise ConfigError(problems)
+
+        return pulumi.Output.all(created_by_this_run(self.eks_cluster.eks_cluster.arn), caller_arn).apply(
+            lambda v: judge(v[0], v[1])
+        )
+
+    def _private_access(self, name: str, args: ClusterArgs) -> None:
+        """cluster.privateAccessCidrs reach the private endpoint on its port: the cluster security group guards the
+        control plane's interfaces in the VPC and admits only its own members otherwise (EKS user guide, "Cluster API
+        server endpoint": the group must allow 443 from a connected network)."""
+        for index, cidr in enumerate(args.config.private_access_cidrs):
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-api-from-{index}",
+                security_group_id=self.cluster_security_group_id,
+                cidr_ipv4=cidr,
+                ip_protocol="tcp",
+                from_port=API_PORT,
+                to_port=API_PORT,
+                description="Kubernetes API from a network routed to the VPC (cluster.privateAccessCidrs)",
+                opts=pulumi.ResourceOptions(parent=self),
             )
 
     def _addons_and_system_nodes(
@@ -235,10 +267,6 @@ class Cluster(pulumi.ComponentResource):
                 resource=self,
             )
         return kept
-
-    def _warn_about_the_creator(self, cfg: ClusterConfig, cluster_name: str, caller_arn: str) -> None:
-        for warning in creator_warnings(cfg, cluster_name, caller_arn):
-            pulumi.log.warn(warning, resource=self)
 
     def _system_nodes(self, name: str, args: ClusterArgs) -> eks.ManagedNodeGroup:
         cfg = args.config

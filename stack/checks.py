@@ -186,12 +186,6 @@ def _cluster_problems(config: StackConfig) -> list[str]:
             problems.append(
                 f"{where}.controlPlaneLogs: {log!r} is not allowed; expected any of {', '.join(ALL_CONTROL_PLANE_LOGS)}"
             )
-    for cidr in config.cluster.public_access_cidrs:
-        try:
-            ipaddress.IPv4Network(cidr)
-        except ValueError:
-            problems.append(f"{where}.publicAccessCidrs: {cidr!r} is not allowed; expected IPv4 CIDRs")
-    problems += _endpoint_problems(config)
     name = config.cluster_name
     if not re.fullmatch(r"[0-9A-Za-z][A-Za-z0-9\-_]{0,99}", name):
         problems.append(
@@ -199,25 +193,6 @@ def _cluster_problems(config: StackConfig) -> list[str]:
             "starting with a letter or digit (EKS naming rule)"
         )
     return problems
-
-
-def _endpoint_problems(config: StackConfig) -> list[str]:
-    """Who may reach the API endpoint is a choice the stack file states: no default opens it to the internet."""
-    cluster, where = config.cluster, f"{NAMESPACE}:cluster"
-    if cluster.existing:
-        return []
-    if cluster.endpoint_public_access and not cluster.public_access_cidrs:
-        return [
-            f"{where}.publicAccessCidrs: [] is not allowed with endpointPublicAccess true; expected the CIDRs that "
-            "may reach the API (your network's, or 0.0.0.0/0 for the whole internet), or endpointPublicAccess false "
-            "(then pulumi up must run from inside the VPC)"
-        ]
-    if not cluster.endpoint_public_access and cluster.public_access_cidrs:
-        return [
-            f"{where}.publicAccessCidrs: {cluster.public_access_cidrs!r} is not allowed with endpointPublicAccess "
-            "false; expected none (a private endpoint takes no public CIDRs)"
-        ]
-    return []
 
 
 def _existing_cluster_problems(config: StackConfig) -> list[str]:

@@ -8,10 +8,10 @@ Kept apart from stack/checks.py (the checks across every section) because infra/
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from stack.config import ClusterConfig, StackConfig
+from stack.endpoint_access import endpoint_problems
 from stack.fields import NAMESPACE
 from stack.hub_token_secret import secret_prefix_problems
 from stack.names import ARTIFACTS_BUCKET_PREFIX, CLUSTER_NAME_PREFIX
@@ -28,12 +28,6 @@ NODE_GROUP_NAME_PREFIX_MAX_LENGTH = NODE_GROUP_NAME_MAX_LENGTH - UNIQUE_SUFFIX_L
 SYSTEM_NODE_GROUP_NAME = "system"
 GPU_NODE_GROUP_NAME = "gpu"
 NODE_GROUP_NAMES = (SYSTEM_NODE_GROUP_NAME, GPU_NODE_GROUP_NAME)
-# The one line that lets the machine running `pulumi` reach a public endpoint: its own address as a /32
-# (checkip.amazonaws.com answers with the caller's public IPv4 address).
-OWN_CIDR_FIX = (
-    "pulumi config set --path fsdp-eks:cluster.endpointPublicAccess true && "
-    "pulumi config set --path 'fsdp-eks:cluster.publicAccessCidrs[0]' \"$(curl -s https://checkip.amazonaws.com)/32\""
-)
 
 
 def node_group_name_prefix(cluster_name: str, group: str) -> str:
@@ -140,10 +134,12 @@ def role_arn(role: tuple[str, str], partition: str) -> str:
     return f"arn:{partition}:iam::{role[0]}:role/{role[1]}"
 
 
-def creator_warnings(cluster: ClusterConfig, cluster_name: str, caller_arn: str) -> list[str]:
+def creator_problems(cluster: ClusterConfig, cluster_name: str, caller_arn: str) -> list[str]:
     """What goes wrong when the run that creates the cluster runs as `caller_arn`: EKS gives the creator's entry to
     the caller, whatever cluster.creatorRoleArn says. Only for a run that creates (or replaces) the cluster: once it
-    exists, the caller changes nothing. Warnings, never a different plan.
+    exists, the caller changes nothing. The run is refused (infra/cluster.py): the caller listed in adminRoleArns
+    would fail CreateAccessEntry with ResourceInUseException after the control plane exists, and a creator other than
+    the one named would leave that role without the access the stack file promises it. Never a different plan.
 
     Nothing on a stack CI deploys (it sets cluster.rolePermissionsBoundary): there the cluster is created by the
     deploy job's `pulumi up --plan`, as the deploy role, while the preview that shows this ran as the preview role
@@ -176,26 +172,6 @@ def creator_warnings(cluster: ClusterConfig, cluster_name: str, caller_arn: str)
     return []
 
 
-def public_endpoint_problems(config: StackConfig) -> list[str]:
-    """A public endpoint is open to the networks the stack file names, never to the whole internet: a CIDR of prefix
-    length 0 is refused with the line that names the caller's own address instead."""
-    cluster = config.cluster
-    if cluster.existing or not cluster.endpoint_public_access:
-        return []
-    problems = []
-    for cidr in cluster.public_access_cidrs:
-        try:
-            world = ipaddress.IPv4Network(cidr).prefixlen == 0
-        except ValueError:
-            continue  # stack/checks.py reports a malformed CIDR
-        if world:
-            problems.append(
-                f"{NAMESPACE}:cluster.publicAccessCidrs: {cidr!r} is not allowed; expected your own networks' CIDRs "
-                f"(the API endpoint would be open to the whole internet). To allow only this machine: {OWN_CIDR_FIX}"
-            )
-    return problems
-
-
 def prometheus_volume_problems(config: StackConfig) -> list[str]:
     """On its own cluster the stack creates Prometheus' EBS volume in the GPU nodes' AZ (workloads/platform/
     monitoring.py), and an EBS volume attaches only to an instance in its AZ: a system node must run there. The
@@ -223,6 +199,6 @@ def cluster_problems(config: StackConfig) -> list[str]:
         + deploy_role_cluster_name_problems(config)
         + deploy_role_secret_problems(config)
         + deploy_role_bucket_problems(config)
-        + public_endpoint_problems(config)
+        + endpoint_problems(config)
         + prometheus_volume_problems(config)
     )

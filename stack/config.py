@@ -167,13 +167,21 @@ class ClusterConfig:
         "endpointPublicAccess",
         False,
         "Whether the API endpoint is reachable from outside the VPC, from publicAccessCidrs (private access is always "
-        "on). Without it, run pulumi up and kubectl from inside the VPC or a network routed to it.",
+        "on). Preview refuses a new cluster that the machine deploying it cannot reach (docs/aws.md, 'API endpoint "
+        "access').",
     )
     public_access_cidrs: list[str] = setting(
         "publicAccessCidrs",
         [],
         "With endpointPublicAccess: your own networks' CIDRs that may reach the API endpoint; a CIDR open to the "
         "whole internet is refused.",
+        factory=True,
+    )
+    private_access_cidrs: list[str] = setting(
+        "privateAccessCidrs",
+        [],
+        "Networks inside the VPC or routed to it (a VPN, a peered VPC, a CI runner in the VPC) admitted to the private "
+        "API endpoint on port 443; a new cluster is reached this way only in an existing VPC (network.vpcId).",
         factory=True,
     )
     admin_role_arns: list[str] = setting(

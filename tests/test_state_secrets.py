@@ -32,7 +32,13 @@ import yaml
 from stack.files import raw_stack_config, stack_names
 from tests.harness import pulumi_program
 from tests.harness.mock_runner import UNKNOWN_MARKER
-from tests.harness.pulumi_program import ProgramRun, Registered, engine_config, run_program
+from tests.harness.pulumi_program import (
+    ProgramRun,
+    Registered,
+    engine_config,
+    run_program,
+    with_deployers_address,
+)
 
 # The Python SDK's wire form of a secret: a map with this signature key and value (pulumi/runtime/rpc.py
 # _special_sig_key, _special_secret_sig). The mock runner keeps it in the recorded inputs as the engine receives them.
@@ -212,6 +218,7 @@ def test_nothing_from_the_deployers_environment_reaches_the_state(
     for name, probe in PROBES.items():
         monkeypatch.setenv(name, probe)
     raw = raw_stack_config(stack)
+    raw = with_deployers_address(raw) if preview == "first" else raw
     # Uncached: the probes are in this process's environment, which the cached runs did not see.
     run = pulumi_program._run.__wrapped__(stack, engine_config(raw), json.dumps([]), preview)
     assert run.error is None, run.error

@@ -201,6 +201,19 @@ def _resolve_known(value: Any) -> Any:
     return _plain(_sync_await(pulumi.Output.from_input(value).future()))
 
 
+def config_error_in(error: BaseException) -> ConfigError | None:
+    """The ConfigError behind `error`: raised before any resource, or inside an apply, where the SDK reports it as the
+    cause of the registration that awaited the value (the engine prints the same message and fails the preview)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConfigError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _run_program() -> None:
     runpy.run_path(str(PROJECT_ROOT / "__main__.py"), run_name="__main__")
 
@@ -223,10 +236,12 @@ def run(stack: str, preview: str = "update") -> dict[str, Any]:
     try:
         _sync_await(mocks.run_pulumi_func(_run_program))
         result["outputs"] = _resolve_outputs()
-    except ConfigError as error:
-        result["error"] = {"kind": "ConfigError", "problems": error.problems, "message": str(error)}
     except Exception as error:
-        result["error"] = {"kind": type(error).__name__, "message": "".join(traceback.format_exception(error))}
+        refusal = config_error_in(error)
+        if refusal is not None:
+            result["error"] = {"kind": "ConfigError", "problems": refusal.problems, "message": str(refusal)}
+        else:
+            result["error"] = {"kind": type(error).__name__, "message": "".join(traceback.format_exception(error))}
     result["resources"] = monitor.records
     result["log"] = recorder.messages
     result["invokes"] = sorted(set(fake.invokes))

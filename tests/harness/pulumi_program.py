@@ -114,6 +114,26 @@ def kept_token_secret(file_job: Any, job: Any) -> Any:
     return job if TOKEN_SECRET_KEY in job else {**job, TOKEN_SECRET_KEY: file_job[TOKEN_SECRET_KEY]}
 
 
+CLUSTER_KEY = f"{NAMESPACE}:cluster"
+# The deployer's own address, as the preview's fix line sets it (stack/endpoint_access.py OWN_CIDR_FIX): a
+# documentation address (RFC 5737 TEST-NET-2).
+DEPLOYER_CIDR = "198.51.100.7/32"
+
+
+def with_deployers_address(raw: dict[str, Any]) -> dict[str, Any]:
+    """The stack as its user makes it deployable before a first `pulumi up`: a new cluster whose endpoint no path
+    reaches (every shipped stack: the address is the user's own) gets the public endpoint opened to the deployer's
+    address, the line the preview's refusal prints. A stack that names a path, or uses an existing cluster, is left
+    as it is."""
+    cluster = raw.get(CLUSTER_KEY)
+    cluster = json.loads(cluster) if isinstance(cluster, str) else dict(cluster or {})
+    if cluster.get("existing") in (True, "true") or cluster.get("endpointPublicAccess") in (True, "true"):
+        return raw
+    if cluster.get("privateAccessCidrs"):
+        return raw
+    return {**raw, CLUSTER_KEY: {**cluster, "endpointPublicAccess": True, "publicAccessCidrs": [DEPLOYER_CIDR]}}
+
+
 def engine_config(raw: dict[str, Any]) -> str:
     """PULUMI_CONFIG as the engine sets it: a JSON object of "namespace:key" to string values, objects and
     lists serialised as JSON text."""
@@ -125,12 +145,14 @@ def run_program(
     overrides: dict[str, Any] | None = None,
     secrets: dict[str, str] | None = None,
     preview: str = "update",
+    deployable: bool = True,
 ) -> ProgramRun:
     """Overrides replace whole top-level keys; a value of None removes the key. An override of the job section
     keeps the file's job.hfTokenSecret unless it sets that key itself (kept_token_secret). `preview` "update" (the
     stack exists) or "first" (nothing exists yet) runs the program as that kind of preview sees it
-    (tests/harness/preview_runs.py). `secrets` are config keys the engine marks secret (the stack's config has
-    none of its own: a test gives one to show what the program does with it)."""
+    (tests/harness/preview_runs.py); a first preview runs the stack as its user makes it deployable
+    (with_deployers_address) unless `deployable` is False. `secrets` are config keys the engine marks secret (the
+    stack's config has none of its own: a test gives one to show what the program does with it)."""
     raw = raw_stack_config(stack) if (PROJECT_ROOT / f"Pulumi.{stack}.yaml").exists() else {}
     for key, value in (overrides or {}).items():
         if value is None:
@@ -138,6 +160,8 @@ def run_program(
         else:
             raw[key] = kept_token_secret(raw.get(key), value) if key == JOB_KEY else value
     raw |= secrets or {}
+    if preview == "first" and deployable:
+        raw = with_deployers_address(raw)
     return copy.deepcopy(_run(stack, engine_config(raw), json.dumps(sorted(secrets or {})), preview))
 
 

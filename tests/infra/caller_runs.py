@@ -26,7 +26,7 @@ from stack.files import raw_stack_config
 from tests.harness import mock_runner
 from tests.harness.fake_cloud import FakeCloud
 from tests.harness.preview_runs import PREVIEW_CLOUDS
-from tests.harness.pulumi_program import ProgramRun, engine_config, run_in_process
+from tests.harness.pulumi_program import ProgramRun, engine_config, run_in_process, with_deployers_address
 
 CALLER_IDENTITY = "aws:index/getCallerIdentity:getCallerIdentity"
 CALLER_ENV = "CALLER_ARN"
@@ -48,6 +48,7 @@ def as_caller(cloud: type[FakeCloud], caller_arn: str) -> type[FakeCloud]:
 def run_as(caller_arn: str, stack: str, overrides: dict[str, Any] | None = None, preview: str = "update") -> ProgramRun:
     """The program's run for `stack` (the stack file with top-level keys replaced) as `caller_arn`."""
     raw = raw_stack_config(stack) | (overrides or {})
+    raw = with_deployers_address(raw) if preview == "first" else raw
     return _run(caller_arn, stack, engine_config(raw), preview)
 
 

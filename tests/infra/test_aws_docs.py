@@ -53,7 +53,8 @@ def test_the_reservation_update_path_is_the_one_the_preview_gives() -> None:
 
 
 def test_the_endpoint_and_name_limits_are_the_ones_the_checks_apply() -> None:
-    from stack.cluster_checks import NODE_GROUP_NAME_PREFIX_MAX_LENGTH, OWN_CIDR_FIX, longest_cluster_name
+    from stack.cluster_checks import NODE_GROUP_NAME_PREFIX_MAX_LENGTH, longest_cluster_name
+    from stack.endpoint_access import OWN_CIDR_FIX
 
     assert " ".join(OWN_CIDR_FIX.split()) in AWS_DOC
     names = AWS_DOC[AWS_DOC.index("## Cluster name and administrators") :]

@@ -10,13 +10,13 @@ import pytest
 
 from stack.cluster_checks import (
     NODE_GROUP_NAME_PREFIX_MAX_LENGTH,
-    OWN_CIDR_FIX,
-    creator_warnings,
+    creator_problems,
     longest_cluster_name,
     node_group_name_prefix,
     prometheus_volume_problems,
 )
 from stack.config import KUBERNETES_VERSIONS, ClusterConfig
+from stack.endpoint_access import OWN_CIDR_FIX
 from stack.fields import NAMESPACE, ConfigError
 from stack.files import load_stack_config, raw_stack_config, stack_names
 from stack.parse import parse_stack_config
@@ -96,8 +96,12 @@ def entries(run: ProgramRun) -> dict[str, str]:
     return {key: e["principalArn"] for key, e in run.one("eks:index:Cluster").inputs["accessEntries"].items()}
 
 
-def creator_warnings_of(run: ProgramRun) -> list[str]:
-    return [w for w in run.warnings() if w.startswith("this run creates")]
+def creator_refusals_of(run: ProgramRun) -> list[str]:
+    """The problems a run was refused for that name who creates the cluster."""
+    if run.error is None:
+        return []
+    assert run.error["kind"] == "ConfigError", run.error
+    return [p for p in run.error["problems"] if p.startswith("this run creates")]
 
 
 @pytest.mark.parametrize("preview", ["update", "first"])
@@ -108,9 +112,17 @@ def test_a_preview_as_one_role_and_an_update_as_another_register_the_same_resour
     overrides = with_cluster(
         adminRoleArns=[DEPLOY_ROLE, PLATFORM_ADMINS, CREATOR_ROLE_ARN], creatorRoleArn=CREATOR_ROLE_ARN
     )
+    if preview == "first":  # a new cluster: CI creates it, as the deploy role
+        boundary = f"arn:aws:iam::{ACCOUNT_ID}:policy/fsdp-eks-role-boundary"
+        overrides = with_cluster(
+            adminRoleArns=[DEPLOY_ROLE, PLATFORM_ADMINS], creatorRoleArn=DEPLOY_ROLE, rolePermissionsBoundary=boundary
+        )
     previewed = run_as(session(PREVIEW_ROLE), STACK, overrides, preview)
     updated = run_as(session(DEPLOY_ROLE), STACK, overrides, preview)
-    assert entries(previewed) == entries(updated) == {"admin-0": DEPLOY_ROLE, "admin-1": PLATFORM_ADMINS}
+    expected = (
+        {"admin-0": DEPLOY_ROLE, "admin-1": PLATFORM_ADMINS} if preview == "update" else {"admin-1": PLATFORM_ADMINS}
+    )
+    assert entries(previewed) == entries(updated) == expected
     # In any order: registrations inside applies and components finish as their inputs resolve.
     assert {r.urn: r.inputs for r in previewed.resources} == {r.urn: r.inputs for r in updated.resources}
     assert len(previewed.resources) == len({r.urn for r in previewed.resources})
@@ -128,46 +140,51 @@ def test_the_creator_gets_no_second_access_entry_whoever_runs_pulumi() -> None:
         assert any(with_path in m["message"] and "no second entry" in m["message"] for m in run.log)
 
 
-def test_a_first_up_by_a_role_it_lists_is_told_to_name_the_creator() -> None:
-    """A person creating the cluster with their own role in adminRoleArns: the stack registers its entry (the caller
-    decides nothing), and the preview that creates the cluster says the one line that avoids the refusal; once the
-    cluster exists, the caller no longer matters and nothing is said."""
+def test_a_first_up_by_a_role_it_lists_is_refused_with_the_line_that_names_the_creator() -> None:
+    """A person creating the cluster with their own role in adminRoleArns: EKS would refuse the stack's second entry
+    (ResourceInUseException) after the control plane exists, so the run that creates the cluster is refused before
+    any resource, with the one line that avoids it; once the cluster exists, the caller no longer matters."""
     overrides = with_cluster(adminRoleArns=[PERSON_ROLE])
-    first = run_as(session(PERSON_ROLE), STACK, overrides, "first")
-    (warning,) = creator_warnings_of(first)
-    assert "ResourceInUseException" in warning
-    assert f"`pulumi config set --path fsdp-eks:cluster.creatorRoleArn {PERSON_ROLE}`" in warning
-    assert entries(first) == {"admin-0": PERSON_ROLE}
+    (problem,) = creator_refusals_of(run_as(session(PERSON_ROLE), STACK, overrides, "first"))
+    assert "ResourceInUseException" in problem
+    assert f"`pulumi config set --path fsdp-eks:cluster.creatorRoleArn {PERSON_ROLE}`" in problem
     named = run_as(session(PERSON_ROLE), STACK, with_cluster(adminRoleArns=[PERSON_ROLE], creatorRoleArn=PERSON_ROLE))
-    assert creator_warnings_of(named) == [] and entries(named) == {}
-    assert creator_warnings_of(run_as(session(PERSON_ROLE), STACK, overrides, "update")) == []
+    assert creator_refusals_of(named) == [] and entries(named) == {}
+    first_named = run_as(
+        session(PERSON_ROLE), STACK, with_cluster(adminRoleArns=[PERSON_ROLE], creatorRoleArn=PERSON_ROLE), "first"
+    )
+    assert first_named.error is None, first_named.error
+    update = run_as(session(PERSON_ROLE), STACK, overrides, "update")
+    assert creator_refusals_of(update) == [] and entries(update) == {"admin-0": PERSON_ROLE}
 
 
-def test_a_first_up_by_another_role_than_the_creator_is_warned() -> None:
+def test_a_first_up_by_another_role_than_the_creator_is_refused() -> None:
     """cluster.creatorRoleArn names the deploy role, but a person runs the first `up`: EKS would give the creator's
     entry to the person and none to the deploy role."""
     overrides = with_cluster(adminRoleArns=[DEPLOY_ROLE], creatorRoleArn=DEPLOY_ROLE)
-    (warning,) = creator_warnings_of(run_as(session(PERSON_ROLE), STACK, overrides, "first"))
-    assert f"Run the first `pulumi up` as {DEPLOY_ROLE}" in warning
-    assert f"cluster.creatorRoleArn arn:aws:iam::{ACCOUNT_ID}:role/alice`" in warning
-    assert creator_warnings_of(run_as(session(DEPLOY_ROLE), STACK, overrides, "first")) == []
+    (problem,) = creator_refusals_of(run_as(session(PERSON_ROLE), STACK, overrides, "first"))
+    assert f"Run the first `pulumi up` as {DEPLOY_ROLE}" in problem
+    assert f"cluster.creatorRoleArn arn:aws:iam::{ACCOUNT_ID}:role/alice`" in problem
+    assert creator_refusals_of(run_as(session(DEPLOY_ROLE), STACK, overrides, "first")) == []
 
 
 def test_a_ci_preview_of_a_new_cluster_says_nothing_of_its_own_caller() -> None:
     """In CI the preview runs as the preview role and `up --plan` as the deploy role, which creates the cluster: the
-    preview's caller is never the creator, and a warning about it would be a false alarm on every new stack."""
+    preview's caller is never the creator, and a refusal for it would stop every new stack
+    (ci/deploy_ready.py judges the deploy role's entries instead)."""
     boundary = f"arn:aws:iam::{ACCOUNT_ID}:policy/fsdp-eks-role-boundary"
     overrides = with_cluster(adminRoleArns=[DEPLOY_ROLE], creatorRoleArn=DEPLOY_ROLE, rolePermissionsBoundary=boundary)
     run = run_as(session(PREVIEW_ROLE), STACK, overrides, "first")
-    assert creator_warnings_of(run) == [] and entries(run) == {}
+    assert run.error is None, run.error
+    assert entries(run) == {}
 
 
 def test_a_user_creating_the_cluster_is_not_offered_as_the_creator_role() -> None:
     cluster = ClusterConfig(admin_role_arns=[DEPLOY_ROLE], creator_role_arn=DEPLOY_ROLE)
-    (warning,) = creator_warnings(cluster, "fsdp-eks-x", f"arn:aws:iam::{ACCOUNT_ID}:user/alice")
-    assert warning.endswith(f"Run the first `pulumi up` as {DEPLOY_ROLE}")
+    (problem,) = creator_problems(cluster, "fsdp-eks-x", f"arn:aws:iam::{ACCOUNT_ID}:user/alice")
+    assert problem.endswith(f"Run the first `pulumi up` as {DEPLOY_ROLE}")
     assert (
-        creator_warnings(ClusterConfig(admin_role_arns=[DEPLOY_ROLE]), "x", f"arn:aws:iam::{ACCOUNT_ID}:user/a") == []
+        creator_problems(ClusterConfig(admin_role_arns=[DEPLOY_ROLE]), "x", f"arn:aws:iam::{ACCOUNT_ID}:user/a") == []
     )
 
 

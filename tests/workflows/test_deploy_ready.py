@@ -17,10 +17,13 @@ from ci.deploy_policy import Account
 from ci.deploy_ready import (
     CONFIG_PATH,
     boundary_problem,
+    deploy_role_entry_problem,
     error_annotation,
     expected_boundary,
     fix_command,
     main,
+    runner_problems,
+    stack_problems,
 )
 from stack.files import stack_names
 from tests.workflows.test_locks import lock_entries
@@ -99,17 +102,73 @@ def test_a_role_arn_of_another_partition_names_that_partition() -> None:
         expected_boundary("arn:aws:iam::123456789012:user/someone")
 
 
-def test_the_tool_exits_non_zero_with_an_annotation_and_zero_when_set(
+RUNNER = ["--runner", "codebuild-fsdp-eks-deploy-{0}-{1}", "--runner-cidrs", "203.0.113.16/28"]
+
+
+def _ci_cluster(**cluster: object) -> dict[str, object]:
+    """The cluster section of a stack CI can deploy: the boundary, and the endpoint open to the runner's egress."""
+    section = {"rolePermissionsBoundary": BOUNDARY, "endpointPublicAccess": True, "publicAccessCidrs": [RUNNER[3]]}
+    return {**section, **cluster}
+
+
+def _deployable(**cluster: object) -> dict[str, object]:
+    return {"aws:region": "us-east-1", "fsdp-eks:cluster": _ci_cluster(**cluster)}
+
+
+def test_the_tool_exits_non_zero_with_an_annotation_per_problem_and_zero_when_deployable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _stack_file(tmp_path, "bare", {"aws:region": "us-east-1"})
-    _stack_file(tmp_path, "ready", _with_boundary(BOUNDARY))
-    assert main(["--stack", "bare", "--deploy-role-arn", ROLE], root=tmp_path) == 1
+    _stack_file(tmp_path, "ready", _deployable())
+    assert main(["--stack", "bare", "--deploy-role-arn", ROLE, *RUNNER], root=tmp_path) == 1
     out, err = capsys.readouterr()
-    assert out.startswith("::error ") and "\n" not in out.rstrip("\n") and f"{CONFIG_PATH} {BOUNDARY}" in err
-    assert main(["--stack", "ready", "--deploy-role-arn", ROLE], root=tmp_path) == 0
-    assert main(["--stack", "ready", "--deploy-role-arn", ""], root=tmp_path) == 0
-    assert main(["--stack", "missing"], root=tmp_path) == 1  # no stack file: refused, not passed
+    lines = out.rstrip("\n").split("\n")
+    assert len(lines) == 2 and all(line.startswith("::error ") for line in lines)  # the boundary, the endpoint
+    assert f"{CONFIG_PATH} {BOUNDARY}" in err and "fsdp-eks:cluster.endpointPublicAccess" in err
+    assert main(["--stack", "ready", "--deploy-role-arn", ROLE, *RUNNER], root=tmp_path) == 0
+    assert main(["--stack", "ready", "--deploy-role-arn", "", *RUNNER], root=tmp_path) == 0
+    assert main(["--stack", "ready", "--deploy-role-arn", ROLE], root=tmp_path) == 1  # no runner named
+    assert main(["--stack", "missing", *RUNNER], root=tmp_path) == 1  # no stack file: refused, not passed
+
+
+@pytest.mark.parametrize("runner", ["", "ubuntu-24.04", "ubuntu-latest", "windows-2025", "macos-15"])
+def test_a_github_hosted_standard_runner_is_refused(runner: str) -> None:
+    (problem,) = runner_problems(runner, ["203.0.113.16/28"])
+    assert "DEPLOY_RUNNER" in problem and "fixed" in problem
+
+
+def test_the_runners_egress_must_be_its_own_addresses() -> None:
+    assert runner_problems("fsdp-eks-static-ip", ["203.0.113.16/28", "198.51.100.7/32"]) == []
+    assert "DEPLOY_RUNNER_CIDRS is unset" in runner_problems("fsdp-eks-static-ip", [])[0]
+    for bad in ("0.0.0.0/0", "not-a-cidr"):
+        (problem,) = runner_problems("fsdp-eks-static-ip", [bad])
+        assert problem.startswith(f"DEPLOY_RUNNER_CIDRS: {bad!r} is not allowed")
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_shipped_stack_reaches_the_runner_only_once_its_file_admits_the_runners_egress(
+    tmp_path: Path, stack: str
+) -> None:
+    """The CI route over every shipped stack: as shipped (no address of the team's), CI refuses it with the lines that
+    set the boundary and open the endpoint to the runner; with those lines applied it passes."""
+    config = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+    problems = stack_problems(stack, ROOT, ROLE, RUNNER[1], [RUNNER[3]])
+    assert any(f"{CONFIG_PATH} {BOUNDARY}" in p for p in problems)
+    (reach,) = [p for p in problems if p.startswith("fsdp-eks:cluster.endpointPublicAccess")]
+    assert f"pulumi config set --path 'fsdp-eks:cluster.publicAccessCidrs[0]' {RUNNER[3]}" in reach
+    cluster = {**(config.get("fsdp-eks:cluster") or {}), **_ci_cluster()}
+    _stack_file(tmp_path, stack, {**config, "fsdp-eks:cluster": cluster})
+    assert stack_problems(stack, tmp_path, ROLE, RUNNER[1], [RUNNER[3]]) == []
+
+
+def test_the_deploy_role_listed_as_an_admin_needs_the_creator_named(tmp_path: Path) -> None:
+    _stack_file(tmp_path, "listed", _deployable(adminRoleArns=[ROLE.replace("role/", "role/ci/")]))
+    (problem,) = stack_problems("listed", tmp_path, ROLE, RUNNER[1], [RUNNER[3]])
+    assert "ResourceInUseException" in problem
+    assert f"pulumi config set --path fsdp-eks:cluster.creatorRoleArn {ROLE}" in problem
+    _stack_file(tmp_path, "named", _deployable(adminRoleArns=[ROLE], creatorRoleArn=ROLE))
+    assert stack_problems("named", tmp_path, ROLE, RUNNER[1], [RUNNER[3]]) == []
+    assert deploy_role_entry_problem("listed", _deployable(adminRoleArns=[ROLE]), "") is None  # role unknown
 
 
 def test_the_annotation_escapes_what_the_runner_would_read_as_a_command() -> None:
@@ -127,7 +186,12 @@ def test_the_stack_job_checks_before_anything_is_created_or_previewed() -> None:
     step = job["steps"][check]
     assert step["env"]["STACK"] == "${{ inputs.stack || vars.DEPLOY_STACK }}"
     assert step["env"]["DEPLOY_ROLE_ARN"] == "${{ vars.AWS_DEPLOY_ROLE_ARN }}"
-    assert re.search(r'--stack "\$STACK" --deploy-role-arn "\$DEPLOY_ROLE_ARN"', step["run"])
+    assert step["env"]["RUNNER"] == "${{ vars.DEPLOY_RUNNER }}"
+    assert step["env"]["RUNNER_CIDRS"] == "${{ vars.DEPLOY_RUNNER_CIDRS }}"
+    assert re.search(
+        r'--stack "\$STACK" --deploy-role-arn "\$DEPLOY_ROLE_ARN" --runner "\$RUNNER" --runner-cidrs "\$RUNNER_CIDRS"',
+        step["run"],
+    )
     assert "continue-on-error" not in step and "if" not in step
     # Every job that creates or previews needs the stack job, so its failure stops them.
     for name in ("create", "preview"):
@@ -173,9 +237,20 @@ def test_the_tool_needs_only_what_the_stack_job_installs() -> None:
         assert owners & locked, f"the tool loads {name} ({owners or 'no package'}), which requirements.lock lacks"
 
 
+def test_every_job_that_runs_pulumi_runs_on_the_runner_the_check_judged() -> None:
+    """The check judges DEPLOY_RUNNER's egress; the jobs that reach the cluster's API run there, and no other job of
+    the deploy needs it."""
+    pull_request = load(WORKFLOWS / "pull-request.yml")
+    on_runner = "${{ format(vars.DEPLOY_RUNNER, github.run_id, github.run_attempt) }}"
+    assert DEPLOY["jobs"]["preview"]["runs-on"] == DEPLOY["jobs"]["up"]["runs-on"] == on_runner
+    assert pull_request["jobs"]["preview"]["runs-on"] == on_runner
+    for name in ("stack", "create"):
+        assert DEPLOY["jobs"][name]["runs-on"] == "ubuntu-24.04", name
+
+
 def test_the_tool_runs_as_the_workflow_runs_it() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "ci.deploy_ready", "--stack", "dev", "--deploy-role-arn", ROLE],
+        [sys.executable, "-m", "ci.deploy_ready", "--stack", "dev", "--deploy-role-arn", ROLE, *RUNNER],
         cwd=ROOT,
         capture_output=True,
         text=True,
