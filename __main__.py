@@ -17,6 +17,7 @@ from stack.artifacts import run_uri
 from stack.endpoint_access import paths, route_of, unreachable_problem
 from stack.fit import checkpoint_warning, sizing_summary
 from stack.job_warnings import job_warnings
+from stack.kubernetes_support import kubernetes_version_warning, today
 from stack.pulumi_config import read_stack_config
 from workloads.job.component import TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs
@@ -128,8 +129,9 @@ pulumi.export("region", config.region)
 pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", config.cost_per_hour)
 pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from sizing.estimate
-if warning := checkpoint_warning(config):
-    pulumi.log.warn(warning)
+for warning in (checkpoint_warning(config), kubernetes_version_warning(config, today())):
+    if warning:
+        pulumi.log.warn(warning)
 for warning in job_warnings(config.job) if config.job.enabled else []:
     pulumi.log.warn(warning)
 pulumi.export("artifactsUri", artifacts_uri)

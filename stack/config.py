@@ -28,6 +28,7 @@ from stack.fields import (
 from stack.hub_token_secret import secret_reference_problem
 from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
 from stack.names import CLUSTER_NAME_PREFIX
+from stack.versions import EKS_SUPPORT_ENDS
 from trainer.config import (
     ACTIVATION_CHECKPOINTING,
     ALL_REDUCE_DTYPES,
@@ -53,8 +54,8 @@ IAM_POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:policy/[\w+=,.@/-]+$")
 REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 # Kubernetes object names (RFC 1123 subdomain), such as a PersistentVolumeClaim's.
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# EKS versions this project is tested against; the newest is the default.
-KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
+# EKS versions this project is tested against (stack/versions.py, with their support dates); the newest is the default.
+KUBERNETES_VERSIONS = tuple(EKS_SUPPORT_ENDS)
 # The retention periods CloudWatch Logs accepts, in days (CloudWatch Logs API reference, PutRetentionPolicy).
 LOG_RETENTION_DAYS = (
     1,
@@ -161,7 +162,11 @@ class NetworkConfig:
 class ClusterConfig:
     name: str | None = setting("name", None, "EKS cluster name; default: fsdp-eks-<stack>.")
     kubernetes_version: str = setting(
-        "kubernetesVersion", KUBERNETES_VERSIONS[-1], "EKS Kubernetes version.", one_of(*KUBERNETES_VERSIONS)
+        "kubernetesVersion",
+        KUBERNETES_VERSIONS[-1],
+        "EKS Kubernetes version; preview warns, with the dates, of one past EKS standard support (extended support is "
+        "billed extra) and refuses one past extended support.",
+        one_of(*KUBERNETES_VERSIONS),
     )
     endpoint_public_access: bool = setting(
         "endpointPublicAccess",

@@ -15,6 +15,7 @@ from stack.fields import NAMESPACE, ConfigError, decode_object, parse_section
 from stack.fit import fit_problems
 from stack.gated_models import hf_token_problems
 from stack.hub_token_secret import MOVED_KEYS, secret_region_problems
+from stack.kubernetes_support import kubernetes_version_problems, today
 
 
 def parse_stack_config(raw: Mapping[str, Any], stack: str, *, secrets_visible: bool = False) -> StackConfig:
@@ -60,6 +61,7 @@ def parse_stack_config(raw: Mapping[str, Any], stack: str, *, secrets_visible: b
     # Cross-key checks run on what parsed: a value rejected above fell back to its default, so they stay sound.
     problems += cross_key_problems(config)
     problems += cluster_problems(config)  # node group name prefixes, who may reach the API (stack/cluster_checks.py)
+    problems += kubernetes_version_problems(config, today())  # EKS's calendar (stack/kubernetes_support.py)
     if config.job.enabled:
         problems += secret_region_problems(config.job.hf_token_secret, config.region)
     if secrets_visible and config.job.enabled:

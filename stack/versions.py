@@ -5,13 +5,25 @@ Bumping a version is a one-line change here; tests check that nothing else spell
 
 from __future__ import annotations
 
+from datetime import date
+
 # EKS-optimised Amazon Linux 2023 AMIs, chosen by managed node groups through amiType (no AMI id to track).
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"  # NVIDIA driver, container toolkit and EFA driver preinstalled
 SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
-# Kubernetes: stack/config.py KUBERNETES_VERSIONS, newest (1.35) the default. Checked 2026-12-03: EKS's version page
-# itself could not be reached from here; AWS's aws-samples/sample-apex-skills EKS calendar (verified there
-# 2026-04-24) lists 1.35 in standard support until 2027-03-27 and 1.33 only until 2026-07-29, so 1.33 is in extended
-# support (billed extra) by now. Whether EKS offers a newer minor by now was not checked.
+# Kubernetes minors the stack is tested against, with EKS's end of standard support and end of extended support
+# (UTC dates; billing for extended support starts on the first). 1.33 and 1.34: EKS user guide, "Understand the
+# Kubernetes version lifecycle on EKS", Amazon EKS Kubernetes release calendar (awsdocs/amazon-eks-user-guide
+# latest/ug/versioning/kubernetes-versions.adoc). 1.35: EKS release 2026-01-27 plus EKS's 14 and 26 months, the dates
+# AWS's aws-samples/sample-apex-skills EKS calendar and endoflife.date's amazon-eks page list. stack/config.py takes its
+# versions from here, the newest the default; stack/kubernetes_support.py judges a stack's against today's date.
+EKS_SUPPORT_ENDS: dict[str, tuple[date, date]] = {
+    "1.33": (date(2026, 7, 29), date(2027, 7, 29)),
+    "1.34": (date(2026, 12, 2), date(2027, 12, 2)),
+    "1.35": (date(2027, 3, 27), date(2028, 3, 27)),
+}
+# USD per cluster-hour of the control plane: standard support, extended support (AWS Containers blog, "Amazon EKS
+# extended support for Kubernetes versions pricing": $0.60 in total in extended support, $0.10 in standard).
+EKS_CLUSTER_HOUR_USD = (0.10, 0.60)
 
 # EKS add-ons, by add-on name. None means "the default version EKS publishes for the cluster's Kubernetes
 # version", resolved at deploy time by the aws.eks.getAddonVersion data source with mostRecent=false, so a
