@@ -20,12 +20,15 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"stack"}),  # the stack's config, its checks and the fit check, names, versions, paths
     frozenset({"infra", "policy"}),  # AWS components; the policy pack
     frozenset({"workloads"}),  # Kubernetes side: the platform and the job
-    frozenset({"local", "tools", "ci", "bench", "__main__"}),  # the local run, pipeline tools, CI roles, benchmarks
+    # the local run, pipeline tools, CI roles, benchmarks, the checks a user runs before pulumi up
+    frozenset({"local", "tools", "ci", "bench", "preflight", "__main__"}),
 )
 # Third-party packages that the layers above the trainer must never load: the program, the pack and the local run
 # install without them (requirements.txt, policy/requirements.txt).
 HEAVY = frozenset({"torch", "transformers"})
-TORCH_FREE_PACKAGES = frozenset({"sizing", "stack", "infra", "policy", "workloads", "local", "tools", "ci"})
+TORCH_FREE_PACKAGES = frozenset(
+    {"sizing", "stack", "infra", "policy", "workloads", "local", "tools", "ci", "preflight"}
+)
 
 
 def layer_of(package: str) -> int:

@@ -12,7 +12,20 @@ from stack.paths import PROJECT_ROOT
 
 # Top-level packages of the project (and __main__.py): imports of anything else are third-party or standard library.
 PACKAGES = frozenset(
-    {"trainer", "sizing", "stack", "infra", "policy", "workloads", "local", "tools", "ci", "bench", "__main__"}
+    {
+        "trainer",
+        "sizing",
+        "stack",
+        "infra",
+        "policy",
+        "workloads",
+        "local",
+        "tools",
+        "ci",
+        "bench",
+        "preflight",
+        "__main__",
+    }
 )
 SKIPPED_DIRS = frozenset({".venv", "venv", ".git", "tests", "__pycache__"})
 

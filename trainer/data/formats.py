@@ -8,6 +8,8 @@ from typing import Any
 
 from trainer.errors import InputError
 
+TORCH_FREE = True  # the preflight (preflight/s3_data.py) tells an S3 data set's format with it
+
 Record = dict[str, Any]
 INSTRUCTION_PROMPT = "### Instruction:\n{instruction}\n\n{input_block}### Response:\n"
 DIALOGUE_PROMPT = "Summarize this dialogue:\n{dialogue}\n---\nSummary:\n"

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from trainer.config import DataConfig, ValidationConfig
+from trainer.data.epochs import MANY_EPOCHS, epochs, epochs_warning
 from trainer.data.formats import DIALOGUE_PROMPT, INSTRUCTION_PROMPT, detect_format, render
 from trainer.data.packed import IGNORE_INDEX, PackedData, require_samples
 from trainer.data.prepare import InMemory, prepare
@@ -30,11 +31,17 @@ from trainer.data.split import Splits
 from trainer.data.tokenizer import Tokenizer
 from trainer.errors import InputError
 
-__all__ = ["DIALOGUE_PROMPT", "IGNORE_INDEX", "INSTRUCTION_PROMPT", "PackedData", "detect_format", "render"]
-
-# Beyond this many passes over the data set, a fine-tuning run is almost surely mis-sized: Llama 2's supervised
-# fine-tuning ran 2 epochs (Touvron et al. 2023, section 3.1), and small sets overfit long before 10.
-MANY_EPOCHS = 10
+__all__ = [
+    "DIALOGUE_PROMPT",
+    "IGNORE_INDEX",
+    "INSTRUCTION_PROMPT",
+    "MANY_EPOCHS",
+    "PackedData",
+    "detect_format",
+    "epochs",
+    "epochs_warning",
+    "render",
+]
 
 
 def synthetic_records(count: int = SYNTHETIC_DOCUMENTS) -> list[dict[str, str]]:
@@ -118,23 +125,6 @@ def build_splits(config: DataConfig, validation: ValidationConfig, tokenizer: To
     train_name, val_name = stream_names(config, validation)
     return Splits(
         check_enough(train.packed(config.seq_len), train_name), check_enough(val.packed(config.seq_len), val_name)
-    )
-
-
-def epochs(steps: int, global_batch: int, num_samples: int) -> float:
-    """Passes over the data set that `steps` optimizer steps of `global_batch` sequences make."""
-    return steps * global_batch / num_samples
-
-
-def epochs_warning(steps: int, global_batch: int, num_samples: int) -> str | None:
-    """What to tell a user whose --steps make many passes over a small data set (None when they do not)."""
-    passes = epochs(steps, global_batch, num_samples)
-    if passes <= MANY_EPOCHS:
-        return None
-    one_epoch = -(-num_samples // global_batch)
-    return (
-        f"--steps {steps}: {passes:.0f} epochs of the data set ({num_samples} sequences, {global_batch} per step); "
-        f"one epoch is {one_epoch} steps, and fine-tuning usually runs a few"
     )
 
 
