@@ -30,7 +30,8 @@ from torch.distributed.fsdp import FSDPModule
 from torch.nn.functional import cross_entropy
 
 from trainer.config import DataConfig, ValidationConfig
-from trainer.data.packed import IGNORE_INDEX, PackedData
+from trainer.data.packed import IGNORE_INDEX, PackedData, Sample, stack
+from trainer.model.attention import document_inputs
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +39,16 @@ VALIDATION_META = "validation"
 """meta.json's key for the best evaluation so far (trainer/checkpoint/layout.py): a resumed run carries on with it."""
 
 
-def summed_token_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def summed_token_loss(
+    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, positions: torch.Tensor
+) -> torch.Tensor:
     """The sum of the per-token cross-entropy over the tokens that count (labels not IGNORE_INDEX): the one loss of
-    training (trainer/train.py train_step) and of evaluation. The logits are not kept in a name: cross-entropy saves
-    what its backward needs (its log-softmax), and the logits themselves (batch x seq x vocab) are freed before the
-    backward starts."""
+    training (trainer/train.py train_step) and of evaluation. Each packed record is seen alone: its positions restart
+    at 0 and its attention stays within it (trainer/model/attention.py). The logits are not kept in a name:
+    cross-entropy saves what its backward needs (its log-softmax), and the logits themselves (batch x seq x vocab)
+    are freed before the backward starts."""
     return cross_entropy(
-        model(input_ids=inputs).logits.float().flatten(0, 1),
+        model(input_ids=inputs, **document_inputs(positions)).logits.float().flatten(0, 1),
         targets.flatten(),
         ignore_index=IGNORE_INDEX,
         reduction="sum",
@@ -65,13 +69,12 @@ def rank_rows(num_samples: int, batch_size: int, dp_rank: int, dp_size: int) -> 
         yield list(range(min(start, num_samples), min(start + batch_size, num_samples)))
 
 
-def batch_of(data: PackedData, rows: list[int], batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(input ids, labels) [batch_size, seq_len] of these samples, the missing rows padding: sample 0's inputs (any
-    valid ids do) with every label IGNORE_INDEX, so no loss and no count comes from them."""
-    inputs, labels = data.sample(0)
-    padding = (np.asarray(inputs), np.full_like(labels, IGNORE_INDEX))
-    samples = [data.sample(row) for row in rows] + [padding] * (batch_size - len(rows))
-    return np.stack([s[0] for s in samples]), np.stack([s[1] for s in samples])
+def batch_of(data: PackedData, rows: list[int], batch_size: int) -> Sample:
+    """Inputs, labels and positions [batch_size, seq_len] of these samples, the missing rows padding: sample 0's
+    inputs and positions (any valid ones do) with every label IGNORE_INDEX, so no loss and no count comes from them."""
+    first = data.sample(0)
+    padding = first._replace(labels=np.full_like(first.labels, IGNORE_INDEX))
+    return stack([data.sample(row) for row in rows] + [padding] * (batch_size - len(rows)))
 
 
 @dataclass(frozen=True)
@@ -116,10 +119,10 @@ def held_out_loss(
     counted = 0
     try:
         for rows in rank_rows(data.num_samples, batch_size, dp_rank, dp_size):
-            inputs, labels = batch_of(data, rows, batch_size)
-            counted += int((labels != IGNORE_INDEX).sum())
-            targets = torch.from_numpy(labels).to(device)
-            loss_sum += summed_token_loss(model, torch.from_numpy(inputs).to(device), targets).double()
+            batch = batch_of(data, rows, batch_size)
+            counted += int((batch.labels != IGNORE_INDEX).sum())
+            inputs, targets, positions = (torch.from_numpy(array).to(device) for array in batch)
+            loss_sum += summed_token_loss(model, inputs, targets, positions).double()
     finally:
         model.train(was_training)
         reshard(model)

@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -23,13 +23,14 @@ from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
 from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState
-from trainer.checkpoint.export import export_hf
+from trainer.checkpoint.export import export_hf, generation_config
 from trainer.checkpoint.layout import checkpoint_name, model_fingerprint
 from trainer.checkpoint.load import Replicas
 from trainer.config import TrainConfig, ValidationConfig
 from trainer.data.cache import cached_splits
 from trainer.data.packing import (
     PackedData,
+    Sample,
     SampleOrder,
     StepBatch,
     build_splits,
@@ -74,8 +75,15 @@ from trainer.s3.transfer import S3Error
 from trainer.shutdown import SigtermHandler
 
 log = logging.getLogger(__name__)
-DeviceBatch = tuple[torch.Tensor, torch.Tensor]
-"""(input ids, labels) of one micro batch on the training device."""
+PRETRAINED_FILES = ["*.json", "*.safetensors"]  # config, generation config, index and weights
+
+
+class DeviceBatch(NamedTuple):
+    """One micro batch on the training device (trainer/data/packed.py Sample's arrays)."""
+
+    inputs: torch.Tensor
+    labels: torch.Tensor
+    positions: torch.Tensor
 
 
 def pretrained_directory(source: ModelSource, env: DistEnv, io: dist.ProcessGroup) -> Path:
@@ -85,13 +93,18 @@ def pretrained_directory(source: ModelSource, env: DistEnv, io: dist.ProcessGrou
         return source.directory
     from huggingface_hub import constants, snapshot_download
 
-    patterns = ["*.json", "*.safetensors"]
     if not constants.HF_HUB_OFFLINE:
         if env.local_rank == 0:
-            snapshot_download(source.name, allow_patterns=patterns)
+            snapshot_download(source.name, allow_patterns=PRETRAINED_FILES)
         dist.barrier(group=io)  # a download takes long: the long-timeout group
-    # In the node's cache now: every rank only looks it up (no request to the hub each).
-    return Path(snapshot_download(source.name, allow_patterns=patterns, local_files_only=True))
+    return cached_snapshot(source)
+
+
+def cached_snapshot(source: ModelSource) -> Path:
+    """Where the node's cache holds a hub model's files (downloaded or staged): looked up, no request to the hub."""
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(source.name, allow_patterns=PRETRAINED_FILES, local_files_only=True))
 
 
 def build_model(
@@ -128,7 +141,7 @@ def build_model(
     return model, model_config
 
 
-def to_device(micro_batches: list[tuple[np.ndarray, np.ndarray]], device: torch.device) -> list[DeviceBatch]:
+def to_device(micro_batches: list[Sample], device: torch.device) -> list[DeviceBatch]:
     """Every micro batch of the step, inputs and labels, copied before the first forward. On CUDA from pinned host
     memory without blocking, so the host queues the whole step without waiting for the GPU (a pageable copy waits
     for the GPU's queue to drain, and a copy after the forward would stall it)."""
@@ -138,7 +151,7 @@ def to_device(micro_batches: list[tuple[np.ndarray, np.ndarray]], device: torch.
         host = torch.from_numpy(array)
         return (host.pin_memory() if pinned else host).to(device, non_blocking=pinned)
 
-    return [(copy(inputs), copy(labels)) for inputs, labels in micro_batches]
+    return [DeviceBatch(*(copy(array) for array in batch)) for batch in micro_batches]
 
 
 def train_step(
@@ -157,12 +170,12 @@ def train_step(
     optimizer.zero_grad(set_to_none=True)
     loss_total = torch.zeros((), device=device)
     micro_batches = to_device(batch.micro_batches, device)
-    for index, (inputs, targets) in enumerate(micro_batches):
+    for index, (inputs, targets, positions) in enumerate(micro_batches):
         # Replicated meshes (HYBRID_SHARD, NO_SHARD) all-reduce across replicas once per step: the micro steps
         # before the last only reduce-scatter within their shard group and accumulate (FSDP2's partial reduce
         # output). On 1-D meshes there is no all-reduce and this changes nothing.
         cast(FSDPModule, model).set_requires_all_reduce(index == len(micro_batches) - 1)  # fully_shard made it one
-        loss = summed_token_loss(model, inputs, targets) / max(1, batch.global_target_tokens)
+        loss = summed_token_loss(model, inputs, targets, positions) / max(1, batch.global_target_tokens)
         scaler.scaled(loss).backward()
         loss_total += loss.detach()
     parameters = [p for p in model.parameters() if p.requires_grad]  # under LoRA the adapters alone
@@ -217,6 +230,8 @@ class Session:
     state: TrainState
     model_config: Any
     checkpointer: Checkpointer | None
+    source: ModelSource
+    """The model the run started from (the export carries its generation config over)."""
     best: BestSoFar = field(default_factory=BestSoFar)
     """The lowest held-out loss and its step, once training is over (none without a held-out set)."""
 
@@ -263,7 +278,7 @@ def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch
         )
         checkpointer.restore(state)
         checkpointer.check_space(state)
-    return Session(state, model_config, checkpointer)
+    return Session(state, model_config, checkpointer, source)
 
 
 def log_start(
@@ -288,6 +303,17 @@ def log_start(
         config.schedule.steps,
         step,
         config.schedule.steps,
+    )
+    blocks = data.blocks
+    log.info(
+        "packing: %d records apart in %d blocks of %d positions, %.1f%% of them filled (the rest padding)%s",
+        len(data.record_lengths),
+        blocks.count,
+        config.data.seq_len,
+        100 * blocks.filled() / max(1, blocks.count * config.data.seq_len),
+        f"; {blocks.truncated} records longer than a block trained on their first {config.data.seq_len} positions"
+        if blocks.truncated
+        else "",
     )
     warning = epochs_warning(config.schedule.steps, plan.global_batch_size, data.num_samples)
     if warning:
@@ -442,6 +468,7 @@ def export(config: TrainConfig, session: Session, env: DistEnv, tokenizer: Token
         lora,
         config.model.name,
         exported_weights(config, session),
+        generation_config(session.model_config, base_directory(session.source), tokenizer),
     )
     failure = None
     if artifacts and env.is_leader:
@@ -459,6 +486,13 @@ def export(config: TrainConfig, session: Session, env: DistEnv, tokenizer: Token
         dist.broadcast_object_list(outcome, src=0, group=io_group(timedelta(minutes=config.checkpoint.timeout_minutes)))
         if outcome[0]:
             raise InputError(f"--artifacts-uri {artifacts}: the model's upload failed: {outcome[0]}")
+
+
+def base_directory(source: ModelSource) -> Path | None:
+    """A pretrained model's local files (its generation_config.json among them), None for a preset."""
+    if not source.pretrained:
+        return None
+    return source.directory or cached_snapshot(source)
 
 
 def exported_weights(config: TrainConfig, session: Session) -> dict[str, Any] | None:

@@ -11,8 +11,10 @@ import pytest
 from trainer.config import DataConfig
 from trainer.data.packing import (
     IGNORE_INDEX,
+    PackedData,
     SampleOrder,
     build_packed_data,
+    check_enough,
     detect_format,
     epochs,
     epochs_warning,
@@ -70,14 +72,19 @@ def test_dialogue_records_train_on_the_summary_only() -> None:
     assert ByteTokenizer().decode(packed.tokens[packed.trainable].tolist()) == "They greet."
 
 
-def test_a_sample_predicts_the_next_token() -> None:
-    data = synthetic(seq_len=16)
-    inputs, labels = data.sample(3)
-    assert inputs.shape == labels.shape == (16,)
-    stream = data.tokens[3 * 16 : 4 * 16 + 1]
-    assert inputs.tolist() == stream[:-1].tolist()
-    trained = labels != IGNORE_INDEX
-    assert labels[trained].tolist() == stream[1:][trained].tolist()
+def test_a_sample_predicts_the_next_token_of_each_record_it_holds() -> None:
+    data = pack([{"text": "one two"}, {"text": "three"}, {"text": "four five six"}], ByteTokenizer(), "text", 32)
+    assert data.record_lengths.tolist() == [9, 7, 15]  # [bos] text [eos]
+    assert data.num_samples == 1  # 8 + 6 + 14 positions
+    inputs, labels, positions = data.sample(0)
+    assert inputs.shape == labels.shape == positions.shape == (32,)
+    starts = np.cumsum([0, 9, 7])
+    read = [int(start) + j for start, length in zip(starts, (9, 7, 15), strict=True) for j in range(length - 1)]
+    assert inputs[:28].tolist() == data.tokens[read].tolist()  # a block's records in stream order
+    assert positions.tolist() == [*range(8), *range(6), *range(14), *range(4)]  # the padding counts on its own
+    trained = labels[:28] != IGNORE_INDEX
+    assert labels[:28][trained].tolist() == data.tokens[np.asarray(read) + 1][trained].tolist()
+    assert (labels[28:] == IGNORE_INDEX).all()
 
 
 def test_local_files_are_read_in_each_format(tmp_path: Path) -> None:
@@ -93,11 +100,14 @@ def test_local_files_are_read_in_each_format(tmp_path: Path) -> None:
         read_local_records(broken)
 
 
-def test_too_little_data_for_one_sequence_is_refused(tmp_path: Path) -> None:
+def test_a_small_data_set_makes_a_padded_block_and_one_with_nothing_to_predict_is_refused(tmp_path: Path) -> None:
     small = tmp_path / "small.txt"
     small.write_text("tiny")
-    with pytest.raises(InputError, match="--seq-len 64"):
-        build_packed_data(DataConfig(dataset=str(small), seq_len=64), ByteTokenizer())
+    data = build_packed_data(DataConfig(dataset=str(small), seq_len=64), ByteTokenizer())
+    assert data.num_samples == 1 and data.blocks.filled() == 5  # [bos] tiny [eos]: 5 predictions
+    single_tokens = PackedData(np.array([7, 8]), np.array([True, True]), 64, np.array([1, 1]))
+    with pytest.raises(InputError, match="--dataset x: no record of 2 tokens or more"):
+        check_enough(single_tokens, "--dataset x")
 
 
 def test_sample_order_is_seeded_and_covers_each_epoch_once() -> None:
@@ -123,16 +133,16 @@ def test_the_global_batch_is_the_same_set_of_sequences_for_any_world_size(dp_siz
     for rank in range(dp_size):
         batch = step_batch(data, order, consumed, global_batch, batch_size, rank, dp_size)
         assert len(batch.micro_batches) == global_batch // (batch_size * dp_size)
-        rows += [tuple(row) for inputs, _ in batch.micro_batches for row in inputs.tolist()]
+        rows += [tuple(row) for micro in batch.micro_batches for row in micro.inputs.tolist()]
         token_counts.add(batch.global_target_tokens)
-    assert sorted(rows) == sorted(tuple(row) for row in expected.micro_batches[0][0].tolist())
+    assert sorted(rows) == sorted(tuple(row) for row in expected.micro_batches[0].inputs.tolist())
     assert token_counts == {expected.global_target_tokens}
 
 
 def test_ranks_train_on_different_rows() -> None:
     data = synthetic()
     order = SampleOrder(data.num_samples, seed=0)
-    first, second = (step_batch(data, order, 0, 8, 2, rank, 2).micro_batches[0][0] for rank in (0, 1))
+    first, second = (step_batch(data, order, 0, 8, 2, rank, 2).micro_batches[0].inputs for rank in (0, 1))
     assert not np.array_equal(first, second)
 
 

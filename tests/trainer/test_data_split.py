@@ -79,17 +79,19 @@ def test_a_validation_data_set_validates_whole_and_holds_nothing_out(tmp_path: P
     assert record_indices(splits.val) == list(range(30))
 
 
-def test_a_held_out_set_too_short_for_one_sequence_is_refused_by_flag(tmp_path: Path) -> None:
+def test_a_held_out_record_is_a_block_and_a_set_with_nothing_to_predict_is_refused_by_flag(tmp_path: Path) -> None:
     config = numbered_records(tmp_path / "data.jsonl", count=20)
     lowest, next_lowest = sorted(held_out_score(index) for index in range(20))[:2]
-    one_record = (lowest + next_lowest) / 2  # holds out one record of 20: about 12 tokens, short of 17
+    one_record = (lowest + next_lowest) / 2  # holds out one record of 20: about 12 tokens, one padded block
     assert sum(is_held_out(index, one_record) for index in range(20)) == 1
-    with pytest.raises(InputError, match=r"--val-split \S+ of --dataset .*: fewer than --seq-len 16 \+ 1 tokens"):
-        build_splits(config, ValidationConfig(split=one_record), ByteTokenizer())
+    splits = build_splits(config, ValidationConfig(split=one_record), ByteTokenizer())
+    assert splits.val is not None and splits.val.num_samples == 1
+    bare = ByteTokenizer()
+    bare.bos_id = bare.eos_id = None  # a record of one byte is then one token: nothing to predict
     short = tmp_path / "short.jsonl"
-    short.write_text(json.dumps({"text": "hi"}) + "\n")
-    with pytest.raises(InputError, match=r"--val-dataset .*short.jsonl: fewer than --seq-len 16 \+ 1 tokens"):
-        build_splits(config, ValidationConfig(dataset=str(short)), ByteTokenizer())
+    short.write_text(json.dumps({"text": "h"}) + "\n")
+    with pytest.raises(InputError, match=r"--val-dataset .*short.jsonl: no record of 2 tokens or more"):
+        build_splits(config, ValidationConfig(dataset=str(short)), bare)
 
 
 def test_an_entry_without_a_split_keeps_its_key_and_each_side_of_a_split_has_its_own(tmp_path: Path) -> None:

@@ -94,6 +94,7 @@ def assert_same_stream(new: Any, old: Any) -> None:
     assert new.tokens.dtype == np.uint32
     assert new.tokens.tolist() == old.tokens.tolist()
     assert new.trainable.tolist() == old.trainable.tolist()
+    assert new.record_lengths.tolist() == old.record_lengths.tolist()
 
 
 @pytest.fixture

@@ -53,9 +53,9 @@ def loss_of_step(model: torch.nn.Module, step: int) -> float:
     data = build_packed_data(DataConfig(dataset="synthetic", seq_len=SEQ_LEN), ByteTokenizer())
     order = SampleOrder(data.num_samples, SEED)
     batch = step_batch(data, order, (step - 1) * GLOBAL_BATCH, GLOBAL_BATCH, GLOBAL_BATCH, dp_rank=0, dp_size=1)
-    ((inputs, labels),) = batch.micro_batches
-    with torch.no_grad():
-        logits = model(input_ids=torch.from_numpy(inputs)).logits
+    ((inputs, labels, positions),) = batch.micro_batches
+    with torch.no_grad():  # transformers finds the packed records from the positions (find_packed_sequence_indices)
+        logits = model(input_ids=torch.from_numpy(inputs), position_ids=torch.from_numpy(positions)).logits
     summed = torch.nn.functional.cross_entropy(
         logits.flatten(0, 1), torch.from_numpy(labels).flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
     )

@@ -16,9 +16,10 @@ from torch.nn.functional import cross_entropy
 
 from tests.harness.trainer_runs import TINY
 from trainer.config import DataConfig, ValidationConfig, parse_args
-from trainer.data.packed import IGNORE_INDEX, PackedData
+from trainer.data.packed import IGNORE_INDEX, PackedData, stack
 from trainer.env import DistEnv
 from trainer.evaluation import BestSoFar, Evaluation, eval_due, held_out_identity, held_out_loss, rank_rows
+from trainer.model.attention import document_inputs
 from trainer.model.lora import is_adapter
 from trainer.model.source import resolve_model
 from trainer.parallel.distributed import io_group
@@ -32,8 +33,11 @@ SEQ_LEN, BATCH = 32, 2
 def held_out_set(samples: int, seed: int = 0) -> PackedData:
     """Random byte-token ids with about a third of the tokens not learnt (a prompt's), as packing makes them."""
     rng = np.random.default_rng(seed)
-    tokens = rng.integers(0, 256, samples * SEQ_LEN + 1, dtype=np.int64)
-    return PackedData(tokens, rng.random(tokens.size) > 0.3, SEQ_LEN)
+    lengths = rng.integers(SEQ_LEN // 2 + 2, SEQ_LEN + 2, samples)  # over half a block each: a block apiece
+    tokens = rng.integers(0, 256, int(lengths.sum()), dtype=np.int64)
+    data = PackedData(tokens, rng.random(tokens.size) > 0.3, SEQ_LEN, lengths)
+    assert data.num_samples == samples
+    return data
 
 
 def trainer_model(*flags: str) -> torch.nn.Module:
@@ -49,10 +53,8 @@ def trainer_model(*flags: str) -> torch.nn.Module:
 @torch.no_grad()
 def plain_mean_loss(model: torch.nn.Module, data: PackedData) -> float:
     """One forward of every sample together and cross-entropy's own mean over the labels that count."""
-    samples = [data.sample(index) for index in range(data.num_samples)]
-    inputs = torch.from_numpy(np.stack([s[0] for s in samples]))
-    labels = torch.from_numpy(np.stack([s[1] for s in samples]))
-    logits = model(input_ids=inputs).logits.float()
+    inputs, labels, positions = (torch.from_numpy(a) for a in stack([data.sample(i) for i in range(data.num_samples)]))
+    logits = model(input_ids=inputs, **document_inputs(positions)).logits.float()
     return float(cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX))
 
 

@@ -1,11 +1,17 @@
-"""Export the trained model in Hugging Face format (config.json + safetensors) for serving.
+"""Export the trained model in Hugging Face format (config.json, generation_config.json, safetensors) for serving.
 
 Parameters are gathered one at a time (every rank takes part in each all-gather) and rank 0 writes them in
 files of at most MAX_FILE_BYTES, so no rank ever holds more than one file's worth of full tensors.
+
+The export generates as its base model does: config.json has use_cache on (training builds the model with it off:
+nothing is cached in a training forward), and generation_config.json is the base model's own (its sampling
+settings and end-of-turn ids), or for a model without one the default transformers derives from the config, with
+the ids of the begin- and end-of-text tokens the model was trained with.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from pathlib import Path
@@ -28,6 +34,25 @@ MAX_FILE_BYTES = 4 * GIB
 ADAPTER_DIRECTORY = "adapter"
 """Under LoRA, the PEFT adapter's subdirectory of the export (the merged model is the export itself)."""
 ADAPTER_WEIGHTS = "adapter_model.safetensors"  # peft/utils/constants.py SAFETENSORS_WEIGHTS_NAME
+GENERATION_CONFIG = "generation_config.json"  # transformers' GENERATION_CONFIG_NAME (utils/__init__.py)
+
+
+def generation_config(model_config: Any, base_directory: Path | None, tokenizer: Any) -> Any:
+    """What generate() on the export reads: the base model's generation_config.json when it has one, else
+    GenerationConfig.from_model_config with the tokenizer's begin- and end-of-text ids (those the data pipeline
+    wrote around every record, so the ones the model learnt to emit); the cache on in both."""
+    from transformers import GenerationConfig
+
+    if base_directory is not None and (base_directory / GENERATION_CONFIG).is_file():
+        generation = GenerationConfig.from_pretrained(str(base_directory))
+    else:
+        generation = GenerationConfig.from_model_config(model_config)
+        for name in ("bos", "eos"):
+            token = getattr(tokenizer, f"{name}_id", None)
+            if token is not None:
+                setattr(generation, f"{name}_token_id", token)
+    generation.use_cache = True
+    return generation
 
 
 def plan_files(params: list[tuple[str, nn.Parameter]], itemsize: int) -> list[list[tuple[str, nn.Parameter]]]:
@@ -60,10 +85,13 @@ def export_hf(
     lora: LoraConfig | None = None,
     base_model: str | None = None,
     provenance: dict[str, Any] | None = None,
+    generation: Any = None,
 ) -> None:
-    """The model in Hugging Face format into `directory`, with `provenance` in PROVENANCE_FILE. Under LoRA (`lora`
-    given) that is the merged model (each adapted weight W + (alpha / r) B A, computed in fp32 from the full tensors,
-    then cast), and the PEFT adapter alone goes into `directory`/adapter (export_adapter), for
+    """The model in Hugging Face format into `directory`, with `provenance` in PROVENANCE_FILE and `generation` (a
+    GenerationConfig, generation_config above; without one, the default for the config) in GENERATION_CONFIG. Under
+    LoRA (`lora` given) that is the merged model (each adapted weight W + (alpha / r) B A, computed in fp32 from the
+    full tensors, then cast: in bf16 an update smaller than half a unit in the last place of its weight is lost, see
+    docs/trainer.md), and the PEFT adapter alone goes into `directory`/adapter (export_adapter), for
     PeftModel.from_pretrained on the base model."""
     from safetensors.torch import save_file
 
@@ -97,8 +125,11 @@ def export_hf(
         total = sum(p.numel() for _, p in params) * torch.empty((), dtype=dtype).element_size()
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
-    hf_config.dtype = dtype
-    hf_config.save_pretrained(str(out))
+    config = copy.deepcopy(hf_config)  # the run's own config stays as training built it
+    config.dtype = dtype
+    config.use_cache = True
+    config.save_pretrained(str(out))
+    (generation or generation_config(config, None, tokenizer)).save_pretrained(str(out))
     if hasattr(tokenizer, "save_pretrained"):
         tokenizer.save_pretrained(str(out))
     if provenance is not None:

@@ -4,8 +4,9 @@ start) as memory-mapped arrays on shared storage, and mapped by every rank.
 Without it every rank of a 16-node job downloads the data set and tokenises all of it into memory before the process
 group exists. With --data-cache-dir (shared by all ranks, like --checkpoint-dir):
 
-    <data-cache-dir>/<key>/tokens.npy, trainable.npy, meta.json      complete (a directory renamed into place)
-                                                                     tokens: uint32 ids (older entries: int64)
+    <data-cache-dir>/<key>/tokens.npy, trainable.npy, records.npy,   complete (a directory renamed into place)
+                           meta.json                                 tokens: uint32 ids; records: each record's
+                                                                     token count
     <data-cache-dir>/<key>.error                                     the data set was refused (the message)
 
 The key is a digest of everything the token stream depends on: the data set (id, config and split, a local file's
@@ -13,8 +14,10 @@ path, size and modification time, or each staged S3 object's key, ETag and size)
 fingerprint and this module's layout version; with --val-split also the fraction and which side of the split the
 entry holds (its train and val entries are written from one pass; an entry without a split keeps the key it had).
 A --val-dataset is an entry of its own, keyed as if it were the --dataset.
---seq-len is not in it: packing cuts the same stream into blocks of any length (trainer/data/packing.py), so one entry
-serves every sequence length. Global rank 0 tokenises if the entry is missing; the other ranks wait for the entry
+--seq-len is not in it: packing lays the same records out in blocks of any length (trainer/data/blocks.py), so one
+entry serves every sequence length. Layout version 2 added records.npy (the records' bounds, which packing keeps
+apart): an entry of version 1 has another key, so it is never read, and the data set is tokenised again.
+Global rank 0 tokenises if the entry is missing; the other ranks wait for the entry
 (or for the error, which they raise alike) by polling the file system, since no process group exists yet.
 Tokenising streams the records into the staging directory's files (trainer/data/prepare.py): the writer's memory
 holds the batches in flight, not the data set.
@@ -34,9 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from trainer.config import DataConfig, ValidationConfig
-from trainer.data.packed import require_samples
+from trainer.data.packed import no_samples
 from trainer.data.packing import PackedData, check_enough, stream_names, val_dataset_config
-from trainer.data.prepare import TOKENS, TRAINABLE, EntryFiles, prepare
+from trainer.data.prepare import RECORDS, TOKENS, TRAINABLE, EntryFiles, prepare
 from trainer.data.split import Splits
 from trainer.data.tokenise import TOKEN_DTYPE, TokenStream
 from trainer.data.tokenizer import Tokenizer
@@ -47,7 +50,7 @@ from trainer.s3.inputs import staged
 from trainer.s3.uri import is_s3_uri
 
 log = logging.getLogger(__name__)
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 POLL_S = 1.0
 META = "meta.json"
 PARTS = ("train", "val")  # the streams of an entry pair, in the order tokenise_into_cache takes their keys
@@ -86,11 +89,10 @@ def current_attempt() -> str:
 
 
 def map_entry(entry: Path, seq_len: int) -> PackedData:
-    """The cached stream, memory-mapped read-only: the pages are shared by every rank on a node. Entries written
-    before the ids became 32-bit hold int64 ids, read alike."""
+    """The cached stream, memory-mapped read-only: the pages are shared by every rank on a node."""
     tokens = np.load(entry / TOKENS, mmap_mode="r")
     trainable = np.load(entry / TRAINABLE, mmap_mode="r")
-    return PackedData(tokens, trainable, seq_len)
+    return PackedData(tokens, trainable, seq_len, np.load(entry / RECORDS))
 
 
 class Staging:
@@ -127,7 +129,7 @@ def write_entry(
     """An entry of a stream already in memory."""
     staging = Staging(directory, key)
     files = EntryFiles(staging.path)
-    files.append(TokenStream(packed.tokens, packed.trainable))
+    files.append(TokenStream(packed.tokens, packed.trainable, packed.record_lengths))
     return staging.commit(config, tokenizer, part, files.close())
 
 
@@ -157,8 +159,9 @@ def tokenise_into_cache(
         files = [EntryFiles(staging.path) for staging in stagings]
         prepared = prepare(config, tokenizer, files[0], files[1] if len(files) > 1 else None, val_fraction, flag)
         counts = [stream.close() for stream in files]
-        for count, name in zip(counts, names, strict=True):
-            require_samples(count, config.seq_len, name)  # refused before it becomes an entry
+        for stream, name in zip(files, names, strict=True):
+            if stream.longest < 2:  # refused before it becomes an entry
+                raise no_samples(name, config.seq_len)
     except BaseException as failure:
         for staging in stagings:
             staging.discard()

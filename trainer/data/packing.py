@@ -1,8 +1,9 @@
 """Training data: the packed stream built (streamed through trainer/data/prepare.py), and the samples ordered.
 
 Determinism contract (tests/trainer/test_data.py):
-- All documents are tokenised into one stream and cut into `seq_len` blocks; sample i predicts
-  stream[i*L+1 : (i+1)*L+1] from stream[i*L : (i+1)*L]. Prompt tokens of instruction and dialogue records are
+- All records are tokenised into one stream, each record's length kept, and laid out apart in blocks of `seq_len`
+  positions (trainer/data/blocks.py): a sample is a block of whole records, positions restarting at each, and each
+  record attends only to itself (trainer/model/attention.py). Prompt tokens of instruction and dialogue records are
   masked out of the loss, so only responses are learnt; chat records (`messages`) go through the tokenizer's own
   chat template, and only the assistant's turns are learnt (trainer/data/tokenizer.py chat_pieces).
 - Sample order: a permutation of all samples seeded by (--seed, epoch), independent of the world size.
@@ -24,7 +25,7 @@ import numpy as np
 from trainer.config import DataConfig, ValidationConfig
 from trainer.data.epochs import MANY_EPOCHS, epochs, epochs_warning
 from trainer.data.formats import DIALOGUE_PROMPT, INSTRUCTION_PROMPT, detect_format, render
-from trainer.data.packed import IGNORE_INDEX, PackedData, require_samples
+from trainer.data.packed import IGNORE_INDEX, PackedData, Sample, require_records, stack
 from trainer.data.prepare import InMemory, prepare
 from trainer.data.records import SYNTHETIC_DOCUMENTS, file_batches, stream_records, synthetic_stream
 from trainer.data.split import Splits
@@ -37,6 +38,7 @@ __all__ = [
     "INSTRUCTION_PROMPT",
     "MANY_EPOCHS",
     "PackedData",
+    "Sample",
     "detect_format",
     "epochs",
     "epochs_warning",
@@ -66,6 +68,7 @@ def pack(records: Iterable[dict[str, Any]], tokenizer: Tokenizer, data_format: s
     (trainer/data/tokenise.py) equals token for token."""
     ids: list[int] = []
     trainable: list[bool] = []
+    lengths: list[int] = []
     for record in records:
         if data_format == "chat":
             if "messages" not in record:
@@ -73,17 +76,21 @@ def pack(records: Iterable[dict[str, Any]], tokenizer: Tokenizer, data_format: s
             chat_ids, chat_trainable = tokenizer.encode_chat(record["messages"])
             ids += chat_ids
             trainable += chat_trainable
+            lengths.append(len(chat_ids))
             continue
         prompt, response = render(record, data_format)
         prefix = ([tokenizer.bos_id] if tokenizer.bos_id is not None else []) + tokenizer.encode(prompt)
         answer = tokenizer.encode(response) + ([tokenizer.eos_id] if tokenizer.eos_id is not None else [])
         ids += prefix + answer
         trainable += [False] * len(prefix) + [True] * len(answer)
-    return PackedData(np.asarray(ids, dtype=np.int64), np.asarray(trainable, dtype=bool), seq_len)
+        lengths.append(len(prefix) + len(answer))
+    return PackedData(
+        np.asarray(ids, dtype=np.int64), np.asarray(trainable, dtype=bool), seq_len, np.asarray(lengths, np.int64)
+    )
 
 
 def check_enough(packed: PackedData, what: str) -> PackedData:
-    require_samples(len(packed.tokens), packed.seq_len, what)
+    require_records(packed.record_lengths, packed.seq_len, what)
     return packed
 
 
@@ -151,8 +158,8 @@ class SampleOrder:
 class StepBatch:
     """What one rank trains on in one optimizer step."""
 
-    micro_batches: list[tuple[np.ndarray, np.ndarray]]
-    """(input ids, labels), each [batch_size, seq_len], one per gradient accumulation step."""
+    micro_batches: list[Sample]
+    """Inputs, labels and positions, each [batch_size, seq_len], one per gradient accumulation step."""
     global_target_tokens: int
     """Tokens counted in the loss over the whole global batch (all ranks): the loss's denominator."""
 
@@ -166,10 +173,9 @@ def step_batch(
     """
     ids = order.indices(consumed, global_batch)
     samples = [data.sample(int(i)) for i in ids]
-    target_tokens = int(sum((labels != IGNORE_INDEX).sum() for _, labels in samples))
+    target_tokens = int(sum((sample.labels != IGNORE_INDEX).sum() for sample in samples))
     micro = []
     for m in range(global_batch // (batch_size * dp_size)):
         start = (m * dp_size + dp_rank) * batch_size
-        rows = samples[start : start + batch_size]
-        micro.append((np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows])))
+        micro.append(stack(samples[start : start + batch_size]))
     return StepBatch(micro, target_tokens)

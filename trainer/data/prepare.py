@@ -33,6 +33,8 @@ from trainer.errors import InputError
 log = logging.getLogger(__name__)
 TOKENS = "tokens.npy"
 TRAINABLE = "trainable.npy"
+RECORDS = "records.npy"
+"""Each record's token count (int64), in stream order: where each record starts, for packing records apart."""
 
 
 class StreamSink(Protocol):
@@ -72,18 +74,23 @@ class NpyAppender:
 
 
 class EntryFiles:
-    """The two arrays of a cache entry, tokens.npy (32-bit ids) and trainable.npy, appended in step."""
+    """The arrays of a cache entry, tokens.npy (32-bit ids), trainable.npy and records.npy, appended in step."""
 
     def __init__(self, directory: Path) -> None:
         self.tokens = NpyAppender(directory / TOKENS, TOKEN_DTYPE)
         self.trainable = NpyAppender(directory / TRAINABLE, np.dtype(bool))
+        self.records = NpyAppender(directory / RECORDS, np.dtype(np.int64))
+        self.longest = 0
 
     def append(self, stream: TokenStream) -> None:
         self.tokens.append(stream.ids)
         self.trainable.append(stream.trainable)
+        self.records.append(stream.record_lengths)
+        self.longest = max(self.longest, int(stream.record_lengths.max(initial=0)))
 
     def close(self) -> int:
         self.trainable.close()
+        self.records.close()
         return self.tokens.close()
 
 
@@ -101,8 +108,9 @@ class InMemory:
         pieces = self.pieces or [TokenStream.empty()]
         ids = np.concatenate([piece.ids for piece in pieces])
         trainable = np.concatenate([piece.trainable for piece in pieces])
+        records = np.concatenate([piece.record_lengths for piece in pieces])
         self.pieces = []
-        return PackedData(ids, trainable, seq_len)
+        return PackedData(ids, trainable, seq_len, records)
 
 
 @dataclass(frozen=True)

@@ -34,14 +34,16 @@ IN_FLIGHT_PER_WORKER = 2  # batches handed out per worker: one tokenising, one q
 
 @dataclass(frozen=True)
 class TokenStream:
-    """Consecutive ids of the packed stream and, per id, whether it is learnt."""
+    """Consecutive records of the packed stream: their ids, per id whether it is learnt, and each record's length."""
 
     ids: np.ndarray
     trainable: np.ndarray
+    record_lengths: np.ndarray
+    """Tokens of each record, in order (int64; they add up to len(ids))."""
 
     @staticmethod
     def empty() -> TokenStream:
-        return TokenStream(np.empty(0, TOKEN_DTYPE), np.empty(0, bool))
+        return TokenStream(np.empty(0, TOKEN_DTYPE), np.empty(0, bool), np.empty(0, np.int64))
 
 
 @dataclass(frozen=True)
@@ -61,25 +63,32 @@ class Recipe:
     val_fraction: float = 0.0
 
 
-def flatten(pieces: list[list[int]], trained: list[bool]) -> TokenStream:
-    """Pieces of ids in stream order, each trained on or not, as two flat arrays."""
+def flatten(pieces: list[list[int]], trained: list[bool], record_pieces: list[int]) -> TokenStream:
+    """Pieces of ids in stream order, each trained on or not, as two flat arrays; record_pieces[r] of them make
+    record r."""
     lengths = np.fromiter((len(piece) for piece in pieces), dtype=np.int64, count=len(pieces))
     total = int(lengths.sum())
     ids = np.fromiter(chain.from_iterable(pieces), dtype=TOKEN_DTYPE, count=total)
-    return TokenStream(ids, np.repeat(np.asarray(trained, dtype=bool), lengths))
+    piece_ends = np.concatenate([[0], np.cumsum(lengths)])
+    record_bounds = np.concatenate([[0], np.cumsum(np.asarray(record_pieces, dtype=np.int64))])
+    record_lengths = np.diff(piece_ends[record_bounds]).astype(np.int64)
+    return TokenStream(ids, np.repeat(np.asarray(trained, dtype=bool), lengths), record_lengths)
 
 
 def chat_stream(records: list[Record], tokenizer: Tokenizer) -> TokenStream:
     """Each conversation's template pieces, all the batch's pieces encoded in one call."""
     texts: list[str] = []
     trained: list[bool] = []
+    record_pieces: list[int] = []
     for record in records:
         if "messages" not in record:
             raise InputError(f"--dataset-format chat: a record has no field 'messages' ({sorted(record)})")
-        for text, learnt in tokenizer.chat_segments(record["messages"]):
+        segments = tokenizer.chat_segments(record["messages"])
+        for text, learnt in segments:
             texts.append(text)
             trained.append(learnt)
-    return flatten(tokenizer.encode_batch(texts), trained)
+        record_pieces.append(len(segments))
+    return flatten(tokenizer.encode_batch(texts), trained, record_pieces)
 
 
 def prompt_response_stream(records: list[Record], tokenizer: Tokenizer, data_format: str) -> TokenStream:
@@ -94,7 +103,7 @@ def prompt_response_stream(records: list[Record], tokenizer: Tokenizer, data_for
     pieces: list[list[int]] = []
     for prompt, response in zip(encoded[0::2], encoded[1::2], strict=True):
         pieces += (bos, prompt, response, eos)
-    return flatten(pieces, [False, False, True, True] * len(records))
+    return flatten(pieces, [False, False, True, True] * len(records), [4] * len(records))
 
 
 def tokenise_records(records: list[Record], recipe: Recipe) -> TokenStream:

@@ -23,7 +23,7 @@ from torch.distributed.tensor import DTensor, Shard
 
 from trainer.checkpoint.space import format_bytes
 from trainer.checkpoint.writers import assign_replicas, replicas_of
-from trainer.model.attention import causal_sdpa
+from trainer.model.attention import document_attention
 from trainer.model.lora import adapter_init_bound, is_adapter
 from trainer.model.source import ModelSource
 from trainer.parallel.distributed import broadcast_shards, replica_place
@@ -56,7 +56,7 @@ def build_meta_model(config: Any) -> nn.Module:
     # Llama 2's configs say float16, so parameters, gradients and AdamW moments would be fp16 (AdamW's eps 1e-8
     # is 0 in fp16, and the loss turns NaN). Compute in bf16/fp16 comes from the MixedPrecisionPolicy instead.
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, attn_implementation=causal_sdpa(), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=document_attention(), dtype=torch.float32)
     return model
 
 
