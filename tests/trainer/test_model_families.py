@@ -144,7 +144,9 @@ def loss_of_step_1(directory: Path) -> float:
     batch = step_batch(data, SampleOrder(data.num_samples, SEED), 0, GLOBAL_BATCH, GLOBAL_BATCH, 0, 1)
     ((inputs, labels, positions),) = batch.micro_batches
     with torch.no_grad():  # transformers finds the packed records from the positions (find_packed_sequence_indices)
-        logits = model(input_ids=torch.from_numpy(inputs), position_ids=torch.from_numpy(positions)).logits
+        logits = model(
+            input_ids=torch.from_numpy(inputs), position_ids=torch.from_numpy(positions), use_cache=False
+        ).logits
     loss = torch.nn.functional.cross_entropy(
         logits.flatten(0, 1), torch.from_numpy(labels).flatten(), ignore_index=IGNORE_INDEX
     )

@@ -47,7 +47,8 @@ def exported_model_loss(export: Path, val: PackedData) -> float:
     total, counted = 0.0, 0
     for index in range(val.num_samples):
         inputs, labels, positions = (torch.from_numpy(array)[None] for array in val.sample(index))
-        logits = model(input_ids=inputs, position_ids=positions).logits.float()  # transformers' own packed records
+        # transformers finds the packed records from the positions (find_packed_sequence_indices), without a cache
+        logits = model(input_ids=inputs, position_ids=positions, use_cache=False).logits.float()
         total += float(
             cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
         )
