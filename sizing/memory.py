@@ -9,7 +9,11 @@ What is modelled is what trainer/ builds (trainer/parallel/parallelize.py, train
 - parameters are fp32 shards; forward and backward run on unsharded copies in the mixed-precision dtype
   (MixedPrecisionPolicy param_dtype), gradients are reduce-scattered in fp32 into fp32 shards;
 - AdamW keeps two fp32 moments per parameter (torch.optim.AdamW: exp_avg and exp_avg_sq);
-- the model is transformers' LlamaForCausalLM with SDPA attention; the loss is an fp32 cross-entropy;
+- the model is transformers' LlamaForCausalLM; its attention keeps each packed record to itself
+  (trainer/model/attention.py): on a GPU flex attention, which saves what flash SDPA saves (the output and a
+  log-sum-exp per head) and reads a BlockMask of a few integers per 128 x 128 tile (kilobytes: not counted); the CPU
+  path's boolean mask (batch x seq^2 bytes per micro batch) is not modelled, the model sizes GPUs; the loss is an
+  fp32 cross-entropy;
 - with LoRA (--lora-rank, trainer/model/lora.py) the base is frozen and held in the compute dtype (no gradient,
   no optimizer state, nothing of it reduced: the head and the embedding reduce nothing at all), and only the fp32
   adapters have gradients and AdamW moments; each layer gathers its adapters with its base, and saves each
@@ -141,35 +145,21 @@ def adapter_parameters(shape: ModelShape, rank: int, targets: tuple[str, ...]) -
 
 def lora_saved_bytes(shape: ModelShape, tokens: int, compute_bytes: int, rank: int, targets: tuple[str, ...],
                      mode: str) -> int:  # fmt: skip
-    """What a layer's adapters add to what it keeps for backward: each lora_B saves its r-wide input (lora_A's
-    output); selective checkpointing also keeps both adapter matmuls' outputs (its policy keeps every mm), full only
-    the layer's input."""
+    """What a layer's adapters add to what it keeps for backward. Without checkpointing each lora_B saves its r-wide
+    input (lora_A's output). The selective policies recompute the adapters' narrow matmuls
+    (trainer/parallel/parallelize.py is_narrow_matmul): nothing of them is kept but peft's scaling factor; full
+    keeps only the layer's input. Measured to the byte by tests/sizing/trainer_memory/test_checkpointed_formula.py."""
     adapters = adapter_shapes(shape, rank, targets)
     if not adapters or mode == "full":
         return 0
-    intermediates = tokens * compute_bytes * rank * (len(adapters) // 2)
     if mode == "none":
-        return intermediates
-    if mode == "selective-mm":
-        return selective_mm_lora_saved_bytes(shape, tokens, compute_bytes, rank, targets)
-    return 2 * intermediates + tokens * compute_bytes * sum(rows for rows, _ in adapters[1::2])
+        return tokens * compute_bytes * rank * (len(adapters) // 2)
+    return PEFT_SCALING_BYTES * (len(adapters) // 2)
 
 
 PEFT_SCALING_BYTES = 8
 """peft's lora.Linear multiplies lora_B's output by `scaling`, a Python float: autograd keeps it as a float64
-scalar tensor (measured: 8 bytes per adapted projection under selective-mm)."""
-
-
-def selective_mm_lora_saved_bytes(shape: ModelShape, tokens: int, compute_bytes: int, rank: int,
-                                  targets: tuple[str, ...]) -> int:  # fmt: skip
-    """What a layer's adapters add under selective-mm. Each adapted projection runs three matmuls in a row (base, A,
-    B), an even number added before the next base, so the base projections keep their turns (q, v, gate, down kept;
-    k, o, up recomputed) and in each adapted one A takes the other turn from its base and B the same: where the base
-    is kept B's output (the projection's width) is kept, where the base is recomputed A's output (rank wide) is.
-    Measured to the byte by tests/sizing/trainer_memory/test_checkpointed_formula.py."""
-    width = dict(zip(LORA_TARGETS, (rows for rows, _ in adapter_shapes(shape, rank, LORA_TARGETS)[1::2]), strict=True))
-    kept = [width[name] if index % 2 == 0 else rank for index, name in enumerate(LORA_TARGETS) if name in targets]
-    return tokens * compute_bytes * sum(kept) + PEFT_SCALING_BYTES * len(kept)
+scalar tensor (measured: 8 bytes per adapted projection under selective and selective-mm)."""
 
 
 def root_parameter_shapes(shape: ModelShape) -> list[tuple[int, int]]:
@@ -209,7 +199,8 @@ def layer_activation_bytes(shape: ModelShape, tokens: int, compute_bytes: int) -
       and 1/rms (4): two norms, 8h + 4eh + 8;
     - attention saves q and k after RoPE, v, and the SDPA output (which o_proj reads as its input, same storage):
       e(2q + 2kv) with q = heads x head_dim (h unless a config sets head_dim apart), plus the fp32 log-sum-exp per
-      head (4 x heads). Flash/efficient SDPA keeps no s x s scores, so the paper's 5as/h term is gone;
+      head (4 x heads). Flash/efficient SDPA and flex attention keep no s x s scores, so the paper's 5as/h term
+      is gone;
     - Qwen3's per-head RMSNorms on q and k (Qwen3RMSNorm) each save their fp32 input, their normalised output in
       the compute dtype and 1/rms per head: (4 + e)(q + kv) + 4(heads + kv heads);
     - the SwiGLU MLP saves gate, SiLU(gate), up and their product: 4eI (the paper's GeLU MLP of width 4h
@@ -343,11 +334,12 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
         reduce_scatter_head=FP32 * shard * head_trained,
         reduce_scatter_embedding=FP32 * shard * embedding_trained,
         saved_layer=checkpointed_layer_bytes(shape, tokens, e, job.activation_checkpointing) + lora_saved,
-        # A recomputed layer saves its adapters' intermediates again only where checkpointing kept none of them.
+        # A recomputed layer saves its adapters' r-wide intermediates again: every checkpointing mode recomputes the
+        # adapters' matmuls (the selective ones too, trainer/parallel/parallelize.py is_narrow_matmul).
         recomputed_layer=recomputed_layer_bytes(shape, tokens, e, job.activation_checkpointing)
         + (
             lora_saved_bytes(shape, tokens, e, job.lora_rank, job.lora_targets, "none")
-            if job.activation_checkpointing == "full"
+            if job.activation_checkpointing != "none"
             else 0
         ),
         # cos and sin (one per position, shared by all layers), token ids, final norm (as a layer's norm).

@@ -25,6 +25,6 @@ def test_fp8_without_compile_is_refused() -> None:
 
 
 def test_selective_checkpointing_keeps_fp8_matmuls() -> None:
-    assert _selective_policy(None, torch.ops.aten._scaled_mm.default) == CheckpointPolicy.MUST_SAVE
-    assert _selective_policy(None, torch.ops.aten.mm.default) == CheckpointPolicy.MUST_SAVE
-    assert _selective_policy(None, torch.ops.aten.silu.default) == CheckpointPolicy.PREFER_RECOMPUTE
+    assert _selective_policy()(None, torch.ops.aten._scaled_mm.default) == CheckpointPolicy.MUST_SAVE
+    assert _selective_policy()(None, torch.ops.aten.mm.default) == CheckpointPolicy.MUST_SAVE
+    assert _selective_policy()(None, torch.ops.aten.silu.default) == CheckpointPolicy.PREFER_RECOMPUTE

@@ -162,6 +162,6 @@ def test_selective_checkpointing_keeps_the_matmuls_attention_and_fp8s_amax() -> 
 
     aten = torch.ops.aten
     for kept in (aten.max.default, aten.mm.default, aten._scaled_mm.default, aten.addmm.default):
-        assert _selective_policy(None, kept) is CheckpointPolicy.MUST_SAVE, kept
+        assert _selective_policy()(None, kept) is CheckpointPolicy.MUST_SAVE, kept
     for recomputed in (aten.mul.Tensor, aten.silu.default, aten.abs.default):
-        assert _selective_policy(None, recomputed) is CheckpointPolicy.PREFER_RECOMPUTE, recomputed
+        assert _selective_policy()(None, recomputed) is CheckpointPolicy.PREFER_RECOMPUTE, recomputed

@@ -12,7 +12,6 @@ Strategy -> device mesh -> fully_shard settings:
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import torch
@@ -23,6 +22,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from trainer.config import ParallelConfig
 from trainer.dtypes import TORCH_DTYPES
 from trainer.model.build import decoder_layers, final_norm
+from trainer.model.lora import lora_layers
 from trainer.parallel.all_reduce import REPLICATE_DIM, apply_bf16_all_reduce
 from trainer.parallel.embedding import VocabShardedEmbedding
 from trainer.parallel.plan import RunPlan
@@ -35,12 +35,12 @@ def build_mesh(strategy: str, plan: RunPlan, device_type: str) -> DeviceMesh:
     return init_device_mesh(device_type, (plan.replicate, plan.shard), mesh_dim_names=(REPLICATE_DIM, "dp_shard"))
 
 
-def _selective_policy(ctx: object, op: object, *args: object, **kwargs: object) -> object:
-    """Keep what is expensive to recompute (matmuls, attention); recompute elementwise ops (norms, SiLU, RoPE)."""
-    from torch.utils.checkpoint import CheckpointPolicy
+def _kept_ops() -> set[object]:
+    """What selective checkpointing keeps: matmuls and attention, expensive to recompute (norms, SiLU, RoPE are not)."""
+    from torch import _higher_order_ops as higher_order_ops
 
     aten = torch.ops.aten
-    keep = {
+    kept: set[object] = {
         aten._scaled_mm.default,  # FP8 matmuls (torchao); torchtitan's selective checkpointing keeps them too
         # FP8's amax, the max of |x| over a tensor (torchao's tensor-wise scaling): a full reduction, cheap to keep and
         # in recompute a second pass over the activation; torchtitan's op save list keeps it too.
@@ -52,8 +52,13 @@ def _selective_policy(ctx: object, op: object, *args: object, **kwargs: object) 
         aten._scaled_dot_product_efficient_attention.default,
         aten._scaled_dot_product_cudnn_attention.default,
         aten._scaled_dot_product_flash_attention_for_cpu.default,
+        # Flex attention (the CUDA path of trainer/model/attention.py) as torchtitan's op save list names it.
+        higher_order_ops.flex_attention,
     }
-    return CheckpointPolicy.MUST_SAVE if op in keep else CheckpointPolicy.PREFER_RECOMPUTE
+    compiled = getattr(higher_order_ops, "inductor_compiled_code", None)  # a compiled flex call, newer torch
+    if compiled is not None:
+        kept.add(compiled)
+    return kept
 
 
 def _matmuls() -> set[object]:
@@ -62,7 +67,43 @@ def _matmuls() -> set[object]:
     return {aten.mm.default, aten.addmm.default, aten._scaled_mm.default}
 
 
-def _every_other_matmul_policy() -> Callable[..., object]:
+def narrow_width(model: nn.Module) -> int:
+    """The widest LoRA rank of the model's adapters when it is narrower than every projection it adapts (0 without
+    LoRA, or when a rank is as wide as a projection and so cannot tell the adapters' matmuls from the base's)."""
+    layers = lora_layers(model)
+    if not layers:
+        return 0
+    rank = max(int(rank) for layer in layers for rank in layer.r.values())
+    widest_needed = min(min(layer.base_layer.in_features, layer.base_layer.out_features) for layer in layers)
+    return rank if rank < widest_needed else 0
+
+
+def is_narrow_matmul(op: object, args: tuple[object, ...], narrow: int) -> bool:
+    """A LoRA adapter's matmul: one of its weight's dimensions is the rank (lora_A's is in x r, lora_B's r x out; a
+    base projection's are both wider). Recomputing one costs r x (in + out) per token, nothing beside the base's
+    in x out; keeping lora_B's output would keep a projection-wide tensor per adapted layer."""
+    if not narrow or op not in _matmuls():
+        return False
+    weight = args[2] if op is torch.ops.aten.addmm.default else args[1]
+    return isinstance(weight, torch.Tensor) and weight.dim() == 2 and min(weight.shape) <= narrow
+
+
+def _selective_policy(narrow: int = 0) -> Callable[..., object]:
+    """Keep what is expensive to recompute (matmuls, attention); recompute elementwise ops (norms, SiLU, RoPE) and,
+    under LoRA, the adapters' narrow matmuls (is_narrow_matmul)."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    kept = _kept_ops()
+
+    def policy(ctx: object, op: object, *args: object, **kwargs: object) -> object:
+        if op in kept and not is_narrow_matmul(op, args, narrow):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def _every_other_matmul_policy(narrow: int = 0) -> Callable[..., object]:
     """torchtitan's op-level selective policy: `_selective_policy`, except that every second matmul of a layer's
     forward is recomputed in backward rather than kept (the 2nd, 4th, ...: in a Llama layer k, o and up of the seven
     projections), for about half of selective's matmul outputs at the cost of those three matmuls again.
@@ -71,48 +112,53 @@ def _every_other_matmul_policy() -> Callable[..., object]:
     call of the wrapped block, one for its forward and one for its recompute, so the recompute takes the same
     decisions; `func in mm_ops and meta[mm_count_key] % 2 == 0` recomputes), read at pytorch/torchtitan b5bcd76.
     torchtitan counts aten.mm and aten.linear; here the count takes every matmul a Linear can become (_matmuls), so a
-    projection with a bias (Qwen2's q, k, v: addmm) or under FP8 (_scaled_mm) still takes its turn.
+    projection with a bias (Qwen2's q, k, v: addmm) or under FP8 (_scaled_mm) still takes its turn. LoRA's narrow
+    matmuls are always recomputed and take no turn, so the base projections keep theirs.
     """
     from torch.utils.checkpoint import CheckpointPolicy
 
     counts = {False: 0, True: 0}  # matmuls seen so far in this call's forward and in its recompute
     matmuls = _matmuls()
+    selective = _selective_policy(narrow)
 
     def policy(ctx: Any, op: object, *args: object, **kwargs: object) -> object:
-        if op in matmuls:
+        if op in matmuls and not is_narrow_matmul(op, args, narrow):
             counts[ctx.is_recompute] += 1
             if counts[ctx.is_recompute] % 2 == 0:
                 return CheckpointPolicy.PREFER_RECOMPUTE
-        return _selective_policy(ctx, op, *args, **kwargs)
+        return selective(ctx, op, *args, **kwargs)
 
     return policy
 
 
-def _every_other_matmul_contexts() -> tuple[object, object]:
-    """checkpoint_wrapper's context_fn: called once per call of a wrapped layer, so each call counts from zero."""
+def _contexts(every_other: bool, narrow: int) -> Callable[[], tuple[object, object]]:
+    """checkpoint_wrapper's context_fn: called once per call of a wrapped layer, so each call's policy counts from
+    zero."""
     from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
-    return create_selective_checkpoint_contexts(_every_other_matmul_policy())
+    def contexts() -> tuple[object, object]:
+        policy = _every_other_matmul_policy(narrow) if every_other else _selective_policy(narrow)
+        return create_selective_checkpoint_contexts(policy)
+
+    return contexts
 
 
 def apply_activation_checkpointing(model: nn.Module, mode: str) -> None:
     """Wrap each decoder layer so its activations are recomputed in backward: all of them (full), the cheap ones
-    (selective), or the cheap ones and every second matmul (selective-mm)."""
+    (selective), or the cheap ones and every second matmul (selective-mm); under LoRA the selective modes also
+    recompute the adapters' narrow matmuls."""
     if mode == "none":
         return
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-    from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
-    contexts = {
-        "selective": partial(create_selective_checkpoint_contexts, _selective_policy),
-        "selective-mm": _every_other_matmul_contexts,
-    }
+    narrow = narrow_width(model)
     layers = decoder_layers(model)
     for index, layer in enumerate(layers):
         if mode == "full":
             layers[index] = checkpoint_wrapper(layer, preserve_rng_state=False)
         else:
-            layers[index] = checkpoint_wrapper(layer, context_fn=contexts[mode], preserve_rng_state=False)
+            context_fn = _contexts(mode == "selective-mm", narrow)
+            layers[index] = checkpoint_wrapper(layer, context_fn=context_fn, preserve_rng_state=False)
 
 
 def apply_fp8(model: nn.Module) -> None:

@@ -59,16 +59,18 @@ def test_a_checkpointed_layer_keeps_what_the_formula_says(shape: ModelShape, pre
     assert kept_bytes(shape, precision, mode) == checkpointed_layer_bytes(shape, tokens, DTYPE_BYTES[precision], mode)
 
 
+@pytest.mark.parametrize("mode", ["selective", "selective-mm"])
 @pytest.mark.parametrize("targets", [LORA_TARGETS, ("q_proj", "v_proj"), ("k_proj", "up_proj")], ids=str)
-def test_under_lora_selective_mm_keeps_what_the_formula_says(targets: tuple[str, ...]) -> None:
-    """The adapters' matmuls take turns with the base's (sizing/memory.py selective_mm_lora_saved_bytes)."""
+def test_under_lora_the_selective_modes_recompute_the_adapters_and_keep_what_the_formula_says(
+    targets: tuple[str, ...], mode: str
+) -> None:
+    """The adapters' narrow matmuls are recomputed (trainer/parallel/parallelize.py is_narrow_matmul): a layer with
+    adapters keeps what it keeps without them, and peft's scaling factor (sizing/memory.py lora_saved_bytes)."""
     lora = LoraConfig(rank=4, targets=",".join(targets))
-    kept = kept_bytes(GQA, "bf16", "selective-mm", lora)
     tokens, e = BATCH * SEQ_LEN, DTYPE_BYTES["bf16"]
-    expected = checkpointed_layer_bytes(GQA, tokens, e, "selective-mm") + lora_saved_bytes(
-        GQA, tokens, e, 4, targets, "selective-mm"
-    )
-    assert kept == expected
+    without = checkpointed_layer_bytes(GQA, tokens, e, mode)
+    assert kept_bytes(GQA, "bf16", mode, lora) == without + lora_saved_bytes(GQA, tokens, e, 4, targets, mode)
+    assert lora_saved_bytes(GQA, tokens, e, 4, targets, mode) < tokens  # not a byte per token
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
