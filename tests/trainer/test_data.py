@@ -216,6 +216,59 @@ def test_chat_pieces_follow_the_template_and_refuse_one_that_rewrites_the_past()
         chat_pieces([{"role": "user"}], tagged)
 
 
+# Qwen3's rules for assistant turns (Qwen/Qwen3-8B tokenizer_config.json chat_template), written here in short: a
+# turn after the last user query that is the conversation's last, or has reasoning, is written with its reasoning
+# block (an empty one if it has none); earlier turns are written without their reasoning.
+QWEN3_RULES = (
+    "{%- set ns = namespace(last_query=-1) %}"
+    "{%- for m in messages %}{%- if m.role == 'user' %}{%- set ns.last_query = loop.index0 %}{%- endif %}{%- endfor %}"
+    "{%- for m in messages %}"
+    "{%- if m.role == 'assistant' %}"
+    "{%- set content = m.content.split('</think>')[-1].lstrip('\\n') %}"
+    "{%- set reasoning = m.content.split('</think>')[0].split('<think>')[-1].strip('\\n') "
+    "if '</think>' in m.content else '' %}"
+    "{%- if loop.index0 > ns.last_query and (loop.last or reasoning) %}"
+    "{{- '<|im_start|>assistant\\n<think>\\n' + reasoning + '\\n</think>\\n\\n' + content }}"
+    "{%- else %}{{- '<|im_start|>assistant\\n' + content }}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- else %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def test_a_qwen3_conversation_of_several_assistant_turns_is_cut_from_one_render(tmp_path: Path) -> None:
+    """Rendered up to its first answer, the conversation writes that answer with an empty reasoning block; the whole
+    conversation writes it without (another query follows). The pieces are the whole render's, cut at its turns."""
+    tokenizer = chat_tokenizer(tmp_path / "qwen3", template=QWEN3_RULES)
+    turns = [*CHAT["messages"][1:3], CHAT["messages"][3], {"role": "assistant", "content": "<think>x</think>6 ."}]
+    render = tokenizer._tokenizer.apply_chat_template
+    whole = render(turns, tokenize=False)
+    assert not whole.startswith(render(turns[:2], tokenize=False))  # the turn-by-turn prefixes do not hold
+    pieces = tokenizer.chat_segments(turns)
+    assert "".join(text for text, _ in pieces) == whole
+    assert [text for text, trained in pieces if trained] == [
+        "5<|im_end|>\n",
+        "<think>\nx\n</think>\n\n6 .<|im_end|>\n",
+    ]
+    assert pieces[0] == ("<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n", False)
+
+
+def test_chat_pieces_are_those_of_the_turn_by_turn_prompts_where_those_hold() -> None:
+    """For a template whose renders of the first turns are prefixes of the whole (ChatML, Llama 3's), the one-render
+    cut trains from the end of each generation prompt to the end of its turn, as each turn's own prompt would."""
+
+    def tagged(turns: list[dict[str, str]], add_generation_prompt: bool) -> str:
+        text = "".join(f"<{turn['role']}>{turn['content'].strip()}</{turn['role']}>" for turn in turns)
+        return text + ("<assistant>" if add_generation_prompt else "")
+
+    messages = CHAT["messages"]
+    pieces = chat_pieces(messages, tagged)
+    for index in (2, 4):
+        prompt, through = tagged(messages[:index], True), tagged(messages[: index + 1], False)
+        assert (through[len(prompt) :], True) in pieces
+
+
 def test_a_tokenizer_without_a_chat_template_is_refused_by_flag(tmp_path: Path) -> None:
     with pytest.raises(
         InputError, match=r"--dataset-format chat: the tokenizer .* has no chat template; give --tokenizer"

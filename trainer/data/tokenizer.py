@@ -136,15 +136,42 @@ def check_messages(messages: Any) -> list[Message]:
     return messages
 
 
-def chat_pieces(messages: Any, render: Callable[[list[Message], bool], str]) -> list[tuple[str, bool]]:
-    """The rendered conversation cut into consecutive pieces of text, each with whether it is trained on.
+MARKERS = ("\ue000", "\ue001")
+"""Private-use characters that stand in for a turn's content when the template renders it again (content_span)."""
 
-    Each assistant turn i is trained on from the end of the prompt that asks for it, render(turns before i, with
-    the generation prompt), to the end of render(turns up to i), which holds the turn's content and the template's
-    end-of-turn tokens; everything else (system, user, tool turns, the assistant header) is masked. The prompt is
-    then tokenised on its own, as at inference, where the model continues from the generation prompt's tokens.
-    A template that renders a conversation's beginning differently once more turns follow (no common prefix)
-    cannot be cut like this: an InputError names the turn.
+
+def common_prefix(a: str, b: str) -> int:
+    size = min(len(a), len(b))
+    return next((index for index in range(size) if a[index] != b[index]), size)
+
+
+def content_span(turns: list[Message], index: int, render: Callable[[list[Message], bool], str]) -> tuple[int, int]:
+    """[start, end) of turn `index`'s content in render(turns): the one stretch where the render differs from the
+    same conversation with that content replaced by a marker (the rest renders alike). (-1, -1) when the template
+    does not show the content there."""
+    content = str(turns[index]["content"])
+    marker = next(m for m in MARKERS if m not in content)
+    full = render(turns, False)
+    other = render([*turns[:index], {**turns[index], "content": marker}, *turns[index + 1 :]], False)
+    if full == other:
+        return -1, -1
+    prefix = common_prefix(full, other)
+    suffix = common_prefix(full[prefix:][::-1], other[prefix:][::-1])
+    return prefix, len(full) - suffix
+
+
+def chat_pieces(messages: Any, render: Callable[[list[Message], bool], str]) -> list[tuple[str, bool]]:
+    """One render of the whole conversation, cut into consecutive pieces of text, each with whether it is trained on.
+
+    Each assistant turn i is trained on from the end of the prompt that asks for it (render(turns before i, with the
+    generation prompt), where the whole render starts with it) through its content and the text the template closes
+    a turn with (what render(turns up to i) writes after the content); everything else (system, user, tool turns, the
+    assistant header) is masked. The turn's content is found in the whole render by content_span, so a template that
+    renders a turn differently once more turns follow (Qwen3's keeps the empty reasoning block of the last turn only,
+    and drops earlier turns' reasoning) is cut where its one render of the conversation puts each turn. The prompt is
+    tokenised on its own, as at inference, where the model continues from the generation prompt's tokens. A template
+    that does not show a turn's content in the whole conversation cannot be trained on it: an InputError names the
+    turn.
     """
     turns = check_messages(messages)
     full = render(turns, False)
@@ -153,13 +180,20 @@ def chat_pieces(messages: Any, render: Callable[[list[Message], bool], str]) -> 
     for index, turn in enumerate(turns):
         if turn["role"] != "assistant":
             continue
-        prompt, through = render(turns[:index], True), render(turns[: index + 1], False)
-        if not (full.startswith(through) and through.startswith(prompt) and len(prompt) >= done):
+        start, end = content_span(turns, index, render)
+        alone_start, alone_end = content_span(turns[: index + 1], index, render)
+        if start < done or alone_start < 0:
             raise InputError(
-                f"{CHAT_FLAG}: the tokenizer's chat template does not render turn {index} (assistant) as a "
-                "continuation of the turns before it, so its tokens cannot be told from the prompt's"
+                f"{CHAT_FLAG}: the tokenizer's chat template does not render turn {index} (assistant) in the whole "
+                "conversation where its tokens can be told from the prompt's"
             )
-        pieces += [(full[done : len(prompt)], False), (full[len(prompt) : len(through)], True)]
-        done = len(through)
+        prompt = render(turns[:index], True)
+        if full.startswith(prompt) and done <= len(prompt) <= start:
+            start = len(prompt)
+        closing = render(turns[: index + 1], False)[alone_end:]  # the end-of-turn text after a last turn's content
+        if full.startswith(closing, end):
+            end += len(closing)
+        pieces += [(full[done:start], False), (full[start:end], True)]
+        done = end
     pieces.append((full[done:], False))
     return [(text, trained) for text, trained in pieces if text]
