@@ -72,3 +72,12 @@ def test_lora_vs_full_prints_throughput_and_peak_memory_for_both() -> None:
         table = done.stdout.split(title)[1]
         rows = [line for line in table.splitlines() if line.startswith(("| full fine-tuning |", "| LoRA |"))][:2]
         assert len(rows) == 2 and all(row.count("|") == 4 for row in rows), table
+
+
+def test_packing_attention_prints_both_sides_and_their_ratios() -> None:
+    done = bench("bench/packing_attention.py", "--model", "tiny", "--rounds", "2", "--steps", "1", "--seq-len", "64")
+    assert done.returncode == 0, done.stderr[-4000:]
+    for row in ("| apart, positions/s |", "| causal, positions/s |", "| apart / causal (CPU time) |",
+                "| apart / causal (record tokens per CPU-second) |"):  # fmt: skip
+        assert row in done.stdout, row
+    assert "median of 2 rounds" in done.stdout and "% of positions hold a record" in done.stdout

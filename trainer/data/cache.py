@@ -16,7 +16,8 @@ entry holds (its train and val entries are written from one pass; an entry witho
 A --val-dataset is an entry of its own, keyed as if it were the --dataset.
 --seq-len is not in it: packing lays the same records out in blocks of any length (trainer/data/blocks.py), so one
 entry serves every sequence length. Layout version 2 added records.npy (the records' bounds, which packing keeps
-apart): an entry of version 1 has another key, so it is never read, and the data set is tokenised again.
+apart) and cuts chat records from one render of each conversation (trainer/data/tokenizer.py chat_pieces): an entry
+of version 1 has another key, so it is never read, and the data set is tokenised again.
 Global rank 0 tokenises if the entry is missing; the other ranks wait for the entry
 (or for the error, which they raise alike) by polling the file system, since no process group exists yet.
 Tokenising streams the records into the staging directory's files (trainer/data/prepare.py): the writer's memory
