@@ -1,7 +1,7 @@
 """The fork server that runs the Pulumi program for the tests (tests/harness/fork_server.py): each run sees exactly
 its own argv, directory and environment, as `python -m` would give it, imports the project's modules afresh, finds
 the third-party modules of earlier runs loaded, and gives back its exit status and output; a run past its time is
-stopped. A program run through it records what a new interpreter records."""
+stopped. Runs through it, whichever runners warmed it, record what a new interpreter records."""
 
 from __future__ import annotations
 
@@ -85,15 +85,41 @@ def canonical(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "resources": sorted(resources, key=lambda r: r["urn"])}
 
 
+PROGRAM = ("tests.harness.mock_runner", ["p5-16", "{out}", "update"])
+COMPONENTS = ("tests.workloads.job.job_component_program", ["dev", "{out}"])
+PLATFORM = ("tests.workloads.platform.platform_program", ["p5-16", "{out}"])
+
+
+def served(server: ForkServer, tmp_path: Path, env: dict[str, str], run: tuple[str, list[str]]) -> dict[str, Any]:
+    out = tmp_path / f"served-{len(list(tmp_path.iterdir()))}.json"
+    runner, argv = run
+    status = server.run(runner, [a.format(out=out) for a in argv], env, PROJECT_ROOT, tmp_path / "log", 300)
+    assert status == 0, (tmp_path / "log").read_text()
+    return json.loads(out.read_text())
+
+
+def fresh(tmp_path: Path, env: dict[str, str], run: tuple[str, list[str]]) -> dict[str, Any]:
+    out = tmp_path / "fresh.json"
+    runner, argv = run
+    subprocess.run(
+        [sys.executable, "-m", runner, *[a.format(out=out) for a in argv]], cwd=PROJECT_ROOT, env=env, check=True
+    )
+    return json.loads(out.read_text())
+
+
 @pytest.mark.program
-def test_a_program_run_through_the_server_records_what_a_new_interpreter_records(
+def test_runs_through_a_server_warmed_by_other_runners_record_what_a_new_interpreter_records(
     server: ForkServer, tmp_path: Path
 ) -> None:
+    """The server loads what each kind of run used (the program, a component on its own, the platform), in the order
+    that kind loaded it; a run of another kind after it still records exactly what it records on its own."""
     env = {**os.environ, "PULUMI_CONFIG": engine_config(raw_stack_config("p5-16")), "PULUMI_CONFIG_SECRET_KEYS": "[]"}
-    fresh, served = tmp_path / "fresh.json", tmp_path / "served.json"
-    runner = "tests.harness.mock_runner"
-    subprocess.run([sys.executable, "-m", runner, "p5-16", str(fresh), "update"], cwd=PROJECT_ROOT, env=env, check=True)
-    assert server.run(runner, ["p5-16", str(served), "update"], env, PROJECT_ROOT, tmp_path / "log", 300) == 0
-    record = json.loads(served.read_text())
-    assert record["error"] is None and len(record["resources"]) > 50
-    assert canonical(record) == canonical(json.loads(fresh.read_text()))
+    component_env = {**os.environ, "PULUMI_CONFIG": json.dumps({"aws:region": "us-east-1"})}
+    served(server, tmp_path, env, PROGRAM)
+    components = served(server, tmp_path, component_env, COMPONENTS)
+    served(server, tmp_path, dict(os.environ), PLATFORM)
+    program = served(server, tmp_path, env, PROGRAM)
+    assert program["error"] is None and len(program["resources"]) > 50
+    assert canonical(program) == canonical(fresh(tmp_path, env, PROGRAM))
+    assert len(components["resources"]) > 5
+    assert canonical(components) == canonical(fresh(tmp_path, component_env, COMPONENTS))

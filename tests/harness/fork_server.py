@@ -1,13 +1,14 @@
 """A warm process that runs `python -m RUNNER ARGS...` for the tests, each run in a child of its own.
 
 A run of the Pulumi program in a new interpreter spends most of its CPU time importing the Pulumi SDKs and building
-their typed classes (pulumi_aws, pulumi_kubernetes) before the program starts: about two of its three CPU-seconds.
+their typed classes (pulumi_aws, pulumi_kubernetes); docs/architecture.md gives the figures.
 This server pays that once. Per run it forks a child; the child takes the run's environment, working directory and
 argv, runs the runner module as `python -m` does (runpy, as __main__), and exits. Each child starts from the
 server's memory, where no program has ever run, so the Pulumi runtime's global state still never passes from one
 run to the next, and each child imports the project's own modules afresh. After each run the server imports the
-third-party modules the child used, in the child's order (a package can bind a submodule's name to a class of the
-same name, which an import in another order would undo), so later children find them loaded.
+third-party modules the child used, in the child's order and each package before its modules (a package can bind a
+submodule's name to a class of the same name, which an import in another order would undo), so later children find
+them loaded.
 
 Protocol, one JSON object per line: the client writes {"runner", "argv", "env", "cwd", "log"}; the server forks,
 waits for the child and answers {"status": the child's exit status}. The child's stdout and stderr go to "log".
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import types
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -82,10 +84,25 @@ def _preload(modules_file: Path) -> None:
     if not modules_file.exists():
         return
     for module in json.loads(modules_file.read_text()):
+        _load_parents(module)
         if module not in sys.modules:
             # A module a child could import but this process cannot is left to each child, as before.
             with contextlib.suppress(Exception):
                 importlib.import_module(module)
+
+
+def _load_parents(module: str) -> None:
+    """Run the packages above `module` that are still lazy (the Pulumi SDKs load their subpackages on first use,
+    importlib.util.LazyLoader). Importing a submodule first would run the package only when the import binds the
+    submodule to it, and that binding would then replace what the package itself binds to the same name (a class
+    named like its module: pulumi_kubernetes.apiextensions.CustomResource)."""
+    parts = module.split(".")
+    for depth in range(1, len(parts)):
+        parent = sys.modules.get(".".join(parts[:depth]))
+        if parent is not None and type(parent) is not types.ModuleType:
+            with contextlib.suppress(Exception):
+                # Any attribute but the few kept for introspection (__name__, __spec__, ...) runs a lazy module.
+                getattr(parent, "_loaded_by_the_fork_server", None)
 
 
 def serve(requests: TextIO, answers: TextIO) -> None:

@@ -177,14 +177,23 @@ RUN_TIMEOUT_S = 300
 SERVER = ForkServer()
 
 
+def run_module(runner: str, argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`python -m <runner> *argv` in a fresh process (a child of the warm server) in the project's root, with `env`
+    added to this one's: its exit status and its output (stdout and stderr)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "run.log"
+        status = SERVER.run(runner, argv, {**os.environ, **(env or {})}, PROJECT_ROOT, log, RUN_TIMEOUT_S)
+        return status, log.read_text()
+
+
 def run_in_process(runner: str, stack: str, env: dict[str, str], preview: str) -> ProgramRun:
     """`python -m <runner> STACK OUT.json PREVIEW` (the mock runner, or a module that plays it with a changed
     cloud) in a fresh process with `env` added to this one's, and its record read back."""
     with tempfile.TemporaryDirectory() as tmp:
-        out, log = Path(tmp) / "run.json", Path(tmp) / "run.log"
-        SERVER.run(runner, [stack, str(out), preview], {**os.environ, **env}, PROJECT_ROOT, log, RUN_TIMEOUT_S)
+        out = Path(tmp) / "run.json"
+        _, output = run_module(runner, [stack, str(out), preview], env)
         if not out.exists():
-            raise RuntimeError(f"mock run of {stack} crashed:\n{log.read_text()}")
+            raise RuntimeError(f"mock run of {stack} crashed:\n{output}")
         data = json.loads(out.read_text())
     return ProgramRun(
         stack,

@@ -14,9 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,8 +26,8 @@ from pulumi.runtime.sync_await import _sync_await
 from infra.artifacts import ArtifactsBucket, ArtifactsBucketArgs
 from stack.file_system import LustreFileSystem
 from stack.files import load_stack_config
-from stack.paths import PROJECT_ROOT
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
+from tests.harness.pulumi_program import run_module
 from workloads.job.component import TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs
 from workloads.job.spec import job_spec
@@ -113,18 +110,18 @@ def run_components(
     dataset: str | None = None,
 ) -> dict[str, Any]:
     """Run the program above in a fresh process and return its registrations."""
-    env = {**os.environ, "PULUMI_CONFIG": json.dumps({"aws:region": "us-east-1"}), "PULUMI_CONFIG_SECRET_KEYS": "[]"}
+    env = {"PULUMI_CONFIG": json.dumps({"aws:region": "us-east-1"}), "PULUMI_CONFIG_SECRET_KEYS": "[]"}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        argv = [sys.executable, "-m", "tests.workloads.job.job_component_program", stack, str(out)]
+        argv = [stack, str(out)]
         argv += (["--given-image", given_image] if given_image else []) + (["--fsx"] if fsx else [])
         argv += ["--token-secret", token_secret] if token_secret else []
         argv += (["--bucket", bucket] if bucket else []) + (["--dataset", dataset] if dataset else [])
-        done = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
-        if done.returncode or not out.exists():
-            raise RuntimeError(f"component run of {stack} failed:\n{done.stdout}\n{done.stderr}")
+        status, output = run_module("tests.workloads.job.job_component_program", argv, env)
+        if status or not out.exists():
+            raise RuntimeError(f"component run of {stack} failed:\n{output}")
         result = json.loads(out.read_text())
-    result["log"] = done.stdout + done.stderr
+    result["log"] = output
     return result
 
 

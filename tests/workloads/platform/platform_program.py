@@ -3,13 +3,13 @@ the component tested on its own, with the cluster's provider and a stand-in for 
 
 Usage: python -m tests.workloads.platform.platform_program STACK OUT.json [CONFIG_OVERRIDES_JSON]
 CONFIG_OVERRIDES_JSON replaces whole config keys, e.g. '{"fsdp-eks:monitoring": {"grafanaLoadBalancer": true}}'.
-Run in a fresh process per configuration (see run_platform): the Pulumi runtime keeps global state.
+Run in a fresh process per configuration (see run_platform; a child of the harness's warm server): the Pulumi runtime
+keeps global state.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -25,9 +25,8 @@ from pulumi.runtime.sync_await import _sync_await
 
 from stack.files import raw_stack_config
 from stack.parse import parse_stack_config
-from stack.paths import PROJECT_ROOT
 from tests.harness.mock_runner import FakeCloud, RecordingMonitor
-from tests.harness.pulumi_program import Registered, registered
+from tests.harness.pulumi_program import Registered, registered, run_module
 
 PROVIDER_NAME = "cluster-k8s"
 GPU_NODES_NAME = "gpu-node-group"
@@ -85,15 +84,9 @@ class PlatformRun:
 def run_platform(stack: str, overrides_json: str = "{}") -> PlatformRun:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        completed = subprocess.run(
-            [sys.executable, "-m", "tests.workloads.platform.platform_program", stack, str(out), overrides_json],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        _, output = run_module("tests.workloads.platform.platform_program", [stack, str(out), overrides_json])
         if not out.exists():
-            raise RuntimeError(f"platform mock run of {stack} crashed:\n{completed.stdout}\n{completed.stderr}")
+            raise RuntimeError(f"platform mock run of {stack} crashed:\n{output}")
         data = json.loads(out.read_text())
     return PlatformRun(registered(data["resources"]), data["outputs"])
 
