@@ -15,7 +15,7 @@ STAMP := $(VENV)/.installed
 # The type checker over the whole tree, as pyproject.toml's [tool.basedpyright] sets it, with this venv's packages.
 TYPE_CHECK := $(VENV)/bin/basedpyright --pythonpath $(PY)
 
-.PHONY: demo demo-drill test test-fast lint venv clean policy-venv preview pr-summary lock
+.PHONY: demo demo-drill test test-fast test-program lint venv clean policy-venv preview pr-summary lock
 
 venv: $(STAMP)
 
@@ -56,16 +56,22 @@ demo-drill: $(STAMP)
 	$(PY) -m local --stack dev --drill kill-agent --after-checkpoint
 
 # The system packages a few tests need (Prometheus, promtool, gpg, gpgv) are installed first when missing.
+# The 25 slowest tests are listed at the end.
 test: $(STAMP)
 	scripts/system-packages.sh test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(TYPE_CHECK)
 	$(PY) -m stack.docs --check
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
+# Tiers (markers in pyproject.toml): the unit tier, without multi-process or end-to-end runs (`slow`) and without runs
+# of the Pulumi program under the mocks (`program`); then those program runs.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not program"
+
+test-program: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m "program and not slow"
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -1,8 +1,13 @@
-"""Shared fixtures: the project root on sys.path, and the Pulumi program run once per stack under mocks."""
+"""Shared fixtures: the project root on sys.path, and the Pulumi program run once per stack under mocks.
+
+Tiers (markers in pyproject.toml): `make test-fast` runs neither `slow` tests (several processes, end to end) nor
+`program` ones (__main__.py under the mocks); `make test` runs every test. A test that starts a program run without
+the `program` mark gets a warning naming it: it belongs to the tier that runs the program."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +18,7 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stack.files import stack_names
-from tests.harness.pulumi_program import ProgramRun, run_program
+from tests.harness.pulumi_program import SERVER, ProgramRun, run_program
 
 STACKS = stack_names()
 
@@ -24,3 +29,11 @@ def stack_run(request: pytest.FixtureRequest) -> ProgramRun:
     run = run_program(request.param)
     assert run.error is None, run.error
     return run
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)  # inside the warnings plugin's wrapper, which records the warning
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    runs = SERVER.runs
+    yield
+    if SERVER.runs > runs and item.get_closest_marker("program") is None:
+        item.warn(pytest.PytestWarning("runs __main__.py under the mocks without @pytest.mark.program"))

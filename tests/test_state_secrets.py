@@ -40,6 +40,8 @@ from tests.harness.pulumi_program import (
     with_deployers_address,
 )
 
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
+
 # The Python SDK's wire form of a secret: a map with this signature key and value (pulumi/runtime/rpc.py
 # _special_sig_key, _special_secret_sig). The mock runner keeps it in the recorded inputs as the engine receives them.
 SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"

@@ -47,6 +47,7 @@ def preview_runs(request: pytest.FixtureRequest) -> list[ProgramRun]:
     return runs
 
 
+@pytest.mark.program
 def test_every_data_source_a_preview_calls_is_allowed_to_the_preview_role(preview_runs: list[ProgramRun]) -> None:
     called = {token for run in preview_runs for token in run.invokes}
     assert called and called <= set(INVOKE_ACTIONS), called - set(INVOKE_ACTIONS)

@@ -131,6 +131,7 @@ def test_the_ci_documents_have_no_unexplained_finding() -> None:
     assert not unexplained(found), unexplained(found)
 
 
+@pytest.mark.program
 def test_every_document_the_program_registers_has_no_unexplained_finding(stack_run: ProgramRun) -> None:
     documents = list(program_documents(stack_run))
     assert {kind for kind, _ in documents} >= {"role-trust", "key-policy"}, stack_run.stack
@@ -138,11 +139,13 @@ def test_every_document_the_program_registers_has_no_unexplained_finding(stack_r
     assert not unexplained(found), (stack_run.stack, unexplained(found))
 
 
+@pytest.mark.program
 def test_the_cloudwatch_agents_documents_have_no_unexplained_finding(with_cloudwatch: ProgramRun) -> None:
     found = set().union(*(findings(kind, document) for kind, document in program_documents(with_cloudwatch)))
     assert not unexplained(found), unexplained(found)
 
 
+@pytest.mark.program
 def test_every_allowed_finding_is_still_produced(with_cloudwatch: ProgramRun) -> None:
     documents = [*ci_documents(), *program_documents(with_cloudwatch)]
     found = set().union(*(findings(kind, document) for kind, document in documents))

@@ -69,6 +69,7 @@ def test_other_resources_are_left_as_they_are() -> None:
         assert scoped_iam(args, SCOPE) is None
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("preview", ["first", "update"])
 def test_every_role_and_policy_of_the_program_is_scoped_with_the_boundary(preview: str) -> None:
     run = run_program("p5-16", WITH_BOUNDARY, preview=preview)
@@ -80,12 +81,14 @@ def test_every_role_and_policy_of_the_program_is_scoped_with_the_boundary(previe
         assert resource.inputs["tags"][STACK_TAG_KEY] == "p5-16", resource.name
 
 
+@pytest.mark.program
 def test_without_the_setting_no_role_gets_a_boundary() -> None:
     run = run_program("p5-16", preview="first")
     assert run.error is None, run.error
     assert all("permissionsBoundary" not in r.inputs for r in run.of_type(ROLE))
 
 
+@pytest.mark.program
 def test_a_boundary_that_is_not_a_policy_arn_is_refused() -> None:
     run = run_program("p5-2", {"fsdp-eks:cluster": {"rolePermissionsBoundary": "fsdp-eks-role-boundary"}})
     assert run.error is not None and run.error["kind"] == "ConfigError"

@@ -24,6 +24,7 @@ def preview_runs(request: pytest.FixtureRequest) -> list[ProgramRun]:
     return runs
 
 
+@pytest.mark.program
 def test_the_preview_roles_data_sources_are_the_ones_the_program_calls(preview_runs: list[ProgramRun]) -> None:
     assert {token for run in preview_runs for token in run.invokes} == set(INVOKE_ACTIONS)
 

@@ -71,6 +71,7 @@ def policy_named(run: ProgramRun, part: str) -> Registered:
     return found
 
 
+@pytest.mark.program
 def test_the_stack_creates_one_bucket_under_its_prefix_with_its_tag() -> None:
     bucket = own_bucket().one(BUCKET)
     assert bucket.inputs["bucketPrefix"] == artifacts_bucket_prefix("dev") == "fsdp-eks-dev-artifacts-"
@@ -79,6 +80,7 @@ def test_the_stack_creates_one_bucket_under_its_prefix_with_its_tag() -> None:
     assert bucket.inputs["tags"] == {STACK_TAG_KEY: "dev"}
 
 
+@pytest.mark.program
 def test_pulumi_destroy_keeps_the_bucket_and_every_configuration_of_it() -> None:
     run = own_bucket()
     kept = [run.one(BUCKET), *(run.one(type_token) for type_token in S3_CONFIGURATION.values())]
@@ -87,12 +89,14 @@ def test_pulumi_destroy_keeps_the_bucket_and_every_configuration_of_it() -> None
     assert {r.type for r in run.resources if r.retain_on_delete} == {BUCKET, *S3_CONFIGURATION.values()}
 
 
+@pytest.mark.program
 def test_every_configuration_applies_to_the_created_bucket() -> None:
     run = own_bucket()
     name = run.one(BUCKET).outputs["bucket"]
     assert {run.one(type_token).inputs["bucket"] for type_token in S3_CONFIGURATION.values()} == {name}
 
 
+@pytest.mark.program
 def test_the_bucket_is_versioned_encrypted_private_and_owner_enforced() -> None:
     run = own_bucket()
     assert run.one(S3_CONFIGURATION["versioning"]).inputs["versioningConfiguration"] == {"status": "Enabled"}
@@ -104,6 +108,7 @@ def test_the_bucket_is_versioned_encrypted_private_and_owner_enforced() -> None:
     assert run.one(S3_CONFIGURATION["ownership"]).inputs["rule"] == {"objectOwnership": "BucketOwnerEnforced"}
 
 
+@pytest.mark.program
 def test_old_versions_and_abandoned_uploads_expire_and_current_objects_stay() -> None:
     (rule,) = own_bucket().one(S3_CONFIGURATION["lifecycle"]).inputs["rules"]
     assert rule["status"] == "Enabled" and rule["filter"] == {}
@@ -112,6 +117,7 @@ def test_old_versions_and_abandoned_uploads_expire_and_current_objects_stay() ->
     assert "expiration" not in rule
 
 
+@pytest.mark.program
 def test_the_bucket_refuses_requests_without_tls_after_its_public_access_block() -> None:
     run = own_bucket()
     policy = run.one(S3_CONFIGURATION["policy"])
@@ -123,6 +129,7 @@ def test_the_bucket_refuses_requests_without_tls_after_its_public_access_block()
     assert run.one(S3_CONFIGURATION["public"]).urn in policy.dependencies
 
 
+@pytest.mark.program
 def test_a_given_bucket_is_used_as_it_is_and_nothing_s3_is_created() -> None:
     run = given_bucket_with_s3_dataset()
     assert not [r for r in run.resources if r.type.startswith("aws:s3/")]
@@ -130,6 +137,7 @@ def test_a_given_bucket_is_used_as_it_is_and_nothing_s3_is_created() -> None:
     assert run.outputs["artifactsUri"] == f"s3://{GIVEN_BUCKET}/teams/ml/dev/run-1/"
 
 
+@pytest.mark.program
 def test_the_pods_write_only_their_stacks_prefix_of_the_artifacts_bucket() -> None:
     run = own_bucket()
     name = run.one(BUCKET).outputs["bucket"]
@@ -141,6 +149,7 @@ def test_the_pods_write_only_their_stacks_prefix_of_the_artifacts_bucket() -> No
     assert not [p for p in run.of_type(POLICY) if "inputs" in p.name]  # no s3:// input: nothing to read elsewhere
 
 
+@pytest.mark.program
 def test_an_s3_dataset_elsewhere_is_read_only() -> None:
     run = given_bucket_with_s3_dataset()
     read, listing = statements(policy_named(run, "inputs").inputs["policy"])
@@ -152,6 +161,7 @@ def test_an_s3_dataset_elsewhere_is_read_only() -> None:
     assert [w["Resource"] for w in writes] == [f"arn:aws:s3:::{GIVEN_BUCKET}/teams/ml/dev/*"]
 
 
+@pytest.mark.program
 def test_one_role_and_one_association_for_the_jobs_service_account() -> None:
     for run in (own_bucket(), given_bucket_with_s3_dataset()):
         association = run.one(ASSOCIATION).inputs
@@ -161,6 +171,7 @@ def test_one_role_and_one_association_for_the_jobs_service_account() -> None:
         assert role.outputs["arn"] == association["roleArn"] and role.inputs["path"] == IAM_PATH
 
 
+@pytest.mark.program
 def test_every_policy_of_the_pods_is_under_the_path_with_the_tag() -> None:
     run = given_bucket_with_s3_dataset()
     access = run.one(ACCESS).urn
@@ -169,6 +180,7 @@ def test_every_policy_of_the_pods_is_under_the_path_with_the_tag() -> None:
     assert all(p.inputs["path"] == IAM_PATH and p.inputs["tags"] == {STACK_TAG_KEY: "dev"} for p in policies)
 
 
+@pytest.mark.program
 def test_the_access_component_keeps_the_former_hub_token_roles_and_associations_urns() -> None:
     """Pulumi aliases a child whose name starts with its parent's name to the parent alias's name with the same
     tail (pulumi sdk runtime/resource.py inherited_child_alias), so the role and the association keep their URNs."""
@@ -182,6 +194,7 @@ def test_the_access_component_keeps_the_former_hub_token_roles_and_associations_
         assert alias["name"] + child.name[len(access.name) :] == former
 
 
+@pytest.mark.program
 def test_the_outputs_name_the_run_and_the_commands_that_list_and_download_it() -> None:
     run = own_bucket()
     uri = run.outputs["artifactsUri"]

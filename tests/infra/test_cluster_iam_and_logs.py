@@ -26,6 +26,7 @@ def _addon(run: ProgramRun, name: str):
     return addon
 
 
+@pytest.mark.program
 def test_the_node_role_pulls_images_only_and_has_no_cni_permissions(stack_run: ProgramRun) -> None:
     assert _attached(stack_run, "cluster-node") == {
         "AmazonEKSWorkerNodePolicy",
@@ -34,6 +35,7 @@ def test_the_node_role_pulls_images_only_and_has_no_cni_permissions(stack_run: P
     }
 
 
+@pytest.mark.program
 def test_the_vpc_cni_gets_its_permissions_through_its_own_pod_identity(stack_run: ProgramRun) -> None:
     (association,) = _addon(stack_run, "vpc-cni").inputs["podIdentityAssociations"]
     assert association["serviceAccount"] == "aws-node"
@@ -56,6 +58,7 @@ def _associations(run: ProgramRun) -> list[dict[str, str]]:
     return of_addons + of_resources
 
 
+@pytest.mark.program
 def test_every_pod_identity_role_trusts_one_service_account_of_this_cluster_only(stack_run: ProgramRun) -> None:
     config = load_stack_config(stack_run.stack)
     cluster_arn = stack_run.one("eks:index:Cluster").outputs["eksCluster"]["arn"]
@@ -73,6 +76,7 @@ def test_every_pod_identity_role_trusts_one_service_account_of_this_cluster_only
     assert cluster_arn.endswith(f":cluster/{config.cluster_name}")
 
 
+@pytest.mark.program
 def test_the_cloudwatch_agent_role_is_bound_to_its_service_account_too() -> None:
     run = run_program("p5-2", {"fsdp-eks:monitoring": {"cloudwatchObservability": True}})
     assert run.error is None, run.error
@@ -83,6 +87,7 @@ def test_the_cloudwatch_agent_role_is_bound_to_its_service_account_too() -> None
     assert conditions["aws:RequestTag/eks-cluster-arn"] == run.one("eks:index:Cluster").outputs["eksCluster"]["arn"]
 
 
+@pytest.mark.program
 def test_the_secrets_key_has_an_explicit_policy_and_a_thirty_day_deletion_window(stack_run: ProgramRun) -> None:
     key = stack_run.one("aws:kms/key:Key").inputs
     assert int(key["deletionWindowInDays"]) == 30
@@ -91,6 +96,7 @@ def test_the_secrets_key_has_an_explicit_policy_and_a_thirty_day_deletion_window
     assert key["enableKeyRotation"] is True
 
 
+@pytest.mark.program
 def test_the_stack_owns_the_control_plane_log_group_and_creates_it_first(stack_run: ProgramRun) -> None:
     config = load_stack_config(stack_run.stack)
     group = stack_run.one("aws:cloudwatch/logGroup:LogGroup")
@@ -99,6 +105,7 @@ def test_the_stack_owns_the_control_plane_log_group_and_creates_it_first(stack_r
     assert group.urn in stack_run.one("eks:index:Cluster").dependencies
 
 
+@pytest.mark.program
 def test_no_log_group_without_control_plane_logs() -> None:
     cluster = raw_stack_config("p5-2").get("fsdp-eks:cluster", {}) | {"controlPlaneLogs": []}
     run = run_program("p5-2", {"fsdp-eks:cluster": cluster})
@@ -106,6 +113,7 @@ def test_no_log_group_without_control_plane_logs() -> None:
     assert run.of_type("aws:cloudwatch/logGroup:LogGroup") == []
 
 
+@pytest.mark.program
 def test_the_vpc_cni_enforces_network_policies(stack_run: ProgramRun) -> None:
     values = json.loads(_addon(stack_run, "vpc-cni").inputs["configurationValues"])
     assert values == {"enableNetworkPolicy": "true"}  # the add-on's schema takes the string

@@ -40,6 +40,7 @@ def _role_id(run: ProgramRun, role_arn: str) -> str:
     return next(r.id for r in run.of_type("aws:iam/role:Role") if r.outputs["arn"] == role_arn)
 
 
+@pytest.mark.program
 def test_every_node_group_runs_the_kubernetes_version_of_the_control_plane(stack_run: ProgramRun) -> None:
     """With a launch template pulumi-eks sets no version (the fake models it), and EKS never upgrades the group."""
     version = load_stack_config(stack_run.stack).cluster.kubernetes_version
@@ -48,6 +49,7 @@ def test_every_node_group_runs_the_kubernetes_version_of_the_control_plane(stack
     assert {g.name: g.outputs["nodeGroup"].get("version") for g in groups} == {g.name: version for g in groups}
 
 
+@pytest.mark.program
 def test_a_kubernetes_version_bump_reaches_the_nodes() -> None:
     older = KUBERNETES_VERSIONS[-2]
     raw = raw_stack_config(STACK)
@@ -56,6 +58,7 @@ def test_a_kubernetes_version_bump_reaches_the_nodes() -> None:
     assert {g.outputs["nodeGroup"].get("version") for g in run.of_type(NODE_GROUP)} == {older}
 
 
+@pytest.mark.program
 def test_node_groups_start_after_and_outlive_every_policy_of_their_role(stack_run: ProgramRun) -> None:
     graph = dependency_graph(stack_run.resources)
     for group in stack_run.of_type(NODE_GROUP):
@@ -64,6 +67,7 @@ def test_node_groups_start_after_and_outlive_every_policy_of_their_role(stack_ru
         assert [a for a in attachments if not depends_on(graph, group.urn, a)] == [], group.name
 
 
+@pytest.mark.program
 def test_add_ons_start_after_and_outlive_the_policies_of_their_pod_identity(stack_run: ProgramRun) -> None:
     graph = dependency_graph(stack_run.resources)
     with_identity = [a for a in stack_run.of_type(ADDON) if a.inputs.get("podIdentityAssociations")]
@@ -104,6 +108,7 @@ def creator_refusals_of(run: ProgramRun) -> list[str]:
     return [p for p in run.error["problems"] if p.startswith("this run creates")]
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("preview", ["update", "first"])
 def test_a_preview_as_one_role_and_an_update_as_another_register_the_same_resources(preview: str) -> None:
     """CI previews as the preview role and runs `up --plan` as the deploy role. A cluster created before CI (by the
@@ -129,6 +134,7 @@ def test_a_preview_as_one_role_and_an_update_as_another_register_the_same_resour
     assert previewed.invokes == updated.invokes
 
 
+@pytest.mark.program
 def test_the_creator_gets_no_second_access_entry_whoever_runs_pulumi() -> None:
     """EKS makes the creator's entry itself (bootstrapClusterCreatorAdminPermissions); a second one is refused. The
     creator is the config's, compared by account and role name whatever the path."""
@@ -140,6 +146,7 @@ def test_the_creator_gets_no_second_access_entry_whoever_runs_pulumi() -> None:
         assert any(with_path in m["message"] and "no second entry" in m["message"] for m in run.log)
 
 
+@pytest.mark.program
 def test_a_first_up_by_a_role_it_lists_is_refused_with_the_line_that_names_the_creator() -> None:
     """A person creating the cluster with their own role in adminRoleArns: EKS would refuse the stack's second entry
     (ResourceInUseException) after the control plane exists, so the run that creates the cluster is refused before
@@ -158,6 +165,7 @@ def test_a_first_up_by_a_role_it_lists_is_refused_with_the_line_that_names_the_c
     assert creator_refusals_of(update) == [] and entries(update) == {"admin-0": PERSON_ROLE}
 
 
+@pytest.mark.program
 def test_a_first_up_by_another_role_than_the_creator_is_refused() -> None:
     """cluster.creatorRoleArn names the deploy role, but a person runs the first `up`: EKS would give the creator's
     entry to the person and none to the deploy role."""
@@ -168,6 +176,7 @@ def test_a_first_up_by_another_role_than_the_creator_is_refused() -> None:
     assert creator_refusals_of(run_as(session(DEPLOY_ROLE), STACK, overrides, "first")) == []
 
 
+@pytest.mark.program
 def test_a_ci_preview_of_a_new_cluster_says_nothing_of_its_own_caller() -> None:
     """In CI the preview runs as the preview role and `up --plan` as the deploy role, which creates the cluster: the
     preview's caller is never the creator, and a refusal for it would stop every new stack
@@ -188,6 +197,7 @@ def test_a_user_creating_the_cluster_is_not_offered_as_the_creator_role() -> Non
     )
 
 
+@pytest.mark.program
 def test_a_creator_that_is_not_a_role_arn_is_refused() -> None:
     run = run_program(STACK, with_cluster(creatorRoleArn="admin"))
     assert run.error is not None and run.error["kind"] == "ConfigError"
@@ -195,6 +205,7 @@ def test_a_creator_that_is_not_a_role_arn_is_refused() -> None:
     assert problem.startswith("fsdp-eks:cluster.creatorRoleArn: 'admin' is not allowed; expected an IAM role ARN")
 
 
+@pytest.mark.program
 def test_node_group_name_prefixes_fit_the_providers_limit_at_the_longest_cluster_name() -> None:
     longest = "c" * longest_cluster_name()
     assert longest_cluster_name() == 29  # "<name>-system-" within 63 - 26
@@ -204,6 +215,7 @@ def test_node_group_name_prefixes_fit_the_providers_limit_at_the_longest_cluster
     assert run.error is None, run.error
 
 
+@pytest.mark.program
 def test_a_cluster_name_too_long_for_its_node_groups_fails_before_any_resource() -> None:
     run = run_program(STACK, {CLUSTER: {"name": "c" * 30}})
     assert run.error is not None and run.error["kind"] == "ConfigError"
@@ -211,6 +223,7 @@ def test_a_cluster_name_too_long_for_its_node_groups_fails_before_any_resource()
     assert "cluster.name" in problem and "at most 29 characters" in problem and not run.resources
 
 
+@pytest.mark.program
 def test_a_default_cluster_name_too_long_names_the_stack() -> None:
     stack = "a-very-long-stack-name-x"  # fsdp-eks-<stack> is 33 characters
     run = run_program(stack, raw_stack_config(STACK))
@@ -224,6 +237,7 @@ def test_no_shipped_stack_opens_the_api_endpoint_to_the_internet(stack: str) -> 
     assert not cluster.endpoint_public_access or all(not c.endswith("/0") for c in cluster.public_access_cidrs)
 
 
+@pytest.mark.program
 def test_an_endpoint_open_to_the_world_is_refused_with_the_line_that_opens_it_to_this_machine() -> None:
     run = run_program(STACK, {CLUSTER: {"endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]}})
     assert run.error is not None
@@ -231,6 +245,7 @@ def test_an_endpoint_open_to_the_world_is_refused_with_the_line_that_opens_it_to
     assert "publicAccessCidrs: '0.0.0.0/0' is not allowed" in problem and OWN_CIDR_FIX in problem
 
 
+@pytest.mark.program
 def test_an_endpoint_open_to_the_users_own_network_is_public() -> None:
     run = run_program(STACK, {CLUSTER: {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.7/32"]}})
     assert run.error is None, run.error
@@ -238,6 +253,7 @@ def test_an_endpoint_open_to_the_users_own_network_is_public() -> None:
     assert inputs["endpointPublicAccess"] is True and inputs["publicAccessCidrs"] == ["203.0.113.7/32"]
 
 
+@pytest.mark.program
 def test_preview_of_a_private_endpoint_says_how_to_reach_it_in_one_line(stack_run: ProgramRun) -> None:
     # Every shipped stack creates its cluster; an existing cluster's endpoint would not be the stack's to describe.
     assert not load_stack_config(stack_run.stack).cluster.existing, "a stack on an existing cluster needs its own test"
@@ -260,6 +276,7 @@ def test_prometheus_volume_needs_a_system_node_in_its_az() -> None:
     assert prometheus_volume_problems(monitored) and prometheus_volume_problems(existing) == []
 
 
+@pytest.mark.program
 def test_a_ci_deployed_stack_keeps_its_cluster_name_within_the_deploy_roles_reach() -> None:
     """With the CI boundary set, the deploy role manages only clusters named fsdp-eks-*: another cluster.name would
     fail at CreateCluster after the network is built, so preview refuses it first."""

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.harness.pulumi_program import ProgramRun
+
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
 
 RULE_TYPES = (
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",

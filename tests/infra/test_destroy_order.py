@@ -3,6 +3,8 @@ registers (tests/harness/destroy_order.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from stack.files import load_stack_config
 from tests.harness.destroy_order import deletion_rounds, dependency_graph, depends_on, volumes_left_to_drivers
 from tests.harness.pulumi_program import ProgramRun, Registered
@@ -111,6 +113,7 @@ def _checkpoint_storage(run: ProgramRun) -> set[str]:
     return {r.urn for r in run.resources if r.parent.endswith("fsdp-eks:infra:CheckpointStorage::checkpoints")}
 
 
+@pytest.mark.program
 def test_destroy_deletes_the_job_its_volume_and_the_platform_before_what_they_run_on(stack_run: ProgramRun) -> None:
     graph = dependency_graph(stack_run.resources)
     needed, users, storage = _needed(stack_run), _users(stack_run), _checkpoint_storage(stack_run)
@@ -155,6 +158,7 @@ def test_a_dynamically_provisioned_claim_leaves_its_volume_to_the_driver() -> No
     assert volumes_left_to_drivers([storage_class, static, chart]) == []
 
 
+@pytest.mark.program
 def test_no_volume_is_left_to_a_driver_that_the_same_destroy_deletes(stack_run: ProgramRun) -> None:
     """Nothing waits for a dynamically provisioned volume's deletion, so on the stack's own cluster its driver (an
     add-on, its nodes, its role) could be gone first, and the volume would stay, detached and billed."""
@@ -167,6 +171,7 @@ def test_no_volume_is_left_to_a_driver_that_the_same_destroy_deletes(stack_run: 
     assert left == []
 
 
+@pytest.mark.program
 def test_prometheus_volume_goes_after_its_claim_and_before_the_driver_and_the_nodes(stack_run: ProgramRun) -> None:
     volumes = stack_run.of_type("aws:ebs/volume:Volume")
     config = load_stack_config(stack_run.stack)

@@ -4,10 +4,14 @@ VPC (stack/endpoint_access.py, infra/cluster.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from stack.endpoint_access import API_PORT, OWN_CIDR_FIX
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
 from tests.harness.pulumi_program import run_program
+
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
 
 STACK = "p5-2"
 CLUSTER = f"{NAMESPACE}:cluster"

@@ -73,6 +73,7 @@ def test_the_kubeconfig_names_the_clusters_endpoint_and_ca_and_its_context_uses_
     assert context["context"] == {"cluster": cluster["name"], "user": kubeconfig["users"][0]["name"]}
 
 
+@pytest.mark.program
 def test_the_providers_kubeconfig_is_built_from_what_get_cluster_answers(existing_run: ProgramRun) -> None:
     name, region = cluster_settings()
     described = describe_cluster({"name": name, "region": region}, region)
@@ -81,6 +82,7 @@ def test_the_providers_kubeconfig_is_built_from_what_get_cluster_answers(existin
     assert GET_CLUSTER in existing_run.invokes
 
 
+@pytest.mark.program
 def test_the_providers_kubeconfig_holds_no_credential(existing_run: ProgramRun) -> None:
     kubeconfig: dict[str, Any] = json.loads(cluster_provider(existing_run).inputs["kubeconfig"])
     for user in kubeconfig["users"]:
@@ -89,6 +91,7 @@ def test_the_providers_kubeconfig_holds_no_credential(existing_run: ProgramRun) 
         assert "env" not in user["user"]["exec"]  # no AWS keys handed to the plugin
 
 
+@pytest.mark.program
 def test_an_existing_cluster_registers_no_network_cluster_or_nodes(existing_run: ProgramRun) -> None:
     created = [r.type for r in existing_run.resources if r.type.startswith(("aws:ec2", "aws:eks/cluster", "eks:"))]
     assert created == []
@@ -97,6 +100,7 @@ def test_an_existing_cluster_registers_no_network_cluster_or_nodes(existing_run:
     assert existing_run.outputs["clusterName"] == cluster_settings()[0]
 
 
+@pytest.mark.program
 def test_every_kubernetes_resource_goes_through_the_existing_clusters_provider(existing_run: ProgramRun) -> None:
     provider = cluster_provider(existing_run)
     for resource in existing_run.resources:

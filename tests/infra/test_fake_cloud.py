@@ -167,6 +167,7 @@ def test_a_first_preview_answers_no_id_and_only_the_inputs_and_refuses_the_same_
         cloud.new_resource(mocks.MockResourceArgs("aws:sqs/queue:Queue", "q", {}, "", "", True))
 
 
+@pytest.mark.program
 def test_every_resource_of_a_type_has_its_own_id(stack_run: ProgramRun) -> None:
     by_type: dict[str, list[str]] = {}
     for r in stack_run.resources:
@@ -176,6 +177,7 @@ def test_every_resource_of_a_type_has_its_own_id(stack_run: ProgramRun) -> None:
         assert len(ids) == len(set(ids)), (type_token, ids)
 
 
+@pytest.mark.program
 def test_no_registered_input_carries_an_output_the_fake_does_not_model(stack_run: ProgramRun) -> None:
     for r in stack_run.resources:
         assert UNMODELED not in str(r.inputs), r.name

@@ -3,8 +3,12 @@ inside an existing placement group, and node groups that can be replaced without
 
 from __future__ import annotations
 
+import pytest
+
 from stack.files import raw_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
+
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
 
 GPU = "fsdp-eks:gpuNodes"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

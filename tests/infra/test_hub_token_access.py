@@ -74,6 +74,7 @@ def gated_run(stack: str) -> ProgramRun:
     return run
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", GATED_STACKS)
 def test_a_gated_stack_registers_one_read_policy_on_its_secret(stack: str) -> None:
     run = gated_run(stack)
@@ -85,6 +86,7 @@ def test_a_gated_stack_registers_one_read_policy_on_its_secret(stack: str) -> No
     assert policy.inputs["path"] == IAM_PATH and policy.inputs["tags"] == {STACK_TAG_KEY: stack}
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", GATED_STACKS)
 def test_the_reader_role_is_under_the_path_with_the_tag_and_trusts_the_jobs_account_alone(stack: str) -> None:
     run = gated_run(stack)
@@ -103,6 +105,7 @@ def test_the_reader_role_is_under_the_path_with_the_tag_and_trusts_the_jobs_acco
     assert "inlinePolicies" not in role.inputs
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", GATED_STACKS)
 def test_no_kubernetes_secret_anywhere_in_the_job(stack: str) -> None:
     run = gated_run(stack)

@@ -33,6 +33,7 @@ def with_cloudwatch() -> ProgramRun:
     return run
 
 
+@pytest.mark.program
 def test_every_role_and_policy_lives_under_the_path_with_the_stacks_tag(stack_run: ProgramRun) -> None:
     scoped = stack_run.of_type(ROLE) + stack_run.of_type(POLICY)
     assert scoped
@@ -41,11 +42,13 @@ def test_every_role_and_policy_lives_under_the_path_with_the_stacks_tag(stack_ru
         assert resource.inputs["tags"][STACK_TAG_KEY] == stack_run.stack, resource.name
 
 
+@pytest.mark.program
 def test_the_program_writes_no_inline_policy(stack_run: ProgramRun) -> None:
     assert stack_run.of_type("aws:iam/rolePolicy:RolePolicy") == []
     assert all(not r.inputs.get("inlinePolicies") for r in stack_run.of_type(ROLE))
 
 
+@pytest.mark.program
 def test_the_clusters_key_carries_the_stacks_tag(stack_run: ProgramRun) -> None:
     (key,) = stack_run.of_type("aws:kms/key:Key")
     assert key.inputs["tags"] == {STACK_TAG_KEY: stack_run.stack}
@@ -60,12 +63,14 @@ def _managed(run: ProgramRun) -> set[str]:
     }
 
 
+@pytest.mark.program
 def test_the_attachable_managed_policies_are_exactly_those_the_program_attaches(with_cloudwatch: ProgramRun) -> None:
     stacks = [run_program(stack) for stack in ("p5-16", "p5-2")]
     attached = set().union(*(_managed(run) for run in [*stacks, with_cloudwatch])) | set(PULUMI_EKS_ATTACHES)
     assert attached == set(ATTACHABLE_MANAGED_POLICIES)
 
 
+@pytest.mark.program
 def test_every_attachment_is_one_the_deploy_role_may_make(stack_run: ProgramRun) -> None:
     deploy = deploy_policy(ACCOUNT)
     # A role's ARN holds its path (IAM User Guide, "IAM identifiers"); the fake cloud's ARNs leave the path out.
@@ -91,6 +96,7 @@ def _customer_policies(run: ProgramRun) -> list[dict[str, Any]]:
     return [json.loads(p.inputs["policy"]) for p in run.of_type(POLICY)]
 
 
+@pytest.mark.program
 def test_every_action_a_stack_policy_grants_is_inside_the_boundary(stack_run: ProgramRun) -> None:
     for policy in _customer_policies(stack_run):
         for statement in (s for s in policy["Statement"] if s["Effect"] == "Allow"):
@@ -104,6 +110,7 @@ def test_every_action_a_stack_policy_grants_is_inside_the_boundary(stack_run: Pr
                     assert allowed(BOUNDARY, action, resource, context), (stack_run.stack, action, resource)
 
 
+@pytest.mark.program
 def test_a_gated_model_stack_has_a_customer_policy_to_check() -> None:
     """The test above is not vacuous: a stack whose model is gated registers the job's token policy."""
     gated = [run_program(stack) for stack in ("p5-16", "p5-2")]

@@ -13,6 +13,7 @@ from tests.harness.pulumi_program import ProgramRun, run_program
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 
 
+@pytest.mark.program
 def test_every_registered_input_fits_the_sdk_input_types(stack_run: ProgramRun) -> None:
     problems = [f"{r.type} {r.name}: {p}" for r in stack_run.resources for p in check_resource_inputs(r.type, r.inputs)]
     assert problems == []
@@ -23,6 +24,7 @@ def template_inputs() -> dict:
     return run_program("p5-16").named(LAUNCH_TEMPLATE, "gpu-template").inputs
 
 
+@pytest.mark.program
 def test_a_misspelt_nested_key_is_reported_with_its_path(template_inputs: dict) -> None:
     inputs = copy.deepcopy(template_inputs)
     inputs["metadataOptions"]["httpPutResponseHoplimit"] = 1
@@ -31,6 +33,7 @@ def test_a_misspelt_nested_key_is_reported_with_its_path(template_inputs: dict) 
     assert "did you mean httpPutResponseHopLimit?" in problem
 
 
+@pytest.mark.program
 def test_a_wrong_type_deep_in_a_list_is_reported_with_its_path(template_inputs: dict) -> None:
     inputs = copy.deepcopy(template_inputs)
     inputs["networkInterfaces"][1]["securityGroups"] = "sg-0123456789abcdef0"

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from infra.addons import NODE_MONITORING_AGENT
 from infra.gpu_nodes import EKS_NODE_GROUP
 from stack.files import raw_stack_config
 from stack.node_contract import EKS_TAINT_EFFECTS, GPU_TAINT
 from tests.harness.input_types import check_resource_inputs
 from tests.harness.pulumi_program import ProgramRun, run_program
+
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
 
 GPU = "fsdp-eks:gpuNodes"
 NODE_GROUP = "eks:index:ManagedNodeGroup"

@@ -4,7 +4,11 @@ every template must name it, and the Lustre rules must admit it."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.harness.pulumi_program import ProgramRun
+
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sizing.catalog import CATALOG
 from stack.files import load_stack_config
 from tests.harness.pulumi_program import ProgramRun, run_program
+
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "eks:index:ManagedNodeGroup"

@@ -16,6 +16,8 @@ from tests.policy.engine import analyze_view
 from tests.policy.engine_view import AnalyzedResource, engine_view
 from tests.policy.remote_children import CHILD_MODELS, NOT_MODELED, NotModeledError, children
 
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
+
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

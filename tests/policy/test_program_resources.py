@@ -44,11 +44,13 @@ def preview_run(stack: str, preview: str) -> ProgramRun:
     return run
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("preview", PREVIEWS)
 def test_every_stack_passes_every_mandatory_policy(stack_run: ProgramRun, preview: str) -> None:
     assert mandatory(analyze(preview_run(stack_run.stack, preview).resources)) == []
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("preview", PREVIEWS)
 def test_the_cost_advisory_fires_where_the_stacks_own_estimate_exceeds_the_budget(
     stack_run: ProgramRun, preview: str
@@ -60,11 +62,13 @@ def test_the_cost_advisory_fires_where_the_stacks_own_estimate_exceeds_the_budge
     assert bool(fired) == over, fired
 
 
+@pytest.mark.program
 def test_the_program_registers_what_the_policies_are_about() -> None:
     types = {r.type for r in run_program("p5-16").resources}
     assert {LAUNCH_TEMPLATE, MANAGED_NODE_GROUP, PYTORCHJOB, RELEASE, "kubernetes:core/v1:Service"} <= types
 
 
+@pytest.mark.program
 def test_config_the_policies_must_refuse_reaches_them_through_the_program() -> None:
     """A public Grafana, chosen in the stack's config, reaches the pack through the program and is refused."""
     run = run_program("p5-2", {"fsdp-eks:monitoring": {"grafanaLoadBalancer": True}}, preview="first")
@@ -195,6 +199,7 @@ MUTATIONS: dict[str, tuple[str, str | None, Callable[[ProgramRun, Registered], R
 }
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("preview", PREVIEWS)
 @pytest.mark.parametrize("policy", sorted(MUTATIONS))
 def test_a_changed_registration_of_a_real_stack_fires_exactly_its_policy(policy: str, preview: str) -> None:
@@ -214,6 +219,7 @@ def test_every_policy_of_the_pack_has_a_case_that_fires() -> None:
 CAPACITY_BLOCK = {"capacityType": "CAPACITY_BLOCK", "capacityReservationId": "cr-0123456789abcdef1"}
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("preview", PREVIEWS)
 @pytest.mark.parametrize("policy", ["efa-on-every-network-card", "gpu-node-group-one-az", "gpu-cost-per-hour-budget"])
 def test_a_capacity_block_group_is_judged_by_the_type_its_launch_template_names(policy: str, preview: str) -> None:
@@ -273,6 +279,7 @@ UNKNOWN_DURING_PREVIEW: dict[str, tuple[str, str | None, Callable[[ProgramRun, R
 }
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("policy", sorted(UNKNOWN_DURING_PREVIEW))
 def test_a_value_unknown_during_a_first_preview_is_not_checked_by_exactly_its_policy(policy: str) -> None:
     run = preview_run(MUTATED_STACK, "first")

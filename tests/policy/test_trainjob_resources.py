@@ -18,6 +18,8 @@ from tests.policy.engine import analyze, mandatory
 from tests.policy.test_program_resources import MUTATED_STACK, PREVIEWS, _fired, _inputs, _mutated
 from tests.workloads.job.trainjob_stacks import trainjob_raw_config
 
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
+
 RUNTIME = "kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime"
 TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"
 TOKEN = "hf_" + "Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDc"

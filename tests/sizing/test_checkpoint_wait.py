@@ -60,6 +60,7 @@ def test_no_shipped_stack_makes_training_wait_for_its_checkpoints(stack: str) ->
         assert storage["checkpointWaitSecondsPerHour"] == 0
 
 
+@pytest.mark.program
 def test_a_stack_whose_saves_queue_warns_at_preview() -> None:
     job = {**raw_stack_config("p5-16")["fsdp-eks:job"], "checkpointEvery": 100}
     run = run_program("p5-16", {"fsdp-eks:storage": None, "fsdp-eks:job": job})
@@ -67,5 +68,6 @@ def test_a_stack_whose_saves_queue_warns_at_preview() -> None:
     assert "every 100 steps of 0.50 s" in warning and "training waits 49.2 min of every hour" in warning
 
 
+@pytest.mark.program
 def test_the_shipped_stacks_preview_without_the_warning() -> None:
     assert not [w for w in run_program("p5-16").warnings() if "come faster than" in w]

@@ -92,6 +92,7 @@ def test_a_70b_stack_with_the_default_fsx_fails_naming_what_it_needs_and_what_it
     assert "3340.5 GiB needed; expected 4800 or more" in problem
 
 
+@pytest.mark.program
 def test_a_70b_stack_fails_preview_under_the_mocks() -> None:
     """The program as `pulumi preview` runs it: the config error comes before any resource is registered."""
     run = run_program("p5-16", {"fsdp-eks:job": JOB_70B})
@@ -101,6 +102,7 @@ def test_a_70b_stack_fails_preview_under_the_mocks() -> None:
     assert run.resources == []
 
 
+@pytest.mark.program
 def test_a_70b_stack_with_room_reports_its_storage_in_the_outputs() -> None:
     run = run_program("p5-16", {"fsdp-eks:job": JOB_70B, "fsdp-eks:storage": {"fsxCapacityGiB": 4800}})
     assert run.error is None, run.error

@@ -7,6 +7,8 @@ import pytest
 
 from tests.harness.pulumi_program import run_program
 
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
+
 GPU = "fsdp-eks:gpuNodes"
 NET = "fsdp-eks:network"
 CLUSTER = "fsdp-eks:cluster"

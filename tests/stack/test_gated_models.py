@@ -83,6 +83,7 @@ def test_every_shipped_stack_with_a_gated_model_names_the_secret(stack: str) -> 
     assert (config.job.hf_token_secret is not None) == (gated_repo(config.job.model) is not None)
 
 
+@pytest.mark.program
 def test_the_program_refuses_a_gated_model_without_a_secret_before_any_resource() -> None:
     job = raw_stack_config("dev")["fsdp-eks:job"] | {"model": "meta-llama/Llama-2-7b-hf", "seqLen": 256}
     run = run_program("dev", {"fsdp-eks:job": job})

@@ -87,6 +87,7 @@ def test_a_stack_that_still_sets_a_kubeconfig_is_told_the_cluster_is_reached_by_
     assert "aws eks get-token" in problem and "`pulumi config rm fsdp-eks:kubeconfig`" in problem
 
 
+@pytest.mark.program
 def test_the_program_refuses_a_lingering_secret_key_before_any_resource() -> None:
     run = run_program(STACK, secrets={"fsdp-eks:hfToken": "hf_" + "x" * 34})
     assert run.error is not None and "fsdp-eks:hfToken: no longer read" in run.error["message"]
@@ -125,6 +126,7 @@ def test_a_ci_deployed_stack_reads_its_token_under_the_prefix(reference: str) ->
     assert parse_stack_config(ci_deployed(with_secret(reference)), STACK).job.hf_token_secret == reference
 
 
+@pytest.mark.program
 def test_the_program_refuses_a_ci_deployed_stacks_token_outside_the_prefix_before_any_resource() -> None:
     run = run_program(STACK, ci_deployed(with_secret("prod/hf-token")))
     assert run.error is not None and run.error["kind"] == "ConfigError"

@@ -59,6 +59,7 @@ def test_the_pytorchjob_keeps_its_rendezvous_and_elastic_options() -> None:
     assert (job.rdzv_backend, job.min_nodes, rendezvous_backend(job.api, job.rdzv_backend)) == ("c10d", 1, "c10d")
 
 
+@pytest.mark.program
 def test_a_trainjob_option_error_fails_the_program_before_any_resource() -> None:
     run = run_program("p5-2", {JOB: {"api": TRAINJOB, "rdzvBackend": "etcd"}})
     assert run.error is not None and run.error["kind"] == "ConfigError", run.error

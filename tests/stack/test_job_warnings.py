@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from stack.files import load_stack_config
 from stack.job_warnings import job_warnings, random_preset_warning
 from tests.harness.pulumi_program import run_program
@@ -38,6 +40,7 @@ def test_no_shipped_stack_trains_a_preset_on_real_data() -> None:
     }
 
 
+@pytest.mark.program
 def test_preview_shows_the_warning() -> None:
     run = run_program("p5-2", {"fsdp-eks:job": {"model": "llama3.1-8b", "dataset": "s3://data/train.jsonl"}})
     assert run.error is None, run.error

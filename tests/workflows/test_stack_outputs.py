@@ -9,6 +9,8 @@ import pytest
 from tests.harness.pulumi_program import ProgramRun
 from tests.infra.existing_cluster_stack import run_existing_cluster
 
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
+
 SECRET = "[secret]"  # how the mock runner reports an output marked secret
 PLAIN = ".__plain"
 

@@ -82,6 +82,12 @@ def test_unit_tests_run_on_pull_requests() -> None:
     assert any(run.startswith("make lint test-fast") for run in runs)
 
 
+def test_the_program_under_mocks_runs_on_pull_requests_too() -> None:
+    """`make test-fast` leaves out the program's runs under the mocks (the `program` tier): a PR runs them as well."""
+    runs = [step.get("run") or "" for step in PR["jobs"]["tests"]["steps"]]
+    assert any(run.startswith("make ") and "test-program" in run.split() for run in runs)
+
+
 def test_forks_are_not_previewed_with_this_repositorys_credentials() -> None:
     condition = PR["jobs"]["preview"]["if"]
     assert "github.event.pull_request.head.repo.full_name == github.repository" in condition

@@ -4,9 +4,13 @@ repository even for an identical image)."""
 
 from __future__ import annotations
 
+import pytest
+
 from stack.files import raw_stack_config
 from tests.harness.pulumi_program import run_program
 from workloads.job.image_source import content_tag
+
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
 
 
 def test_the_repository_tags_are_immutable_and_each_push_gets_a_new_tag() -> None:

@@ -129,6 +129,7 @@ def deployed_pod(run: ProgramRun, api: str) -> dict[str, Any]:
     return job.inputs["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("api", JOB_APIS)
 def test_the_deployed_pods_hold_the_created_buckets_name(api: str) -> None:
     run = deployed(api)

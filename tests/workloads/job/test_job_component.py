@@ -8,6 +8,8 @@ import json
 from functools import cache
 from typing import Any
 
+import pytest
+
 from stack.config import StackConfig
 from stack.files import load_stack_config, raw_stack_config
 from tests.harness.pulumi_program import run_program
@@ -48,12 +50,14 @@ def image_of(job: dict[str, Any]) -> str:
     return job["inputs"]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"]
 
 
+@pytest.mark.program
 def test_the_job_is_replaced_never_patched() -> None:
     job = one(built(), PYTORCHJOB)
     assert job["replaceOnChanges"] == ["*"]
     assert job["deleteBeforeReplace"] is True
 
 
+@pytest.mark.program
 def test_every_child_is_parented_to_its_component() -> None:
     resources = built()
     job_urn = one(resources, "fsdp-eks:workloads:TrainingJob")["urn"]
@@ -69,12 +73,14 @@ def test_every_child_is_parented_to_its_component() -> None:
         assert {r["parent"] for r in resources if r["type"] == type_token} == {access_urn}
 
 
+@pytest.mark.program
 def test_kubernetes_objects_use_the_stacks_provider() -> None:
     provider = one(built(), "pulumi:providers:kubernetes")["urn"]
     for type_token in (PYTORCHJOB, SERVICE_ACCOUNT, "kubernetes:core/v1:Namespace"):
         assert one(built(), type_token)["provider"].startswith(provider)
 
 
+@pytest.mark.program
 def test_the_job_starts_after_the_platform_its_namespace_service_account_and_token_access() -> None:
     resources = built()
     dependencies = one(resources, PYTORCHJOB)["dependencies"]
@@ -84,6 +90,7 @@ def test_the_job_starts_after_the_platform_its_namespace_service_account_and_tok
     assert platform_child in dependencies
 
 
+@pytest.mark.program
 def test_the_association_waits_for_the_platform_and_every_attached_policy() -> None:
     resources = built()
     dependencies = one(resources, ASSOCIATION)["dependencies"]
@@ -92,6 +99,7 @@ def test_the_association_waits_for_the_platform_and_every_attached_policy() -> N
     assert len(attachments) == 2 and set(attachments) <= set(dependencies)  # the artifacts' and the token's
 
 
+@pytest.mark.program
 def test_the_pods_run_as_the_service_account_the_association_names() -> None:
     resources = built()
     association = one(resources, ASSOCIATION)["inputs"]
@@ -102,6 +110,7 @@ def test_the_pods_run_as_the_service_account_the_association_names() -> None:
     assert association["clusterName"] == load_stack_config("dev").cluster_name
 
 
+@pytest.mark.program
 def test_the_job_runs_the_pushed_digest() -> None:
     resources = built()
     repository = one(resources, "aws:ecr/repository:Repository")["inputs"]
@@ -111,6 +120,7 @@ def test_the_job_runs_the_pushed_digest() -> None:
     assert image_of(one(resources, PYTORCHJOB)) == f"{tag}@{PUSHED_DIGEST}"
 
 
+@pytest.mark.program
 def test_the_repository_scans_pushes_and_expires_old_images() -> None:
     resources = built()
     repository = one(resources, "aws:ecr/repository:Repository")["inputs"]
@@ -119,6 +129,7 @@ def test_the_repository_scans_pushes_and_expires_old_images() -> None:
     assert {rule["action"]["type"] for rule in rules} == {"expire"}
 
 
+@pytest.mark.program
 def test_the_image_is_built_from_the_dockerfile_and_pushed_without_a_registry_password() -> None:
     # The push uses the host's Docker credentials (workloads/job/image.py): no ECR login token in the state.
     build = one(built(), "docker-build:index:Image")["inputs"]
@@ -129,12 +140,14 @@ def test_the_image_is_built_from_the_dockerfile_and_pushed_without_a_registry_pa
     assert set(build["buildArgs"]) == {"BASE_IMAGE", "EFA_INSTALLER_VERSION"}
 
 
+@pytest.mark.program
 def test_a_given_image_is_used_as_it_is_and_nothing_is_built() -> None:
     resources = given_image_on_fsx()
     assert not [r for r in resources if r["type"] == "docker-build:index:Image"]
     assert image_of(one(resources, PYTORCHJOB)) == GIVEN_IMAGE
 
 
+@pytest.mark.program
 def test_no_kubernetes_secret_ever_and_no_secret_read_without_a_token_secret() -> None:
     resources = without_token_secret()
     assert not [r for r in resources if r["type"] == "kubernetes:core/v1:Secret"]
@@ -144,6 +157,7 @@ def test_no_kubernetes_secret_ever_and_no_secret_read_without_a_token_secret() -
     assert not [r for r in built() if r["type"] == "kubernetes:core/v1:Secret"]
 
 
+@pytest.mark.program
 def test_multi_node_checkpoints_go_to_a_claim_on_the_fsx_file_system() -> None:
     resources = given_image_on_fsx()
     volume = one(resources, "kubernetes:core/v1:PersistentVolume")["inputs"]
@@ -157,6 +171,7 @@ def test_multi_node_checkpoints_go_to_a_claim_on_the_fsx_file_system() -> None:
     assert checkpoints["persistentVolumeClaim"]["claimName"] == claim["inputs"]["metadata"]["name"]
 
 
+@pytest.mark.program
 def test_the_deployed_job_has_the_rendezvous_id_the_render_shows() -> None:
     policy = one(without_token_secret(), PYTORCHJOB)["inputs"]["spec"]["elasticPolicy"]
     assert policy["rdzvId"] == job_spec(load_stack_config("dev")).rendezvous_id
@@ -178,6 +193,7 @@ def test_only_the_stacks_default_claim_on_its_fsx_is_made_by_the_stack() -> None
     assert not job_spec(own).checkpoint.on_stack_file_system
 
 
+@pytest.mark.program
 def test_the_trainjob_runtimes_pods_run_as_the_service_account_the_association_names() -> None:
     """The TrainJob's pods come from its ClusterTrainingRuntime (JobSet's replicated jobs): every one of them runs as
     the service account the Pod Identity association names, or the token's secret is unreadable there."""

@@ -16,6 +16,8 @@ from workloads.platform.trainer_v2 import TRAINER_V2_NAMESPACE
 
 from .trainjob_stacks import trainjob_raw_config
 
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
+
 RELEASE = "kubernetes:helm.sh/v3:Release"
 TRAINER_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
 TRAINJOB = "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob"

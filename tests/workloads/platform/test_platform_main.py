@@ -3,7 +3,11 @@ cluster's provider, after the GPU nodes, and before the training job, which is t
 
 from __future__ import annotations
 
+import pytest
+
 from tests.harness.pulumi_program import ProgramRun, Registered
+
+pytestmark = pytest.mark.program  # every test here runs __main__.py under the mocks
 
 PLATFORM = "fsdp-eks:workloads:Platform"
 

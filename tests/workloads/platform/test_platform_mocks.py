@@ -24,6 +24,8 @@ from tests.workloads.platform.platform_program import (
 )
 from workloads.platform.dashboards import DASHBOARD_LABEL
 
+pytestmark = pytest.mark.program  # every test here runs the Platform component under the mocks
+
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # the Pulumi wire format's marker of a secret value
 PINNED = {
