@@ -44,14 +44,11 @@ def project_modules(root: Path) -> frozenset[str]:
     return frozenset({p.name for p in root.iterdir() if (p / "__init__.py").is_file()} | {"__main__", "__mp_main__"})
 
 
-def _modules_file(log: str) -> str:
-    return log + ".modules.json"
-
-
-def _child(request: dict[str, Any]) -> NoReturn:
+def _child(request: dict[str, Any], modules_file: Path) -> NoReturn:
     """Run the request's runner as `python -m` would, in this forked process, and exit with its status."""
     status = 1
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's own handler is not the run's
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 1)
         os.dup2(log, 2)
@@ -73,17 +70,25 @@ def _child(request: dict[str, Any]) -> NoReturn:
         with contextlib.suppress(BaseException):
             own = project_modules(Path(request["cwd"]))
             used = [m for m in list(sys.modules) if m.split(".", 1)[0] not in own]
-            Path(_modules_file(request["log"])).write_text(json.dumps(used))
+            modules_file.write_text(json.dumps(used))
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(status)
 
 
-def _preload(modules_file: Path) -> None:
+def _used_modules(modules_file: Path) -> list[str]:
+    """What the child wrote (nothing if it died before writing), the file removed for the next child."""
+    try:
+        return json.loads(modules_file.read_text())
+    except (OSError, ValueError):
+        return []
+    finally:
+        modules_file.unlink(missing_ok=True)
+
+
+def _preload(modules: list[str]) -> None:
     """Import what a child used that this process has not: later children start with it loaded."""
-    if not modules_file.exists():
-        return
-    for module in json.loads(modules_file.read_text()):
+    for module in modules:
         _load_parents(module)
         if module not in sys.modules:
             # A module a child could import but this process cannot is left to each child, as before.
@@ -106,16 +111,19 @@ def _load_parents(module: str) -> None:
 
 
 def serve(requests: TextIO, answers: TextIO) -> None:
-    for line in requests:
-        request = json.loads(line)
-        answers.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(request)
-        _, wait_status = os.waitpid(pid, 0)
-        answers.write(json.dumps({"status": os.waitstatus_to_exitcode(wait_status)}) + "\n")
-        answers.flush()
-        _preload(Path(_modules_file(request["log"])))
+    with tempfile.TemporaryDirectory() as own:  # the server's own files: the client may remove its own at any time
+        modules_file = Path(own) / "modules.json"
+        for line in requests:
+            request = json.loads(line)
+            answers.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(request, modules_file)
+            _, wait_status = os.waitpid(pid, 0)
+            used = _used_modules(modules_file)  # read before the answer, while nothing else runs
+            answers.write(json.dumps({"status": os.waitstatus_to_exitcode(wait_status)}) + "\n")
+            answers.flush()
+            _preload(used)
 
 
 class ForkServer:
@@ -188,5 +196,10 @@ class ForkServer:
         process.wait()
 
 
+def _end(signum: int, frame: object) -> None:
+    sys.exit(0)  # SIGTERM from the client: leave through the cleanups
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _end)
     serve(sys.stdin, sys.stdout)
