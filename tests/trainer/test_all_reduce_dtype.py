@@ -77,6 +77,7 @@ def gradients_on_rank(rank: int, store_path: str, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # two ranks over gloo
 @pytest.mark.timeout(120)
 def test_bf16_all_reduce_runs_in_bf16_and_matches_fp32_within_its_rounding(tmp_path: Path) -> None:
     mp.spawn(gradients_on_rank, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=WORLD)

@@ -17,6 +17,7 @@ from bench import data_prep
 from tests.harness.trainer_runs import ROOT
 
 
+@pytest.mark.slow  # the bench in a process of its own, both sides
 def test_the_bench_runs_both_sides_on_the_same_corpus_and_reports_their_ratio(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "bench/data_prep.py", "--size", "1", "--rounds", "1", "--no-memory-sizes", "--workdir",

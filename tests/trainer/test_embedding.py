@@ -58,6 +58,7 @@ def sharded_on_rank(rank: int, world: int, padding_idx: int | None, store_path: 
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # two and three ranks over gloo
 @pytest.mark.parametrize(("world", "padding_idx"), [(2, None), (3, None), (2, 3)])
 def test_outputs_and_gradients_are_nn_embeddings(world: int, padding_idx: int | None, tmp_path: Path) -> None:
     args = (world, padding_idx, str(tmp_path / "store"), str(tmp_path))

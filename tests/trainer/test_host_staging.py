@@ -133,6 +133,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory, s3: LocalS3) -> Path:
     return tmp
 
 
+@pytest.mark.slow  # two ranks over gloo save first (the `saved` fixture)
 def test_each_rank_stages_only_its_share_and_together_one_copy(saved: Path) -> None:
     ranks = [torch.load(saved / f"rank{rank}.pt") for rank in range(WORLD)]
     whole = ranks[0]["whole"]
@@ -151,6 +152,7 @@ def test_each_rank_stages_only_its_share_and_together_one_copy(saved: Path) -> N
             assert {p for p in handed[rank] if p in replicated} == {p for p, r in owners.items() if r == rank}
 
 
+@pytest.mark.slow  # two ranks over gloo save first (the `saved` fixture)
 def test_each_rank_writes_exactly_what_it_staged(saved: Path) -> None:
     """DCP names each rank's data file __<rank>_<n>.distcp (FileSystemWriter): the items in rank r's files are the
     ones rank r handed it."""
@@ -164,6 +166,7 @@ def test_each_rank_writes_exactly_what_it_staged(saved: Path) -> None:
         assert written[rank] & tensors == handed[rank]
 
 
+@pytest.mark.slow  # two ranks over gloo save first (the `saved` fixture)
 @pytest.mark.parametrize("tier", ["sync", "async", "s3"])
 def test_the_checkpoint_loads_back_identically_on_one_rank(
     tier: str, saved: Path, s3: LocalS3, monkeypatch: pytest.MonkeyPatch, world_of_one: None

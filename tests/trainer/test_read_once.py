@@ -27,7 +27,7 @@ from trainer.model.build import (
 )
 from trainer.model.lora import apply_lora, is_adapter
 
-pytestmark = [pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]  # every test reads what two ranks loaded over gloo
 WORLD = 2
 CASES = ("hsdp", "full_shard", "lora_hsdp")
 

@@ -36,6 +36,7 @@ def reduce_scatter_on_rank(rank: int, world: int, store_path: str, out_dir: str)
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # two and three ranks over gloo
 @pytest.mark.parametrize("world", [2, 3])
 def test_each_rank_gets_the_sum_of_its_chunk_over_ranks_in_rank_order(world: int, tmp_path: Path) -> None:
     mp.spawn(reduce_scatter_on_rank, args=(world, str(tmp_path / "store"), str(tmp_path)), nprocs=world)
