@@ -7,35 +7,46 @@ Composition only: every resource lives in a component. `pulumi up` / `pulumi des
 import pulumi
 
 from infra.artifacts import ArtifactsBucket, ArtifactsBucketArgs
+from infra.autoscaler_access import AutoscalerAccess, AutoscalerAccessArgs
+from infra.bad_node_cleanup import bad_node_cleanup
 from infra.cluster import Cluster, ClusterArgs
 from infra.existing_cluster import ExistingCluster
 from infra.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
+from infra.iam import PodIdentity
 from infra.iam_scope import IamScope, scope_iam_resources
 from infra.lustre import CheckpointStorage, CheckpointStorageArgs
 from infra.network import Network, NetworkArgs
+from infra.prices import node_price
 from stack.artifacts import run_uri
 from stack.endpoint_access import paths, route_of, unreachable_problem
 from stack.fit import checkpoint_warning, sizing_summary
+from stack.gpu_autoscaling import autoscaled
 from stack.job_warnings import job_warnings
 from stack.kubernetes_support import kubernetes_version_warning, today
 from stack.pulumi_config import read_stack_config
+from stack.run_cost import run_cost
 from workloads.job.component import TrainingJob, TrainingJobArgs
 from workloads.job.image import TrainerImage, TrainerImageArgs
 from workloads.job.spec import job_spec
+from workloads.platform.autoscaler import AUTOSCALER_NAMESPACE, AUTOSCALER_SERVICE_ACCOUNT
 from workloads.platform.component import Platform, PlatformArgs
 from workloads.platform.objects import artifacts_commands
 
 config = read_stack_config()  # raises before any resource exists if the config is invalid
+gpu_price = node_price(config.gpu_nodes, config.region)  # AWS's Price List API, or the catalog's figure, labelled
 scope_iam_resources(IamScope(config.stack, config.cluster.role_permissions_boundary))  # before any role is registered
 checkpoint_fs = None
 node_groups: list[pulumi.Resource] = []
 # What the platform and the job need while they exist (nodes, DNS, volume drivers, egress, the cluster itself):
 # they depend on it, so `pulumi destroy` deletes the job, its volume and the platform before any of it.
 runtime: list[pulumi.Resource] = []
+autoscaling_group: pulumi.Output[str] | None = None
 job_runtime: list[pulumi.Resource] = []
 
 if config.cluster.existing:
-    cluster = ExistingCluster("cluster", config.cluster_name, config.region)
+    # `pulumi destroy` (with --run-program) takes the job's bad-node taints off the nodes (infra/bad_node_cleanup.py).
+    cleanup = pulumi.ResourceHookBinding(before_delete=[bad_node_cleanup(config.cluster_name, config.region)])
+    cluster = ExistingCluster("cluster", config.cluster_name, config.region, opts=pulumi.ResourceOptions(hooks=cleanup))
     runtime.append(cluster)
     pulumi.export("gpuNodeGroupName", None)
 else:
@@ -70,11 +81,27 @@ else:
             cluster_security_group_id=cluster.cluster_security_group_id,
             node_role=cluster.node_role,
             depends_on=cluster.early_addons,
+            price=gpu_price,
         ),
     )
     node_groups.append(gpu_nodes)
     runtime += [network, cluster, gpu_nodes]
     pulumi.export("gpuNodeGroupName", gpu_nodes.node_group_name)
+    if autoscaled(config.gpu_nodes):  # idle nodes released, bad ones replaced (stack/gpu_autoscaling.py)
+        autoscaling_group = gpu_nodes.autoscaling_group_name
+        runtime.append(
+            AutoscalerAccess(
+                "autoscaler",
+                AutoscalerAccessArgs(
+                    PodIdentity(AUTOSCALER_NAMESPACE, AUTOSCALER_SERVICE_ACCOUNT),
+                    config.cluster_name,
+                    config.region,
+                    config.stack,
+                    autoscaling_group,
+                    depends_on=[cluster],
+                ),
+            )
+        )
     if config.storage.fsx:
         storage = CheckpointStorage(
             "checkpoints",
@@ -101,7 +128,7 @@ artifacts_uri = pulumi.Output.from_input(created_bucket or config.artifacts.buck
 
 platform = Platform(
     "platform",
-    PlatformArgs(provider=cluster.provider, config=config, depends_on=node_groups),
+    PlatformArgs(provider=cluster.provider, config=config, depends_on=node_groups, autoscaling_group=autoscaling_group),
     opts=pulumi.ResourceOptions(depends_on=runtime),
 )
 
@@ -127,7 +154,9 @@ if config.job.enabled:
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export("region", config.region)
 pulumi.export("totalGpus", config.total_gpus)
-pulumi.export("estimatedCostPerHour", config.cost_per_hour)
+pulumi.export("estimatedCostPerHour", round(config.gpu_nodes.count * gpu_price.usd_per_hour, 2))
+pulumi.export("gpuNodePrice", gpu_price.to_output())  # where the price comes from, and of when
+pulumi.export("estimatedRunCost", run_cost(config, gpu_price))  # a run's phases at that price (stack/run_cost.py)
 pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from sizing.estimate
 for warning in (checkpoint_warning(config), kubernetes_version_warning(config, today())):
     if warning:

@@ -451,6 +451,9 @@ def deploy_policy(account: Account) -> dict[str, Any]:
             {"Sid": "RegistryLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
             {"Sid": "TheStacksLogGroups", "Effect": "Allow", "Action": "logs:*", "Resource": account.stack_log_groups},
             {"Sid": "ListLogGroups", "Effect": "Allow", "Action": "logs:DescribeLogGroups", "Resource": "*"},
+            # The update runs the program's data sources as its preview did: the GPU nodes' price from AWS's public
+            # price list (infra/prices.py; GetProducts supports no resource, Service Authorization Reference).
+            {"Sid": "PublicPriceList", "Effect": "Allow", "Action": "pricing:GetProducts", "Resource": "*"},
             {
                 "Sid": "EksAmiParameters",
                 "Effect": "Allow",

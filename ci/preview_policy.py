@@ -27,6 +27,8 @@ INVOKE_ACTIONS: dict[str, tuple[str, ...]] = {
     # facts of the cluster, no credential (terraform-provider-aws internal/service/eks/cluster_data_source.go: one
     # FindClusterByName, a DescribeCluster). The image push logs in on the runner: no ecr:GetAuthorizationToken.
     "aws:eks/getCluster:getCluster": ("eks:DescribeCluster",),
+    # The GPU nodes' on-demand price (infra/prices.py): AWS's public price list, nothing of the account's.
+    "aws:pricing/getProduct:getProduct": ("pricing:GetProducts",),
 }
 # Called by pulumi-eks's own code inside its components during a preview, which mocks cannot see
 # (nodejs/eks/cluster/cluster.ts: aws.getRegion for the cluster's OIDC provider).

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from infra.autoscaler_access import AUTOSCALER_READS, AUTOSCALER_WRITES, NODE_GROUP_READ
 from stack.names import ARTIFACTS_BUCKET_PREFIX, SECRET_NAME_PREFIX
 
 # The actions each policy the program attaches allows, by the service or the exact actions; the boundary allows their
@@ -109,7 +110,11 @@ ARTIFACT_BUCKET_ACTIONS: tuple[str, ...] = ("s3:ListBucket", "s3:GetBucketLocati
 # A data set, a base model or a checkpoint to resume from, in a bucket that is neither: read, never written.
 DATA_READ_ACTIONS: tuple[str, ...] = ("s3:GetObject", "s3:ListBucket")
 S3_ACTIONS = tuple(dict.fromkeys((*ARTIFACT_OBJECT_ACTIONS, *ARTIFACT_BUCKET_ACTIONS, *DATA_READ_ACTIONS)))
-CUSTOMER_POLICY_ACTIONS: tuple[str, ...] = (*SECRET_ACTIONS, *S3_ACTIONS)
+# The Cluster Autoscaler's (infra/autoscaler_access.py): reads of Auto Scaling groups, instance types and the node
+# group, and the desired size and instance termination, which its policy scopes to the GPU group's Auto Scaling group;
+# AmazonEKSClusterPolicy already allows UpdateAutoScalingGroup and every EC2 action on any.
+AUTOSCALER_ACTIONS: tuple[str, ...] = (*AUTOSCALER_READS, NODE_GROUP_READ, *AUTOSCALER_WRITES)
+CUSTOMER_POLICY_ACTIONS: tuple[str, ...] = (*SECRET_ACTIONS, *S3_ACTIONS, *AUTOSCALER_ACTIONS)
 DECRYPT_VIA = "secretsmanager.*"  # kms:ViaService secretsmanager.<region>.<dns suffix>
 # Service-linked roles a first EKS, node group, autoscaling or FSx deployment in an account creates.
 SERVICE_LINKED_ROLES = (

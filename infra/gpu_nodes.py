@@ -22,7 +22,17 @@ from infra.launch_templates import METADATA_OPTIONS, instance_name_tags, root_vo
 from sizing.catalog import InstanceType
 from stack.cluster_checks import GPU_NODE_GROUP_NAME, node_group_name_prefix
 from stack.config import GpuNodesConfig
-from stack.node_contract import EFA_HUGEPAGES_PER_NODE, EFA_LABEL, GPU_NODE_GROUP_LABEL, GPU_TAINT, efa_label_value
+from stack.gpu_autoscaling import autoscaled, max_size, min_size, node_template_tags
+from stack.node_contract import (
+    AUTOSCALER_GPU_LABEL,
+    AUTOSCALER_GPU_TYPES,
+    EFA_HUGEPAGES_PER_NODE,
+    EFA_LABEL,
+    GPU_NODE_GROUP_LABEL,
+    GPU_TAINT,
+    efa_label_value,
+)
+from stack.price_list import PRICE_TAG_KEY, PriceQuote
 from stack.versions import GPU_AMI_TYPE
 
 # The config that empties the GPU node group; a job needs at least one node, so it is switched off too.
@@ -122,6 +132,13 @@ def with_node_repair(
     return pulumi.ResourceTransformResult(props={**args.props, "nodeRepairConfig": repair}, opts=args.opts)
 
 
+def autoscaling_group_of(resources: Sequence[aws.eks.outputs.NodeGroupResource] | None) -> str:
+    """The name of the Auto Scaling group EKS made for a managed node group (NodegroupResources.autoScalingGroups:
+    one per group); empty while the group has none yet."""
+    groups = (resources[0].autoscaling_groups if resources else None) or []
+    return (groups[0].name if groups else None) or ""
+
+
 @dataclass
 class GpuNodeGroupArgs:
     config: GpuNodesConfig
@@ -132,12 +149,14 @@ class GpuNodeGroupArgs:
     cluster_security_group_id: pulumi.Input[str]  # the group EKS created for the cluster
     node_role: PolicyRole
     depends_on: Sequence[pulumi.Resource]
+    price: PriceQuote  # one node-hour's price, as the preview read it (infra/prices.py)
 
 
 class GpuNodeGroup(pulumi.ComponentResource):
     """GPU nodes wired for EFA in one AZ."""
 
     node_group_name: pulumi.Output[str]
+    autoscaling_group_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fsdp-eks:infra:GpuNodeGroup", name, None, opts)
@@ -199,19 +218,37 @@ class GpuNodeGroup(pulumi.ComponentResource):
             instance_types=None if cfg.capacity_type == "CAPACITY_BLOCK" else [instance.name],
             ami_type=GPU_AMI_TYPE,
             capacity_type=cfg.capacity_type,
+            # Between 0 (or count, keeping idle nodes) and count + spares, count to start with; the Cluster
+            # Autoscaler moves the desired size within them (stack/gpu_autoscaling.py), and pulumi-eks then leaves
+            # it alone (ignoreScalingChanges: ignoreChanges on scalingConfig.desiredSize, nodejs/eks/nodes/
+            # nodegroup.ts createManagedNodeGroup), so an update never undoes the autoscaler's work.
             scaling_config={
-                "min_size": cfg.count,
+                "min_size": min_size(cfg),
                 "desired_size": cfg.count,
-                "max_size": max(cfg.count, 1),  # EKS requires max >= 1, also when scaled to zero
+                "max_size": max_size(cfg),
             },
+            ignore_scaling_changes=autoscaled(cfg),
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             taints=[GPU_TAINT],
-            labels={label_key: label_value, EFA_LABEL: efa_label_value(cfg.efa_enabled)},
+            labels={
+                label_key: label_value,
+                EFA_LABEL: efa_label_value(cfg.efa_enabled),
+                AUTOSCALER_GPU_LABEL: AUTOSCALER_GPU_TYPES[instance.gpu_chip],
+            },
+            # What the autoscaler needs to scale the group up from zero (node_template_tags), and the price the
+            # preview read, which the cost policy budgets with (stack/price_list.py PRICE_TAG_KEY).
+            tags={**node_template_tags(cfg), PRICE_TAG_KEY: f"{args.price.usd_per_hour:g}"},
             # The node role's policies are attached before the nodes start and detached after they are gone.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.depends_on, *args.node_role.attachments]),
         )
-        # The name EKS gave the group (the prefix and a unique suffix), read back from the aws.eks.NodeGroup.
+        # The name EKS gave the group (the prefix and a unique suffix), read back from the aws.eks.NodeGroup, and the
+        # Auto Scaling group EKS made for it, which the Cluster Autoscaler scales (EKS API reference,
+        # NodegroupResources.autoScalingGroups).
         self.node_group_name = self.node_group.node_group.node_group_name
+        # (Through apply: an Output's own `resources` method hides the attribute of that name.)
+        self.autoscaling_group_name = self.node_group.node_group.apply(lambda group: group.resources).apply(
+            autoscaling_group_of
+        )
         if warning := reserved_capacity_warning(cfg):
             pulumi.log.warn(warning, resource=self)
         self.register_outputs({"nodeGroupName": self.node_group_name})

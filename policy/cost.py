@@ -2,8 +2,9 @@
 
 Advisory, not mandatory: a 16-node run is often exactly what was meant; the point is that a PR which turns 2 nodes
 into 16 says so in its checks before anyone merges it. The estimate is the one the stack exports
-(`estimatedCostPerHour`): GPU nodes x price per node-hour, the catalog's on-demand list price unless the pack's
-config gives the team's own prices.
+(`estimatedCostPerHour`): GPU nodes x price per node-hour. The price is the team's own from the pack's config, else
+the one the program read from AWS's Price List API at this preview (the node group's PRICE_TAG_KEY tag,
+stack/price_list.py), else the catalog's dated list price.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from policy.node_groups import NODE_GROUP, instance_types, launch_template_of
 from policy.props import StackResource, as_int, get, is_unknown
 from sizing.catalog import CATALOG
+from stack.price_list import PRICE_TAG_KEY
 
 # $/hour. Above the 2-node p5 stacks, below a 16-node p5 fleet (about $1,570/h at list price): a default that makes
 # the big stacks say what they cost without failing anything. Teams set their own in the pack's config.
@@ -30,8 +32,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "type": "object",
         "additionalProperties": {"type": "number", "minimum": 0},
         "default": {},
-        "description": "USD per node-hour by instance type (reserved or negotiated prices); default: the catalog's "
-        "on-demand list price.",
+        "description": "USD per node-hour by instance type (reserved or negotiated prices); default: the price the "
+        "preview read from AWS's Price List API, else the catalog's on-demand list price.",
     },
 }
 
@@ -58,7 +60,9 @@ def node_group_cost(
     if not types:
         return None
     name = types[0]
-    price = prices.get(name, CATALOG[name].price_per_hour_usd if name in CATALOG else None)
+    price = prices.get(name, tagged_price(group.props))
+    if price is None:
+        price = CATALOG[name].price_per_hour_usd if name in CATALOG else None
     scaling = get(group.props, "scalingConfig")
     nodes = as_int(get(scaling, "desiredSize"))
     if nodes is None:
@@ -66,6 +70,17 @@ def node_group_cost(
     if price is None or nodes is None or is_unknown(scaling):
         return None
     return NodeGroupCost(group.urn, name, nodes, float(price))
+
+
+def tagged_price(props: Mapping[str, Any]) -> float | None:
+    """The price per node-hour the program read at this preview, from the node group's tag; None where it has none
+    or it is unknown."""
+    tags = get(props, "tags")
+    value = get(tags, PRICE_TAG_KEY) if isinstance(tags, Mapping) else None
+    try:
+        return None if value is None or is_unknown(value) else float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def counted_node_groups(resources: Sequence[StackResource]) -> list[StackResource]:

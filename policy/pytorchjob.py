@@ -14,10 +14,9 @@ from typing import Any
 
 from policy.props import as_int, get, is_unknown, not_checked
 from sizing.catalog import CATALOG, InstanceType
+from stack.node_contract import EFA_RESOURCE, GPU_RESOURCE
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # The well-known node label with the EC2 instance type, and its deprecated beta spelling.
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 

@@ -8,13 +8,11 @@ Sources, per column (checked against the public pages named here; the catalog is
   asks for one EFA interface per network card on these types.
 - NVLink bandwidth per GPU: NVIDIA's A100 / H100 / H200 SXM datasheets (NVLink 3: 600 GB/s, NVLink 4: 900 GB/s).
 - Peak dense bf16 FLOP/s: per chip, in trainer/hardware.py (NVIDIA datasheets, no sparsity).
-- On-demand price: AWS EC2 on-demand pricing, US East (N. Virginia), Linux, per instance-hour, from the AWS price
-  list; the price a team pays depends on reservations and savings plans, so `gpuNodes.pricePerHour` overrides it.
-  The figure is for estimates only.
-  Not current for P4 and P5: the figures are AWS's list prices from before June 2025, when AWS lowered P4 and P5
-  on-demand prices (up to 45% for P5). A check on 2026-12-03 could not reach AWS's price pages or price list API
-  from the review machine, and no primary source for the lowered figures was at hand, so they are left unchanged
-  and overstate P4 and P5 costs: set `gpuNodes.pricePerHour` to the figure on aws.amazon.com/ec2/pricing/on-demand.
+- On-demand price: a fallback only. A preview reads the current price from AWS's Price List API
+  (stack/price_list.py, infra/prices.py) and uses this figure, labelled as the catalog's and dated CATALOG_PRICES_SET,
+  only when that call fails. AWS EC2 on-demand pricing, US East (N. Virginia), Linux, per instance-hour, as AWS listed
+  it before June 2025, when it lowered P4 and P5 on-demand prices (up to 45% for P5): the figures overstate P4 and
+  P5. `gpuNodes.pricePerHour` (a reservation's or savings plan's price) overrides both.
 """
 
 from __future__ import annotations
@@ -22,6 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainer.hardware import PEAK_BF16_FLOPS
+
+# The day the price column was set (the project's first commit of the catalog), from AWS's list prices of before its
+# June 2025 P4 and P5 price cut.
+CATALOG_PRICES_SET = "2026-12-02"
 
 
 @dataclass(frozen=True)

@@ -266,7 +266,24 @@ class GpuNodesConfig:
         "rootVolumeGiB", 500, "gp3 root volume per node (container images, logs).", at_least(100)
     )
     price_per_hour: float | None = setting(
-        "pricePerHour", None, "Your price per node-hour in USD; default: the catalog's on-demand list price."
+        "pricePerHour",
+        None,
+        "Your price per node-hour in USD (a reservation's or a savings plan's); default: the on-demand price AWS's "
+        "Price List API gives at preview, or the catalog's dated list price where it cannot be read.",
+    )
+    spares: int = setting(
+        "spares",
+        1,
+        "GPU nodes the cluster autoscaler may add beyond count, in place of a node the job took out of service (the "
+        "launcher's bad-node taint) or lost; a spare bills only while a pod waits for it, then the emptied node goes.",
+        between(0, 8),
+    )
+    keep_idle_nodes: bool | None = setting(
+        "keepIdleNodes",
+        None,
+        "Keep count GPU nodes when no job runs; default: true with a capacityReservationId (a reservation bills "
+        "whether used or not), else false: the cluster autoscaler removes idle GPU nodes after the job ends and adds "
+        "them back when a job's pods wait (docs/aws.md, 'Idle GPU nodes').",
     )
     auto_repair: bool = setting(
         "autoRepair",
@@ -300,6 +317,10 @@ class GpuNodesConfig:
         """Whether the nodes launch into a reservation (ODCR or capacity block) sized for them: no spare instances
         for a rolling update to surge into."""
         return self.capacity_reservation_id is not None
+
+    @property
+    def keeps_idle_nodes(self) -> bool:
+        return self.reserved_capacity if self.keep_idle_nodes is None else self.keep_idle_nodes
 
     @property
     def node_price_per_hour(self) -> float:

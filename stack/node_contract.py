@@ -29,7 +29,26 @@ GPU_TAINT = {"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": EKS_TAINT
 HUGEPAGE_SIZE_MIB = 2
 EFA_HUGEPAGES_PER_NODE = 5128
 EFA_HUGEPAGES_MIB = EFA_HUGEPAGES_PER_NODE * HUGEPAGE_SIZE_MIB
+# The extended resources a GPU node advertises and the job requests: the NVIDIA and EFA device plugins' names, and
+# the kubelet's name for the huge page pool of that size.
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HUGEPAGES_RESOURCE = f"hugepages-{HUGEPAGE_SIZE_MIB}Mi"
 
 
 def efa_label_value(efa_enabled: bool) -> str:
     return str(efa_enabled).lower()
+
+
+# The label by which the Cluster Autoscaler's AWS provider knows a node has GPUs before the device plugin has
+# advertised them (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_cloud_provider.go GPULabel): a new
+# GPU node without it looks ready with no GPUs, and a pod still waiting for one would make the autoscaler add another
+# (processors/customresources/gpu_processor.go). Its value names the GPU, in the autoscaler's names where it has one
+# (availableGPUTypes there).
+AUTOSCALER_GPU_LABEL = "k8s.amazonaws.com/accelerator"
+AUTOSCALER_GPU_TYPES = {
+    "A100-SXM": "nvidia-tesla-a100",
+    "H100-SXM": "nvidia-h100",
+    "H200-SXM": "nvidia-h200",
+    "L40S": "nvidia-l40s",
+}

@@ -62,6 +62,13 @@ NVIDIA_DEVICE_PLUGIN_CHART_VERSION = "0.19.3"  # nvidia-device-plugin, NVIDIA/k8
 EFA_DEVICE_PLUGIN_CHART_VERSION = "v0.5.30"  # aws-efa-k8s-device-plugin (eks-charts), plugin image v0.5.20
 KUBE_PROMETHEUS_STACK_CHART_VERSION = "88.5.0"  # prometheus-operator v0.93, Grafana chart 12.x
 DCGM_EXPORTER_CHART_VERSION = "4.8.2"  # dcgm-exporter, image 4.5.3-4.8.2
+# The Cluster Autoscaler (workloads/platform/autoscaler.py): kubernetes/autoscaler's chart, tag
+# cluster-autoscaler-chart-9.59.0 (2026-07-21, appVersion 1.35.0), and the autoscaler's image of the cluster's
+# Kubernetes minor, the combination the autoscaler's README recommends and tests ("the Kubernetes control plane version
+# for which it was meant"): each minor's newest patch release tag, cluster-autoscaler-1.33.6, -1.34.5, -1.35.2 (all
+# 2026-07-22), whose images the chart pulls from registry.k8s.io/autoscaling/cluster-autoscaler.
+CLUSTER_AUTOSCALER_CHART_VERSION = "9.59.0"
+CLUSTER_AUTOSCALER_IMAGE_TAGS: dict[str, str] = {"1.33": "v1.33.6", "1.34": "v1.34.5", "1.35": "v1.35.2"}
 # Kubeflow Training Operator v1 (PyTorchJob kubeflow.org/v1): a git tag of kubeflow/trainer (formerly
 # kubeflow/training-operator), whose manifests/overlays/standalone kustomization the platform applies.
 TRAINING_OPERATOR_VERSION = "v1.9.4"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ci.deploy_policy import Account, deploy_policy
 from ci.preview_policy import INVOKE_ACTIONS, preview_actions, preview_policy
 from tests.ci.iam_eval import allowed
 from tests.harness.pulumi_program import ProgramRun, run_program
@@ -53,3 +54,11 @@ def test_every_data_source_a_preview_calls_is_allowed_to_the_preview_role(previe
     assert called and called <= set(INVOKE_ACTIONS), called - set(INVOKE_ACTIONS)
     for token in called:
         assert all(allowed(PREVIEW, action) for action in INVOKE_ACTIONS[token]), token
+
+
+def test_every_data_source_a_preview_calls_is_allowed_to_the_deploy_role_too(preview_runs: list[ProgramRun]) -> None:
+    """`pulumi up` runs the program again as the deploy role: a data source it may not call would change what the
+    update registers from what the approved preview showed (the GPU nodes' price above all, infra/prices.py)."""
+    deploy = deploy_policy(Account("123456789012"))
+    for token in {token for run in preview_runs for token in run.invokes}:
+        assert all(allowed(deploy, action) for action in INVOKE_ACTIONS[token]), token

@@ -18,6 +18,7 @@ from pulumi.runtime import mocks
 from tests.harness.fake_aws import AWS_MODELS, aws_invoke
 from tests.harness.fake_eks import AWS_PACKAGE_VERSION, Child, cluster_outputs, describe_cluster, node_group_outputs
 from tests.harness.fake_ids import auto_name, digest, key_uuid
+from tests.harness.fake_price_list import GET_PRODUCT, get_product
 from tests.harness.sdk_classes import computed_outputs, resource_class
 
 UNMODELED = "<unmodeled output>"
@@ -107,10 +108,21 @@ class FakeCloud(mocks.Mocks):
         self.invokes.append(args.token)
         if args.token == GET_CLUSTER:
             return describe_cluster(dict(args.args), self.region), []
+        if args.token == GET_PRODUCT:
+            return get_product(dict(args.args), self.provider_region(args.provider)), []
         answer = aws_invoke(args.token, dict(args.args), self.region)
         if answer is None:
             raise NotImplementedError(f"the fake cloud does not answer {args.token}")
         return answer, []
+
+    def provider_region(self, reference: str) -> str:
+        """The region of the provider an invoke went through ("urn::id", empty for the default provider, which has
+        the stack's region)."""
+        if not reference:
+            return self.region
+        urn = reference.split("::")[:-1]  # urn:pulumi:STACK::PROJECT::PARENT-TYPES$TYPE::NAME, then the id
+        typ, name = urn[-2].split("$")[-1], urn[-1]
+        return (self.inputs.get((typ, name)) or {}).get("region") or self.region
 
 
 def _kubernetes(typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -119,6 +119,12 @@ class RecordingMonitor(mocks.MockMonitor):
                 "deleteBeforeReplace": request.deleteBeforeReplace,
                 "replaceOnChanges": list(request.replaceOnChanges),
                 "retainOnDelete": request.retainOnDelete,
+                # The resource hooks bound to it, by name (a delete hook must be named: Pulumi "Resource option:
+                # hooks").
+                "hooks": {
+                    "beforeDelete": list(request.hooks.before_delete),
+                    "afterDelete": list(request.hooks.after_delete),
+                },
                 # The SDK sends alias specs (the mock monitor supports "aliasSpecs"); the engine resolves them.
                 "aliases": [
                     {"urn": a.urn, "name": a.spec.name, "type": a.spec.type, "parentUrn": a.spec.parentUrn}

@@ -46,6 +46,7 @@ class Registered:
     remote: bool = False  # a component its provider constructs (pulumi-eks, kustomize v2, ...)
     retain_on_delete: bool = False  # `pulumi destroy` drops it from the state and leaves it in the cloud
     aliases: list[dict[str, str]] = field(default_factory=list)  # urn, or the spec's name, type and parentUrn
+    hooks: dict[str, list[str]] = field(default_factory=dict)  # beforeDelete, afterDelete: the hooks' names
 
 
 def registered(records: list[dict[str, Any]]) -> list[Registered]:
@@ -68,6 +69,7 @@ def registered(records: list[dict[str, Any]]) -> list[Registered]:
             r.get("remote", False),
             r.get("retainOnDelete", False),
             r.get("aliases", []),
+            r.get("hooks", {}),
         )
         for r in records
     ]

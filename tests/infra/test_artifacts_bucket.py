@@ -164,7 +164,7 @@ def test_an_s3_dataset_elsewhere_is_read_only() -> None:
 @pytest.mark.program
 def test_one_role_and_one_association_for_the_jobs_service_account() -> None:
     for run in (own_bucket(), given_bucket_with_s3_dataset()):
-        association = run.one(ASSOCIATION).inputs
+        (association,) = [a.inputs for a in run.of_type(ASSOCIATION) if a.inputs["namespace"] == TRAINING_NAMESPACE]
         account = trainer_service_account("fsdp-dev")
         assert (association["namespace"], association["serviceAccount"]) == (TRAINING_NAMESPACE, account)
         (role,) = [r for r in run.of_type(ROLE) if r.parent == run.one(ACCESS).urn]

@@ -60,3 +60,20 @@ def test_the_endpoint_and_name_limits_are_the_ones_the_checks_apply() -> None:
     names = AWS_DOC[AWS_DOC.index("## Cluster name and administrators") :]
     assert f"at most {NODE_GROUP_NAME_PREFIX_MAX_LENGTH} characters" in names
     assert f"at most {longest_cluster_name()} characters" in names
+
+
+def test_idle_nodes_and_run_costs_are_described_as_the_code_does_them() -> None:
+    from stack.files import load_stack_config
+    from stack.gpu_autoscaling import SCALE_DOWN_UNNEEDED_S
+    from stack.price_list import PRICE_TAG_KEY
+    from stack.run_cost import ASSUMED_BRING_UP_S, run_phases
+
+    idle = AWS_DOC[AWS_DOC.index("## Idle GPU nodes") : AWS_DOC.index("## What a run costs")]
+    assert f"{SCALE_DOWN_UNNEEDED_S // 60} minutes" in idle
+    assert "`gpuNodes.keepIdleNodes: true`" in idle and "`gpuNodes.spares`" in idle
+    costs = AWS_DOC[AWS_DOC.index("## What a run costs") : AWS_DOC.index("## Kubernetes versions")]
+    assert f"`{PRICE_TAG_KEY}`" in costs and f"assumed {ASSUMED_BRING_UP_S // 60} minutes" in costs
+    for phase in run_phases(load_stack_config("p5-2"), None):
+        assert f"`{phase.name}`" in costs, phase.name
+    existing = AWS_DOC[AWS_DOC.index("## An existing cluster") :]
+    assert "`pulumi destroy` of such a stack runs with `--run-program`" in existing

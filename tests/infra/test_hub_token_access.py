@@ -90,7 +90,7 @@ def test_a_gated_stack_registers_one_read_policy_on_its_secret(stack: str) -> No
 @pytest.mark.parametrize("stack", GATED_STACKS)
 def test_the_reader_role_is_under_the_path_with_the_tag_and_trusts_the_jobs_account_alone(stack: str) -> None:
     run = gated_run(stack)
-    association = run.one(ASSOCIATION).inputs
+    (association,) = [a.inputs for a in run.of_type(ASSOCIATION) if a.inputs["namespace"] == TRAINING_NAMESPACE]
     (role,) = [r for r in run.of_type(ROLE) if r.outputs.get("arn") == association["roleArn"]]
     assert role.inputs["path"] == IAM_PATH and role.inputs["tags"] == {STACK_TAG_KEY: stack}
     (trust,) = statements(role.inputs["assumeRolePolicy"])

@@ -112,11 +112,12 @@ def test_root_volume_is_large_encrypted_gp3(stack_run: ProgramRun) -> None:
     assert ebs["encrypted"] == "true"
 
 
-def test_scaling_config_equals_the_stack_node_count(stack_run: ProgramRun) -> None:
-    count = load_stack_config(stack_run.stack).gpu_nodes.count
+def test_scaling_config_starts_at_the_stack_node_count_within_the_autoscalers_bounds(stack_run: ProgramRun) -> None:
+    gpu = load_stack_config(stack_run.stack).gpu_nodes
     scaling = _gpu_node_group(stack_run).inputs["scalingConfig"]
-    assert int(scaling["desiredSize"]) == int(scaling["minSize"]) == count
-    assert int(scaling["maxSize"]) == max(count, 1)
+    assert int(scaling["desiredSize"]) == gpu.count
+    assert int(scaling["minSize"]) == (gpu.count if gpu.keeps_idle_nodes else 0)
+    assert int(scaling["maxSize"]) == max(gpu.count + gpu.spares, 1)
 
 
 def test_gpu_node_group_uses_the_al2023_nvidia_ami_with_gpu_taint_and_labels(stack_run: ProgramRun) -> None:
@@ -202,7 +203,9 @@ def test_stack_outputs(stack_run: ProgramRun) -> None:
     assert outputs["gpuNodeGroupName"] == node_group["nodeGroupName"]
     assert outputs["gpuNodeGroupName"].startswith(f"{config.cluster_name}-gpu-")
     assert int(outputs["totalGpus"]) == config.gpu_nodes.count * CATALOG[config.gpu_nodes.instance_type].gpus
-    assert outputs["estimatedCostPerHour"] == config.cost_per_hour > 0
+    # At the price the preview read (tests/infra/test_prices.py says from where).
+    assert outputs["estimatedCostPerHour"] == round(config.gpu_nodes.count * outputs["gpuNodePrice"]["usdPerHour"], 2)
+    assert outputs["estimatedCostPerHour"] > 0
     assert outputs["jobSizing"]["fits"] is True
     assert outputs["jobSizing"]["gpuMemoryGiB"] == config.gpu_nodes.instance.gpu_memory_gib
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from policy.cost import DEFAULT_MAX_COST_PER_HOUR, budget_violations, stack_cost
 from policy.props import UNKNOWN, StackResource
 from sizing.catalog import CATALOG
+from stack.price_list import PRICE_TAG_KEY
 from tests.policy.examples import NODE_GROUP, launch_template, node_group, node_group_resources
 
 STACK = "urn:pulumi:s::fsdp-eks::"
@@ -73,3 +74,25 @@ def test_a_capacity_block_group_is_priced_by_the_type_its_launch_template_names(
     in_template = StackResource(template.type, template.urn, {**launch_template(), "instanceType": "p5.48xlarge"})
     assert [(c.instance_type, c.nodes) for c in stack_cost([in_template, block], {})] == [("p5.48xlarge", 16)]
     assert stack_cost([template, block], {}) == []  # no type anywhere: EKS's default, outside the catalog
+
+
+def _priced(instance_type: str, nodes: int, tag: object) -> StackResource:
+    group = _group(instance_type, nodes)
+    return StackResource(group.type, group.urn, {**group.props, "tags": {PRICE_TAG_KEY: tag}})
+
+
+def test_the_price_the_preview_read_from_the_price_list_is_budgeted_with() -> None:
+    """The program tags the GPU node group with the price it read from AWS's Price List API (stack/price_list.py): a
+    16-node p5 fleet at a current price passes a budget the catalog's older list price would break."""
+    assert budget_violations([_group("p5.48xlarge", 16)], {"maxCostPerHour": 1000})
+    assert budget_violations([_priced("p5.48xlarge", 16, "55.04")], {"maxCostPerHour": 1000}) == []
+    [cost] = stack_cost([_priced("p5.48xlarge", 16, "55.04")], {})
+    assert cost.price_per_node_hour == 55.04
+
+
+def test_the_teams_own_price_wins_over_the_tag_and_an_unreadable_tag_falls_back_to_the_catalog() -> None:
+    [cost] = stack_cost([_priced("p5.48xlarge", 2, "55.04")], {"p5.48xlarge": 40.0})
+    assert cost.price_per_node_hour == 40.0
+    for tag in (UNKNOWN, "n/a"):
+        [cost] = stack_cost([_priced("p5.48xlarge", 2, tag)], {})
+        assert cost.price_per_node_hour == CATALOG["p5.48xlarge"].price_per_hour_usd

@@ -30,6 +30,7 @@ from stack.names import (
     TRAINER_METRICS_PORT,
     TRAINER_METRICS_PORT_NAME,
 )
+from stack.node_contract import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE
 from trainer.config import to_argv
 from trainer.launch.hub_token import REGION_VARIABLE, SECRET_VARIABLE
 from trainer.launch.node_taint import NODE_NAME_FIELD, NODE_NAME_VARIABLE
@@ -153,11 +154,11 @@ def resources(spec: JobSpec) -> dict[str, dict[str, str]]:
     amounts = {
         "cpu": str(node.cpus),
         "memory": f"{node.memory_gib}Gi",
-        "nvidia.com/gpu": str(node.gpus),
+        GPU_RESOURCE: str(node.gpus),
     }
     if node.efa_interfaces:
-        amounts["vpc.amazonaws.com/efa"] = str(node.efa_interfaces)
-        amounts["hugepages-2Mi"] = f"{node.hugepages_2mi_mib}Mi"
+        amounts[EFA_RESOURCE] = str(node.efa_interfaces)
+        amounts[HUGEPAGES_RESOURCE] = f"{node.hugepages_2mi_mib}Mi"
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 

@@ -91,7 +91,7 @@ def monitoring_chart(config: StackConfig) -> ChartRelease:
     )
 
 
-def dcgm_exporter_chart() -> ChartRelease:
+def dcgm_exporter_chart(config: StackConfig) -> ChartRelease:
     return ChartRelease(
         "dcgm-exporter",
         "dcgm-exporter",
@@ -99,5 +99,5 @@ def dcgm_exporter_chart() -> ChartRelease:
         "dcgm-exporter",
         DCGM_EXPORTER_CHART_VERSION,
         NODE_AGENT_NAMESPACE,
-        dcgm_exporter_values(),
+        dcgm_exporter_values(config),
     )

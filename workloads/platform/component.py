@@ -10,7 +10,8 @@ Ordering, for a first `pulumi up` and for `pulumi destroy`:
   PersistentVolume and claim before kube-prometheus-stack, whose CRDs come before the DCGM exporter's ServiceMonitor
   and the trainer's PodMonitor; `pulumi destroy` deletes the claim, the PersistentVolume (once detached) and the EBS
   volume after the chart and before the EBS CSI driver and the nodes (workloads/platform/monitoring.py);
-- the node agents (device plugins, DCGM exporter, node tools, CloudWatch) after `depends_on` (the GPU node group);
+- the node agents (device plugins, DCGM exporter, node tools, CloudWatch) and the Cluster Autoscaler after
+  `depends_on` (the GPU node group, and the autoscaler's Pod Identity association);
 - the training job depends on this component (`depends_on=[platform]`), so it is created after the training
   operator's (or Trainer v2's and JobSet's) CRDs and webhooks are ready and deleted before any of the platform goes.
 """
@@ -31,6 +32,7 @@ from stack.names import ETCD_ENDPOINT, PLATFORM_NAMESPACE, TRAINING_NAMESPACE
 from stack.versions import CLOUDWATCH_OBSERVABILITY_ADDON_VERSION, TRAINING_OPERATOR_VERSION
 from workloads.job.api import Controller, job_api_for
 from workloads.k8s_resources import kubernetes_resource, resource_name
+from workloads.platform.autoscaler import autoscaler_chart
 from workloads.platform.charts import ChartRelease, dcgm_exporter_chart, device_plugin_charts, monitoring_chart
 from workloads.platform.monitoring import stack_prometheus_volume
 from workloads.platform.objects import (
@@ -64,6 +66,9 @@ class PlatformArgs:
     config: StackConfig
     depends_on: Sequence[pulumi.Resource] = field(default_factory=list)
     """What node agents wait for, e.g. the GPU node group (their charts wait for their pods to be ready)."""
+    autoscaling_group: pulumi.Input[str] | None = None
+    """The GPU node group's Auto Scaling group, which the Cluster Autoscaler scales; None: no autoscaler (an existing
+    cluster, or a group whose bounds leave it nothing to do)."""
 
 
 class Platform(pulumi.ComponentResource):
@@ -83,6 +88,8 @@ class Platform(pulumi.ComponentResource):
             self._object(obj, depends_on=in_namespace)
         for chart in device_plugin_charts(cfg):
             self._release(chart, depends_on=after_nodes)
+        if args.autoscaling_group is not None:
+            self._release(autoscaler_chart(cfg, args.autoscaling_group), depends_on=after_nodes)
         # The controller of the job's API, and nothing of the other one.
         self.job_controller = self._job_controller(cfg)
 
@@ -130,7 +137,7 @@ class Platform(pulumi.ComponentResource):
         before_chart += [self._object(obj, depends_on=in_namespace) for obj in grafana_objects(cfg)]
         stack = self._release(monitoring_chart(cfg), depends_on=[*in_namespace, *before_chart])
         # The ServiceMonitor in the DCGM exporter's chart and the PodMonitor need the stack's CRDs.
-        self._release(dcgm_exporter_chart(), depends_on=[stack, *after_nodes])
+        self._release(dcgm_exporter_chart(cfg), depends_on=[stack, *after_nodes])
         for obj in scrape_objects(cfg):
             self._object(obj, depends_on=[*in_namespace, stack])
 

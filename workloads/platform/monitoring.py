@@ -248,10 +248,34 @@ def kube_prometheus_stack_values(
     }
 
 
-def dcgm_exporter_values() -> dict[str, Any]:
-    """One exporter pod per GPU node. The chart's ServiceMonitor stays on: Prometheus selects it (see above)."""
-    return {
+# The node monitoring agent's DCGM host engine (infra/addons.py): its dcgm-server DaemonSet runs
+# `nv-hostengine -n -b ALL` and publishes container port 5555 on the node (hostPort), where the agent itself reaches it
+# (aws/eks-node-monitoring-agent charts/eks-node-monitoring-agent/templates/dcgm-daemonset.yaml, README "DCGM host
+# engine").
+HOST_ENGINE_PORT = 5555
+# The exporter's own flag for its metrics (the chart's default arguments).
+DCGM_EXPORTER_COUNTERS = ["-f", "/etc/dcgm-exporter/default-counters.csv"]
+NODE_IP_VARIABLE = "NODE_IP"
+
+
+def dcgm_exporter_values(config: StackConfig) -> dict[str, Any]:
+    """One exporter pod per GPU node. The chart's ServiceMonitor stays on: Prometheus selects it (see above).
+
+    On the stack's own cluster the exporter starts no DCGM host engine of its own: it reads the node monitoring
+    agent's, at the node's address (`-r HOST:PORT`, the exporter's remote-hostengine-info flag: NVIDIA/dcgm-exporter
+    pkg/cmd/app.go, the chart's values.yaml "connect to an already running hostengine"). One host engine per GPU node,
+    which both clients share, instead of two holding the GPUs' profiling counters. On an existing cluster the agent is
+    the cluster's to install, so the exporter keeps its embedded engine (docs/aws.md, "Bad nodes")."""
+    values: dict[str, Any] = {
         "nodeSelector": GPU_NODES,
         "tolerations": [GPU_TOLERATION],
         "serviceMonitor": {"enabled": True, "interval": SCRAPE_INTERVAL},
+    }
+    if config.cluster.existing:
+        return values
+    # The node's address from the downward API; Kubernetes expands $(NODE_IP) in the container's arguments.
+    return {
+        **values,
+        "arguments": [*DCGM_EXPORTER_COUNTERS, "-r", f"$({NODE_IP_VARIABLE}):{HOST_ENGINE_PORT}"],
+        "extraEnv": [{"name": NODE_IP_VARIABLE, "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}],
     }

@@ -201,7 +201,8 @@ def test_the_trainjob_runtimes_pods_run_as_the_service_account_the_association_n
     job = dev["fsdp-eks:job"] | {"api": "trainjob", "hfTokenSecret": "fsdp-eks/hf-token"}
     run = run_program("dev", {"fsdp-eks:job": job})
     assert run.error is None, run.error
-    association = run.one(ASSOCIATION).inputs
+    namespace = run.one(SERVICE_ACCOUNT).inputs["metadata"]["namespace"]
+    (association,) = [a.inputs for a in run.of_type(ASSOCIATION) if a.inputs["namespace"] == namespace]
     runtime = run.one("kubernetes:trainer.kubeflow.org/v1alpha1:ClusterTrainingRuntime").inputs
     replicated = runtime["spec"]["template"]["spec"]["replicatedJobs"]
     accounts = {r["name"]: r["template"]["spec"]["template"]["spec"].get("serviceAccountName") for r in replicated}

@@ -32,7 +32,7 @@ def _charts(config) -> list[ChartRelease]:
     """The charts workloads/platform/component.py installs that place pods of their own."""
     charts = device_plugin_charts(config)
     if config.monitoring.enabled:
-        charts += [monitoring_chart(config), dcgm_exporter_chart()]
+        charts += [monitoring_chart(config), dcgm_exporter_chart(config)]
     return charts
 
 
