@@ -120,18 +120,23 @@ FAMILIES = {
 SEQ_LEN, GLOBAL_BATCH, SEED = 32, 8, 7
 
 
-def save_tiny(model_type: str, directory: Path) -> Path:
-    """The family's tiny model in HF format, in several safetensors files with an index, every parameter random
-    (biases and norm weights too, so that loading each one shows)."""
+def random_tiny(model_type: str, seed: int) -> Any:
+    """The family's tiny model in transformers, every parameter random (biases and norm weights moved off their
+    initial values too, so that loading each one shows)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    torch.manual_seed(123)
+    torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **FAMILIES[model_type]))
     with torch.no_grad():
         for param in model.parameters():
             if param.dim() == 1:
                 param.add_(0.1 * torch.randn_like(param))
-    model.save_pretrained(directory, max_shard_size="100KB")
+    return model
+
+
+def save_tiny(model_type: str, directory: Path) -> Path:
+    """The family's tiny random model in HF format, in several safetensors files with an index."""
+    random_tiny(model_type, seed=123).save_pretrained(directory, max_shard_size="100KB")
     return directory
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.nn.functional import cross_entropy
 
-from tests.trainer.test_model_families import FAMILIES
+from tests.trainer.test_model_families import FAMILIES, random_tiny
 from trainer.data.blocks import best_fit_decreasing, pack_blocks
 from trainer.data.packed import IGNORE_INDEX, PackedData, stack
 from trainer.data.packing import pack
@@ -42,14 +42,9 @@ def models(model_type: str) -> tuple[torch.nn.Module, torch.nn.Module]:
     """transformers' own model of the family (its default SDPA attention), random weights, biases and norm weights
     moved off their initial values; and the trainer's model of the same config built as the trainer builds it
     (meta device, to_empty, buffers), holding the same weights."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
-    torch.manual_seed(11)
-    reference = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **FAMILIES[model_type]))
-    with torch.no_grad():
-        for param in reference.parameters():
-            if param.dim() == 1:
-                param.add_(0.1 * torch.randn_like(param))
+    reference = random_tiny(model_type, seed=11)
     ours = build_meta_model(AutoConfig.for_model(model_type, **FAMILIES[model_type]))
     ours.to_empty(device="cpu")
     init_buffers(ours, torch.device("cpu"))
