@@ -128,9 +128,11 @@ def attention_forward(
 def flex_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Any, scaling: float | None, grouped: bool
 ) -> torch.Tensor:
-    """Compiled flex attention; eager where autograd is off on CPU (the tests' check of the BlockMask there)."""
-    if query.device.type == "cuda":
+    """Compiled flex attention. Inside a compiled layer (--compile) flex attention itself, which the layer's graph
+    compiles with it (a call of a separately compiled function there would break the layer's full graph); eager on CPU
+    (forward only: the tests' check of the BlockMask there)."""
+    from torch.nn.attention.flex_attention import flex_attention as run
+
+    if query.device.type == "cuda" and not torch.compiler.is_compiling():
         run = _compiled_flex()[0]
-    else:
-        from torch.nn.attention.flex_attention import flex_attention as run
     return run(query, key, value, block_mask=mask, scale=scaling, enable_gqa=grouped)
