@@ -52,7 +52,10 @@ def resolve_device(requested: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
-    env = read_env()
+    try:
+        env = read_env()
+    except InputError as error:  # a multi-node run without the launcher's attempt id (trainer/launch/attempt.py)
+        return refuse([str(error)], DistEnv())
     configure_logging(env)
     try:
         # An s3:// model as staged into --data-cache-dir: the workers never download it (trainer/s3/inputs.py).

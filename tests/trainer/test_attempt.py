@@ -21,7 +21,14 @@ from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from local.etcd import free_port
 from trainer.env import read_env
-from trainer.launch.attempt import ATTEMPT_ENV, ATTEMPT_KEY, agree_attempt, attempt_id, attempt_start
+from trainer.launch.attempt import (
+    ATTEMPT_ENV,
+    ATTEMPT_KEY,
+    MissingAttemptError,
+    agree_attempt,
+    attempt_id,
+    attempt_start,
+)
 from trainer.launch.rendezvous import HeldShutdown
 
 TIMEOUT = timedelta(seconds=20)
@@ -147,3 +154,10 @@ def test_the_static_rendezvous_of_a_trainjob_agrees_on_one_attempt(monkeypatch: 
     for thread in threads:
         thread.join(timeout=40)
     assert found[0] == found[1] == os.environ[ATTEMPT_ENV]
+
+
+def test_a_run_of_several_nodes_without_the_launchers_id_is_refused() -> None:
+    with pytest.raises(MissingAttemptError, match="TRAINER_ATTEMPT_ID is not set in a run of 2 nodes"):
+        read_env(
+            {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_WORLD_SIZE": "2", "TORCHELASTIC_RESTART_COUNT": "1"}
+        )

@@ -5,6 +5,8 @@ uncommitted, and failures are raised on the main thread."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +19,13 @@ from tests.harness.trainer_runs import TINY, run_trainer, with_flags
 from tests.trainer.process_groups import DEFAULT_GROUP
 from trainer.checkpoint.checkpointer import Checkpointer
 from trainer.checkpoint.commit import PendingSave
-from trainer.checkpoint.layout import DCP_METADATA_FILE, complete_checkpoints
+from trainer.checkpoint.layout import (
+    DCP_METADATA_FILE,
+    META_FILE,
+    commit_directory,
+    complete_checkpoints,
+    leftover_directories,
+)
 from trainer.config import CheckpointConfig
 from trainer.env import DistEnv
 
@@ -163,3 +171,51 @@ def test_a_background_save_is_committed_while_rank_0s_main_thread_is_blocked(tmp
     assert output.read_text() == "committed", run.output
     assert committed_steps(directory) == [2, 4]
     assert not list(directory.glob("*.tmp"))
+
+
+# --- the commit's renames: a step saved again never leaves a loadable half-deleted directory
+
+
+def written_save(directory: Path, name: str, marker: str) -> Path:
+    """A checkpoint directory as a save leaves it: a shard and meta.json, `marker` telling the saves apart."""
+    path = directory / name
+    path.mkdir(parents=True)
+    (path / "__0_0.distcp").write_text(marker)
+    (path / META_FILE).write_text("{}")
+    return path
+
+
+def test_a_step_saved_again_replaces_the_older_directory_and_leaves_nothing_beside_it(tmp_path: Path) -> None:
+    final = written_save(tmp_path, "step_00000007", "old")
+    commit_directory(written_save(tmp_path, "step_00000007.tmp", "new"), final)
+    assert (final / "__0_0.distcp").read_text() == "new"
+    assert leftover_directories(tmp_path) == []
+
+
+def test_a_kill_between_the_renames_leaves_no_loadable_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    final = written_save(tmp_path, "step_00000007", "old")
+    tmp = written_save(tmp_path, "step_00000007.tmp", "new")
+    renames: list[tuple[Path, Path]] = []
+
+    def killed_at_the_second(source: Path, target: Path) -> None:
+        renames.append((source, target))
+        if len(renames) == 2:
+            raise KeyboardInterrupt("killed")
+        original_rename(source, target)
+
+    original_rename = os.rename
+    monkeypatch.setattr(os, "rename", killed_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        commit_directory(tmp, final)
+    assert committed_steps(tmp_path) == []  # the older copy is aside, the new one not yet in: nothing of step 7 loads
+    assert [path.name for path in leftover_directories(tmp_path)] == ["step_00000007.superseded", "step_00000007.tmp"]
+
+
+def test_a_kill_while_the_older_copy_is_deleted_leaves_the_new_step_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    final = written_save(tmp_path, "step_00000007", "old")
+    monkeypatch.setattr(shutil, "rmtree", lambda path, ignore_errors=False: None)  # killed before any file went
+    commit_directory(written_save(tmp_path, "step_00000007.tmp", "new"), final)
+    assert committed_steps(tmp_path) == [STEP] and (final / "__0_0.distcp").read_text() == "new"
+    assert [path.name for path in leftover_directories(tmp_path)] == ["step_00000007.superseded"]

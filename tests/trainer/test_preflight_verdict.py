@@ -23,6 +23,7 @@ from trainer.fabric import (
 )
 from trainer.faults import FAULT_ENV, preflight_delay_s, slow_preflight_fault
 from trainer.launch.agent import first_final_failure, only_peer_bad_node
+from trainer.launch.attempt import ATTEMPT_ENV
 from trainer.launch.exits import (
     EXIT_BACKEND_LOST,
     EXIT_BAD_NODE,
@@ -175,7 +176,7 @@ def test_preflight_flags_out_of_range_are_refused_naming_the_flag() -> None:
 
 def ranks_of_uneven_nodes(group_world: str | None) -> list[DistEnv]:
     """A rank of each node of a start with 4 workers on one node and 2 on the other, as torchrun sets them."""
-    extra = {} if group_world is None else {"GROUP_WORLD_SIZE": group_world}
+    extra = {} if group_world is None else {"GROUP_WORLD_SIZE": group_world, ATTEMPT_ENV: "1-5e1f09"}
     return [
         read_env({"RANK": rank, "WORLD_SIZE": "6", "LOCAL_WORLD_SIZE": local, "LOCAL_RANK": "0", **extra})
         for rank, local in (("0", "4"), ("4", "2"))
@@ -188,7 +189,9 @@ def test_every_rank_of_uneven_nodes_skips_the_preflight_alike_before_any_collect
     for env in ranks_of_uneven_nodes("2") + ranks_of_uneven_nodes(None):
         assert env.launched and topology(env) is None
         assert fabric_preflight(config, env, "cpu") == 0  # no MASTER_ADDR here: a rendezvous would raise
-    even = read_env({"RANK": "3", "WORLD_SIZE": "6", "LOCAL_WORLD_SIZE": "2", "GROUP_WORLD_SIZE": "3"})
+    even = read_env(
+        {"RANK": "3", "WORLD_SIZE": "6", "LOCAL_WORLD_SIZE": "2", "GROUP_WORLD_SIZE": "3", ATTEMPT_ENV: "1-5e1f09"}
+    )
     assert topology(even) == Topology(3, 2)
 
 

@@ -56,8 +56,10 @@ from trainer.checkpoint.layout import (
     META_FILE,
     TMP_SUFFIX,
     checkpoint_name,
+    commit_directory,
     complete_checkpoints,
     fingerprint_difference,
+    leftover_directories,
     lora_difference,
     read_meta,
     write_meta,
@@ -311,7 +313,7 @@ class Checkpointer:
                 for s, p in complete_checkpoints(self.directory)
                 if s not in spared
             ]
-            existing += [Existing(p, directory_bytes(p), False) for p in self.directory.glob(f"step_*{TMP_SUFFIX}")]
+            existing += [Existing(p, directory_bytes(p), False) for p in leftover_directories(self.directory)]
             plan[0] = plan_space(needed, free_bytes(self.directory), existing, self.config.keep)
         dist.broadcast_object_list(plan, group=self.io, group_src=0)
         assert plan[0] is not None
@@ -466,9 +468,7 @@ class Checkpointer:
         # Also here: a background save is committed in DCP's writer thread, often before finish() reaches its own.
         maybe_fault("kill_during_save", pending.step)
         write_meta(pending.tmp, self._meta(pending.step, pending.consumed_samples))
-        if pending.final.exists():
-            shutil.rmtree(pending.final)  # an older run's checkpoint of the same step, superseded
-        os.rename(pending.tmp, pending.final)
+        commit_directory(pending.tmp, pending.final)  # an older save of the same step is replaced by renames
         _fsync_directory(self.directory)
         self._committed_spared = self._at_save.get(pending.step, ({}, None))[1]
         self._prune(self._committed_spared)
@@ -488,7 +488,7 @@ class Checkpointer:
         for step, path in complete_checkpoints(self.directory)[: -self.config.keep]:
             if step != spared:
                 shutil.rmtree(path)
-        for stale in self.directory.glob(f"step_*{TMP_SUFFIX}"):
+        for stale in leftover_directories(self.directory):
             shutil.rmtree(stale, ignore_errors=True)
 
     def close(self) -> None:

@@ -3,9 +3,12 @@
     <checkpoint-dir>/
         step_00000040/         complete: DCP shards (*.distcp), .metadata, meta.json
         step_00000050.tmp/     a save in progress, or one that crashed: never read, deleted by the next save
+        step_00000040.superseded/  an older save of a step saved again, moved aside by a commit: never read, deleted
 
 A save writes `step_<N>.tmp`, and rank 0 renames it to `step_<N>` once every rank has finished writing. The
-rename is the commit: a directory without the .tmp suffix is always complete.
+rename is the commit: a directory without a suffix is always complete. A step saved again (a run that resumed from
+an earlier step) replaces the older directory by renames only (`commit_directory`), so no kill leaves a step_<N>
+half deleted.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,9 @@ and its held-out loss: machine-readable beside the weights, in the export and it
 # temporary name, then renamed) only after gathering every rank's successful write (trainer/checkpoint/commit.py).
 DCP_METADATA_FILE = ".metadata"
 TMP_SUFFIX = ".tmp"
+SUPERSEDED_SUFFIX = ".superseded"
+# What a crash or a superseded save leaves beside the complete checkpoints: never read, deleted by the next save.
+LEFTOVER_SUFFIXES = (TMP_SUFFIX, SUPERSEDED_SUFFIX)
 _COMPLETE = re.compile(r"^step_(\d{8})$")
 # The architecture numbers a checkpoint's tensors depend on; the name and hub id do not matter.
 FINGERPRINT_FIELDS = (
@@ -69,6 +76,25 @@ def complete_checkpoints(directory: str | Path) -> list[tuple[int, Path]]:
         if step is not None and child.is_dir() and (child / META_FILE).is_file():
             found.append((step, child))
     return sorted(found)
+
+
+def leftover_directories(directory: str | Path) -> list[Path]:
+    """The saves that crashed (.tmp) and the older copies a commit moved aside (.superseded): never read."""
+    root = Path(directory)
+    return sorted(path for suffix in LEFTOVER_SUFFIXES for path in root.glob(f"step_*{suffix}") if path.is_dir())
+
+
+def commit_directory(tmp: Path, final: Path) -> None:
+    """Make the written save `tmp` the complete checkpoint `final` by renames alone: an older `final` (the same step
+    saved before) is moved aside first, then `tmp` renamed into place, and only then is the older copy deleted. A
+    kill at any point leaves either the older complete checkpoint, or none of this step and a leftover directory
+    that is never read: never a step_<N> whose meta.json survives its shards' deletion."""
+    aside = final.with_name(final.name + SUPERSEDED_SUFFIX)
+    if final.exists():
+        shutil.rmtree(aside, ignore_errors=True)  # left by a kill after an earlier move aside
+        os.rename(final, aside)
+    os.rename(tmp, final)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def latest_checkpoint(directory: str | Path | None) -> tuple[int, Path] | None:

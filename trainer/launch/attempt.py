@@ -26,6 +26,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from trainer.errors import InputError
+from trainer.launch.exits import LAUNCH_MODULE
+
 TORCH_FREE = True  # env.py reads the attempt id, and sizing/ reads env.py
 
 ATTEMPT_ENV = "TRAINER_ATTEMPT_ID"
@@ -63,10 +66,21 @@ def attempt_start(attempt: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+class MissingAttemptError(InputError):
+    """A run on several nodes without the launcher's agreed attempt id: its nodes could not be sure to meet."""
+
+
 def attempt_id(environ: Mapping[str, str]) -> str:
-    """This start of the workers: the launcher's agreed id, or, under a plain torchrun, its restart count (which
-    agrees between nodes only where every node's workers failed)."""
+    """This start of the workers: the launcher's agreed id, or, on one node under a plain torchrun, its restart count.
+    On several nodes that count agrees between nodes only where every node's workers failed, so the nodes of a
+    restart could look for each other under different store prefixes and wait there for good: refused."""
     agreed = environ.get(ATTEMPT_ENV)
     if agreed:
         return agreed
+    nodes = int(environ.get("GROUP_WORLD_SIZE", "1"))
+    if nodes > 1:
+        raise MissingAttemptError(
+            f"{ATTEMPT_ENV} is not set in a run of {nodes} nodes: torchrun's restart counts differ between nodes, so "
+            f"the workers need the attempt id the launcher agrees on; start them with python -m {LAUNCH_MODULE}"
+        )
     return f"restart-{environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
