@@ -34,6 +34,7 @@ STEP_CONTAINERS = {
 TORCH_RESERVED_ENV = frozenset(TRAINER_V2_ENV)
 ML_POLICIES = ("torch", "mpi", "jax", "xgboost", "flux")
 MAX_IMAGE, MAX_ITEMS = 500, 128
+FAILURE_RULE_REQUIRED = ("action", "name")  # the CRD's `required` on the JobSet template's failure policy rules
 
 
 def replicated_jobs_problems(runtime: Mapping[str, Any]) -> list[str]:
@@ -56,11 +57,19 @@ def replicated_jobs_problems(runtime: Mapping[str, Any]) -> list[str]:
 
 
 def runtime_crd_problems(runtime: Mapping[str, Any]) -> list[str]:
-    """trainingruntime_types.go MLPolicy: at most one of the ML policies (a CEL rule of the CRD)."""
+    """The CRD's own rules: at most one of the ML policies (trainingruntime_types.go MLPolicy, a CEL rule), and each
+    rule of the JobSet template's failure policy with its `action` and `name` (the embedded JobSet type's required
+    fields: manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml, `required: [action, name]`). The
+    API server refuses a rule without a name here, before JobSet's webhook, which would name it, ever sees it."""
     ml_policy = runtime["spec"].get("mlPolicy") or {}
     problems = []
     if sum(1 for name in ML_POLICIES if name in ml_policy) > 1:
         problems.append("spec.mlPolicy: Only one of the policy can be configured")
+    policy = runtime["spec"]["template"]["spec"].get("failurePolicy") or {}
+    for index, rule in enumerate(policy.get("rules") or []):
+        for field in FAILURE_RULE_REQUIRED:
+            if field not in rule:
+                problems.append(f"spec.template.spec.failurePolicy.rules[{index}].{field}: Required value")
     return problems
 
 

@@ -89,10 +89,10 @@ def test_two_rules_with_one_name_are_refused(objects: Objects) -> None:
     assert problem.startswith("rule names are not unique, rules with indices [0, 1]")
 
 
-def test_a_rule_without_a_name_is_named_by_its_index_and_accepted(objects: Objects) -> None:
-    del rules(objects[0])[1]["name"]
-    stored = admit_jobset(trainer_jobset(*objects))
-    assert stored["spec"]["failurePolicy"]["rules"][1]["name"] == "failurePolicyRule1"
+def test_jobsets_webhook_names_a_jobsets_rule_without_a_name_by_its_index(objects: Objects) -> None:
+    jobset = trainer_jobset(*objects)
+    del jobset["spec"]["failurePolicy"]["rules"][1]["name"]  # a JobSet created as such, not from a runtime
+    assert admit_jobset(jobset)["spec"]["failurePolicy"]["rules"][1]["name"] == "failurePolicyRule1"
 
 
 def test_a_job_failure_reason_jobs_never_give_is_refused(objects: Objects) -> None:
@@ -162,6 +162,13 @@ def test_a_trainer_step_without_a_node_container_is_refused(objects: Objects) ->
     node(objects[0])["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = "trainer"
     (problem,) = runtime_problems(objects[0])
     assert problem.endswith("must contain the required container for the ancestor: trainer")
+
+
+def test_a_runtime_rule_without_a_name_is_refused_by_the_runtimes_crd(objects: Objects) -> None:
+    del rules(objects[0])[1]["name"]  # the CRD requires it; JobSet's webhook, which would name it, comes later
+    assert runtime_problems(objects[0]) == ["spec.template.spec.failurePolicy.rules[1].name: Required value"]
+    with pytest.raises(AdmissionError, match="ClusterTrainingRuntime admission refuses"):
+        admit(*objects)
 
 
 def test_two_ml_policies_are_refused(objects: Objects) -> None:
