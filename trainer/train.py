@@ -114,8 +114,10 @@ def build_model(
     device: torch.device,
     env: DistEnv,
     io: dist.ProcessGroup,
+    restored: bool = False,
 ) -> tuple[nn.Module, Any]:
-    """Meta device -> parallelize (shard) -> to_empty -> weights (seeded init, or this rank's pretrained rows)."""
+    """Meta device -> parallelize (shard) -> to_empty -> weights (seeded init, or this rank's pretrained rows; none
+    where `restored`: the checkpoint the run resumes from overwrites every weight)."""
     model_config = hf_config(source)
     model = build_meta_model(model_config)
     if config.lora.rank:
@@ -123,7 +125,9 @@ def build_model(
     parallelize(model, config.parallel, mesh, tokens_per_rank=config.schedule.batch_size * config.data.seq_len)
     model.to_empty(device=device)
     init_buffers(model, device)
-    if source.pretrained:
+    if restored:
+        log.info("weights: every one from the checkpoint the run resumes from; the pretrained weights are not read")
+    elif source.pretrained:
         load_pretrained_weights(model, pretrained_directory(source, env, io))
     else:
         init_weights(model, config.schedule.seed, std=model_config.initializer_range)
@@ -251,12 +255,29 @@ def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch
     wait = timedelta(minutes=config.checkpoint.timeout_minutes)
     io = io_group(wait)
     mesh = build_mesh(config.parallel.sharding_strategy, plan, device.type)
-    model, model_config = build_model(source, config, mesh, device, env, io)
+    checkpointer = checkpointer_for(config, env, source, device, io, replicas(mesh, plan, wait))
+    restored = checkpointer is not None and checkpointer.restores_every_weight()
+    model, model_config = build_model(source, config, mesh, device, env, io, restored)
     optimizer = build_optimizer(model, config.optim)
     scheduler = build_scheduler(optimizer, config.optim, config.schedule.steps)
     scaler = LossScaler(enabled=config.parallel.mixed_precision == "fp16")
     state = TrainState(model, optimizer, scheduler, scaler, Progress())
-    checkpointer = None
+    if checkpointer is not None:
+        checkpointer.restore(state)
+        checkpointer.check_space(state)
+    return Session(state, model_config, checkpointer, source)
+
+
+def checkpointer_for(
+    config: TrainConfig,
+    env: DistEnv,
+    source: ModelSource,
+    device: torch.device,
+    io: dist.ProcessGroup,
+    replicated: Replicas | None,
+) -> Checkpointer | None:
+    """The run's checkpointer (None without --checkpoint-dir), made before the model: where the run resumes from
+    decides whether the pretrained weights are read at all."""
     if config.checkpoint.directory:
         meta = {
             "model": model_fingerprint(source.shape),
@@ -266,19 +287,17 @@ def set_up(config: TrainConfig, env: DistEnv, source: ModelSource, device: torch
             "seed": config.schedule.seed,
             "lora": config.lora.settings(),
         }
-        checkpointer = Checkpointer(
+        return Checkpointer(
             config.checkpoint,
             env,
             device.type,
             meta,
             io,
-            replicas(mesh, plan, wait),
+            replicated,
             config.artifacts,
             config.schedule.steps,
         )
-        checkpointer.restore(state)
-        checkpointer.check_space(state)
-    return Session(state, model_config, checkpointer, source)
+    return None
 
 
 def log_start(

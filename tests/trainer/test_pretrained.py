@@ -1,5 +1,6 @@
 """Pretrained weights: a model saved in Hugging Face format loads through the sharded path exactly as a plain
-`from_pretrained` would, and the exported model is the trained one."""
+`from_pretrained` would, the exported model is the trained one, and a run that resumes from a checkpoint does not
+read the pretrained weights at all."""
 
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ def pretrained_args(model_dir: Path, steps: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def exporting_run(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[TrainerRun, Path]:
-    """Two ranks load the HF model sharded, train 2 steps and export it."""
+    """Two ranks load the HF model sharded, train 2 steps, save them and export the model."""
     workdir = tmp_path_factory.mktemp("export")
     args = [*pretrained_args(hf_model_dir, steps=2), "--export-hf", str(workdir / "out"), "--export-dtype", "fp32"]
+    args += ["--checkpoint-dir", str(workdir / "checkpoints")]
     run = run_trainer(args, workdir, nproc=2)
     assert run.returncode == 0, run.output
     return run, workdir / "out"
@@ -79,12 +81,26 @@ def test_sharded_loading_matches_from_pretrained(
     assert abs(run.losses()[1] - reference_run.losses()[1]) > 1e-3  # not the tiny preset's random init
 
 
-def test_the_export_is_the_trained_model(
-    exporting_run: tuple[TrainerRun, Path], hf_model_dir: Path, tmp_path: Path
-) -> None:
-    """Export after 2 steps; its loss on step 3's batch equals step 3's loss in a run that keeps training."""
+@pytest.fixture(scope="module")
+def resumed_run(exporting_run: tuple[TrainerRun, Path], hf_model_dir: Path) -> TrainerRun:
+    """One rank carries the exporting run on to step 3 from its checkpoint of step 2."""
+    workdir = exporting_run[1].parent
+    args = [*pretrained_args(hf_model_dir, steps=3), "--checkpoint-dir", str(workdir / "checkpoints")]
+    run = run_trainer(args, workdir)
+    assert run.returncode == 0, run.output
+    return run
+
+
+def test_the_export_is_the_trained_model(exporting_run: tuple[TrainerRun, Path], resumed_run: TrainerRun) -> None:
+    """Export after 2 steps; its loss on step 3's batch equals step 3's loss in the run that carries on."""
     _, exported = exporting_run
-    continued = run_trainer(pretrained_args(hf_model_dir, steps=3), tmp_path)
-    assert continued.returncode == 0, continued.output
     assert {"config.json", "generation_config.json", "model.safetensors"} <= {p.name for p in exported.iterdir()}
-    assert loss_of_step(from_pretrained(exported), step=3) == pytest.approx(continued.losses()[3], rel=1e-5)
+    assert loss_of_step(from_pretrained(exported), step=3) == pytest.approx(resumed_run.losses()[3], rel=1e-5)
+
+
+def test_a_run_that_resumes_from_a_checkpoint_reads_no_pretrained_weights(
+    exporting_run: tuple[TrainerRun, Path], resumed_run: TrainerRun
+) -> None:
+    assert "pretrained weights:" in exporting_run[0].output  # build.py's line when it reads them
+    assert "pretrained weights:" not in resumed_run.output
+    assert "the pretrained weights are not read" in resumed_run.output

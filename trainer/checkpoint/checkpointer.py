@@ -284,6 +284,8 @@ class Checkpointer:
         self._committed_spared: int | None = None
         self.resumed_meta: dict[str, Any] | None = None
         """meta.json of the checkpoint the run resumed from (either tier), None for a fresh start."""
+        self._resume_at: ResumePoint | None = None  # resume_point(), once looked for
+        self._looked_for_resume_point = False
 
     def _state(self, state: TrainState) -> dict[str, Any]:
         # get_state_dict initialises empty optimizer state, so a fresh optimizer is a complete load template.
@@ -501,7 +503,7 @@ class Checkpointer:
     def restore(self, state: TrainState) -> None:
         """Load the checkpoint the run starts from, if any, into `state` (in place): the newest complete one in
         --checkpoint-dir, else the newest complete one of this run's durable tier, else --resume-from's."""
-        point = self._resume_point()
+        point = self.resume_point()
         if point is None:
             return
         started = time.perf_counter()
@@ -577,6 +579,20 @@ class Checkpointer:
         load_state(saved, source, self.io, self.replicas)
         set_model_state_dict(model, saved["model"], options=options)
         return source
+
+    def resume_point(self) -> ResumePoint | None:
+        """The checkpoint the run starts from, looked for once (every rank alike; rank 0 asks S3 for the others)."""
+        if not self._looked_for_resume_point:
+            self._resume_at = self._resume_point()
+            self._looked_for_resume_point = True
+        return self._resume_at
+
+    def restores_every_weight(self) -> bool:
+        """Whether restore() will overwrite every weight of the model: a checkpoint to resume from that holds the
+        whole model (not a LoRA one, which holds the adapters without the base). The pretrained read is then
+        skipped: on a 70B model, minutes of every node per restart for weights overwritten at once."""
+        point = self.resume_point()
+        return point is not None and not point.meta.get("lora")
 
     def _resume_point(self) -> ResumePoint | None:
         checkpoints = complete_checkpoints(self.directory)  # every rank reads the shared file system alike
