@@ -90,11 +90,30 @@ def labels(spec: JobSpec) -> dict[str, str]:
     }
 
 
+# How a rank's ProcessGroupNCCL handles a collective that fails or passes its timeout (--timeout-minutes), set
+# explicitly rather than left to defaults that have moved between torch releases (the watchdog's heartbeat timeout
+# was 10 minutes before it became 8). Names from torch 2.13's torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
+# (docs/job.md, "NCCL's error handling").
+NCCL_ERROR_HANDLING = {
+    # 3, SkipCleanUp (torch's documented default): the watchdog takes the process down on a failed or timed-out
+    # collective without ncclCommAbort first, which can itself hang; the agent sees the worker fail and restarts.
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+    # 0: work.wait() only queues the stream wait; the watchdog thread times collectives out, not the main thread.
+    "TORCH_NCCL_BLOCKING_WAIT": "0",
+    # A monitor thread ends the process when the watchdog itself has not beaten for the timeout (a CUDA or NCCL call
+    # hung inside it), so no rank outlives a stuck watchdog by more than 8 minutes.
+    "TORCH_NCCL_ENABLE_MONITORING": "1",
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "480",
+}
+
+
 def network_env(spec: JobSpec) -> list[dict[str, Any]]:
-    """NCCL and libfabric settings for the node type, plus the diagnostic switches from config."""
+    """NCCL and libfabric settings for the node type, NCCL's error handling, and the diagnostic switches from
+    config."""
     env = [
         {"name": "NCCL_DEBUG", "value": spec.nccl_debug},
         {"name": "TORCH_DISTRIBUTED_DEBUG", "value": spec.distributed_debug},
+        *({"name": name, "value": value} for name, value in NCCL_ERROR_HANDLING.items()),
     ]
     if spec.node.efa_interfaces:
         env += [
