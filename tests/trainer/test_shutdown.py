@@ -4,20 +4,25 @@ ends it, the pod's launcher exits 143, and the run resumes from the committed ch
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
+import time
 from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
-from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
+from local.procs import kill_tree, process_tree
+from tests.harness.trainer_runs import ROOT, TINY, TrainerRun, assert_same_losses, run_trainer, trainer_env, with_flags
 from tests.trainer.process_groups import DEFAULT_GROUP
 from trainer.checkpoint.checkpointer import Checkpointer
 from trainer.checkpoint.commit import PendingSave
 from trainer.checkpoint.layout import complete_checkpoints
 from trainer.config import CheckpointConfig
 from trainer.env import DistEnv
-from trainer.launch.exits import LAUNCH_MODULE, REASON_PREFIX
+from trainer.launch.exits import LAUNCH_MODULE, REASON_PREFIX, exit_for_signal
 
 
 def saving(tmp_path: Path, *extra: str) -> list[str]:
@@ -91,3 +96,31 @@ def test_a_save_that_finishes_within_the_wait_is_committed(tmp_path: Path) -> No
     done.set_result(None)
     assert pending_save(tmp_path, done).settle(wait_s=0.05) is True
     assert [step for step, _ in complete_checkpoints(tmp_path)] == [7]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_rank_blocked_in_a_collective_leaves_promptly_on_sigterm(tmp_path: Path) -> None:
+    """Its main thread is inside a gloo recv that never completes (the connection stays open, as NCCL's peers of a
+    crashed rank see it), so its Python handler never runs; the handler's watcher ends it within the grace period
+    with SIGTERM's exit code, naming where the main thread was, instead of torchrun's SIGKILL 30 s later."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    command += ["-m", "tests.trainer.blocked_probe", "--marks", str(tmp_path)]
+    env = {**trainer_env(), "LOGLEVEL": "WARNING"}
+    agent = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (marks := list(tmp_path.glob("blocked.*"))) and time.monotonic() < deadline:
+            assert agent.poll() is None, agent.communicate()[0]
+            time.sleep(0.2)
+        time.sleep(1.0)  # into the recv
+        os.kill(int(marks[0].suffix[1:]), signal.SIGTERM)
+        sent = time.monotonic()
+        output, _ = agent.communicate(timeout=60)  # rank 1 ends; torchrun then stops rank 0 and fails
+        left_after_s = time.monotonic() - sent
+    finally:
+        kill_tree(agent.pid, process_tree(agent.pid))
+    assert "the main thread has not run its handler in 2 s, blocked in" in output
+    assert "distributed_c10d.py" in output  # the recv, innermost
+    assert f"exitcode  : {exit_for_signal(signal.SIGTERM)}" in output  # the watcher's exit, not a SIGKILL
+    assert left_after_s < 30  # reported, not a timing claim: torchrun's SIGKILL would come 30 s later at the least
