@@ -161,3 +161,11 @@ def test_a_run_of_several_nodes_without_the_launchers_id_is_refused() -> None:
         read_env(
             {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_WORLD_SIZE": "2", "TORCHELASTIC_RESTART_COUNT": "1"}
         )
+
+
+def test_a_trainjobs_gang_counts_its_starts_after_the_jobsets_earlier_restarts(server: dist.TCPStore) -> None:
+    """Each gang restart of a TrainJob meets in a fresh static rendezvous (a fresh store, counting from 1): the id
+    starts after the restarts JobSet's label gives, so the `restarts` metric is the JobSet's, not always 0."""
+    attempt = agree_attempt(round_store(server, 1), 0, "run", earlier_starts=3)
+    assert attempt_start(attempt) == 4
+    assert read_env({ATTEMPT_ENV: attempt}).group_restarts == 3

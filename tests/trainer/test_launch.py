@@ -14,10 +14,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import etcd
 import pytest
+import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 from torch.distributed.elastic.rendezvous import (
@@ -31,7 +33,9 @@ from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from local.etcd import LocalEtcd, free_port
 from tests.harness.trainer_runs import ROOT, trainer_env
-from trainer.launch.exits import EXIT_BACKEND_LOST, REASON_PREFIX, is_retryable
+from tests.trainer.test_attempt import OneRound
+from trainer.launch.attempt import ATTEMPT_ENV
+from trainer.launch.exits import EXIT_BACKEND_LOST, EXIT_RENDEZVOUS_TIMEOUT, REASON_PREFIX, is_retryable
 from trainer.launch.launcher import ending
 from trainer.launch.rendezvous import HeldShutdown, held_rendezvous_shutdowns
 
@@ -81,7 +85,25 @@ def test_a_closed_rendezvous_is_permanent() -> None:
     assert end.code == 1 and "the rendezvous is closed" in end.reason
 
 
-@pytest.mark.parametrize("error", [RendezvousTimeoutError(), RendezvousStateError("corrupt"), ValueError("bug")])
+def test_a_rendezvous_that_timed_out_is_retryable_and_leaves_the_rendezvous_open() -> None:
+    """A lost node's replacement still Pending when the join timeout passes must not fail the job for good."""
+    end = ending(RendezvousTimeoutError("The node has not joined in time"))
+    assert (end.code, end.closes_rendezvous) == (EXIT_RENDEZVOUS_TIMEOUT, False)
+    assert is_retryable(end.code)
+    assert end.line().startswith(f"{REASON_PREFIX}exit 202 (rendezvous timed out), retryable")
+
+
+def test_a_round_whose_store_gives_no_attempt_id_timed_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node 1 of a round whose node 0 never wrote the workers' attempt id: the store's timeout becomes the
+    rendezvous' own, retryable, instead of an exception that exits 1 and closes the rendezvous."""
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=0.5))
+    monkeypatch.setenv(ATTEMPT_ENV, "before")  # put back as it was after the test
+    with pytest.raises(RendezvousTimeoutError, match="node 1 of 2 read no workers' attempt id") as raised:
+        HeldShutdown(OneRound(dist.PrefixStore("torch.rendezvous.job.3", server), rank=1)).next_rendezvous()
+    assert ending(raised.value).code == EXIT_RENDEZVOUS_TIMEOUT
+
+
+@pytest.mark.parametrize("error", [RendezvousStateError("corrupt"), ValueError("bug")])
 def test_anything_else_is_permanent_as_in_torchrun(error: Exception) -> None:
     end = ending(error)
     assert (end.code, end.closes_rendezvous) == (1, True)

@@ -17,7 +17,9 @@ get and add.
 
 The id starts with the number of this start of the workers in the run, counted in the store below the round's
 prefix (etcd's, or the c10d or static rendezvous' TCP store), which outlives the rounds: the trainer reports
-`restarts` from it, the same on every rank, where torchrun's count would show only the leader node's own.
+`restarts` from it, the same on every rank, where torchrun's count would show only the leader node's own. A TrainJob's
+static rendezvous is new with each restart of the gang, so there the count starts after the gang's restarts so far
+(JobSet's restart-attempt label, trainer/launch/gang.py).
 """
 
 from __future__ import annotations
@@ -50,12 +52,19 @@ def new_attempt_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def agree_attempt(store: KeyValueStore, node_rank: int, run_id: str, new_id: Callable[[], str] = new_attempt_id) -> str:
+def agree_attempt(
+    store: KeyValueStore,
+    node_rank: int,
+    run_id: str,
+    new_id: Callable[[], str] = new_attempt_id,
+    earlier_starts: int = 0,
+) -> str:
     """The attempt id of the round `store` belongs to, '<start>-<random>': made by the node of rank 0, read by every
-    node. `store` is the round's (torch's PrefixStore); its underlying store counts the starts of run `run_id`."""
+    node. `store` is the round's (torch's PrefixStore); its underlying store counts the starts of run `run_id`, after
+    `earlier_starts` that no store of this run saw (a TrainJob's earlier gangs, trainer/launch/gang.py)."""
     if node_rank == 0:
         run_store: KeyValueStore = getattr(store, "underlying_store", store)
-        start = run_store.add(f"trainer/{run_id}/worker-starts", 1)
+        start = earlier_starts + run_store.add(f"trainer/{run_id}/worker-starts", 1)
         store.set(ATTEMPT_KEY, f"{start}-{new_id()}")
     return store.get(ATTEMPT_KEY).decode()
 

@@ -14,6 +14,8 @@ pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torc
 | 200 | retryable | the rendezvous backend (etcd) failed or was lost |
 | 201 | retryable | this node's collectives failed the fabric preflight (trainer/preflight.py): the pod is created |
 |     |           | again, and must land on another node (the node's taint); the other nodes restart their workers |
+| 202 | retryable | the rendezvous timed out (too few nodes joined within its join timeout, or the round's store |
+|     |           | gave no attempt id): the rendezvous is left open for the pods created again |
 | 1 | permanent | the workers failed with torchrun's restarts spent; the rendezvous is closed; anything else |
 | 2 | permanent | torchrun's parser rejected the arguments (argparse exits 2), before anything started |
 | 2 | permanent | a worker found bad input after parsing (trainer/main.py); torchrun restarts no worker for it |
@@ -21,9 +23,11 @@ pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torc
 |   |           | so torchrun restarts no worker for it either (trainer/launch/agent.py) |
 | 4 | permanent | staging the inputs failed (the launcher's --stage-inputs, trainer/launch/stage.py): a gated model |
 |   |           | without a token, a missing data set, an unwritable run directory |
+| 6 | permanent | a TrainJob's gang was restarted more times than its bound (trainer/launch/gang.py), uncounted |
+|   |           | restarts included; nothing was started |
 
-Codes 2, 3 and 4 are final on both job APIs (FINAL_EXITS): the PyTorchJob fails on any code from 1 to 127, and the
-TrainJob's runtime fails its JobSet on these three (workloads/job/trainjob.py) instead of restarting the gang.
+Codes 2, 3, 4 and 6 are final on both job APIs (FINAL_EXITS): the PyTorchJob fails on any code from 1 to 127, and the
+TrainJob's runtime fails its JobSet on these (workloads/job/trainjob.py) instead of restarting the gang.
 
 A bad node (201, EXIT_BAD_NODE) is the one retryable exit that a worker chooses: its workers exit 201, the node's agent
 spends no restart on it (the same node would fail the same way) and the launcher ends with 201 without closing the
@@ -55,8 +59,11 @@ EXIT_NO_SPACE = 3
 # Staging the inputs (trainer/stage.py) failed for good: a gated hub model without a token, a data set that is not
 # there. Its own code, so that the pod's status names the cause instead of "bad arguments".
 EXIT_STAGING_FAILED = 4
+# A TrainJob's JobSet restarted the gang past the job's bound on restarts of any kind (trainer/launch/gang.py): the
+# launcher starts nothing. Not 5, which is a worker's code (EXIT_PEER_BAD_NODE, below).
+EXIT_GANG_RESTARTS_SPENT = 6
 # The exits after which nothing is retried, on either API.
-FINAL_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_STAGING_FAILED)
+FINAL_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_STAGING_FAILED, EXIT_GANG_RESTARTS_SPENT)
 # Every code the launcher ends with for a failure that a new pod cannot cure: what the operator must answer by failing
 # the job (local/restart_policy.py recreation_loops checks every rendered PyTorchJob for it).
 PERMANENT_EXITS = (EXIT_PERMANENT, *FINAL_EXITS)
@@ -72,6 +79,11 @@ EXIT_BACKEND_LOST = 200
 # again, and neither a signal's code (above 128 + SIGRTMAX) nor EXIT_BACKEND_LOST. The node's agent restarts no
 # worker for it, and the launcher leaves the rendezvous open for the job's other nodes (trainer/launch/launcher.py).
 EXIT_BAD_NODE = 201
+# The rendezvous did not complete within its timeout: too few nodes joined (a lost node's replacement still Pending),
+# or node 0 never wrote the workers' attempt id (trainer/launch/rendezvous.py). Retryable, the rendezvous left open:
+# a slow replacement must not fail a 16-node job for good. The cost: a job short of nodes for good is never failed
+# by it, and holds the nodes it has until it is deleted (docs/job.md).
+EXIT_RENDEZVOUS_TIMEOUT = 202
 # A worker's code only: another node failed the preflight, so this one's workers stop to re-form the job without it.
 # Its agent restarts them without counting a restart (trainer/launch/agent.py); the launcher never ends with it.
 EXIT_PEER_BAD_NODE = 5
@@ -95,12 +107,16 @@ def describe_exit(code: int) -> str:
         return f"{code} (rendezvous backend lost)"
     if code == EXIT_BAD_NODE:
         return f"{code} (bad node: fabric preflight)"
+    if code == EXIT_RENDEZVOUS_TIMEOUT:
+        return f"{code} (rendezvous timed out)"
     if code == EXIT_PEER_BAD_NODE:
         return f"{code} (another node failed the fabric preflight)"
     if code == EXIT_NO_SPACE:
         return f"{code} (checkpoint storage full)"
     if code == EXIT_STAGING_FAILED:
         return f"{code} (staging failed)"
+    if code == EXIT_GANG_RESTARTS_SPENT:
+        return f"{code} (gang restarts spent)"
     if code > FIRST_RETRYABLE_EXIT:
         try:
             return f"{code} ({signal.Signals(code - FIRST_RETRYABLE_EXIT).name})"

@@ -37,12 +37,18 @@ of them:
   restart on it, as for a final code; launch_agent raises ChildFailedError. -> 201, retryable, the rendezvous left
   open: the operator creates the pod again (on another node: the bad node's taint keeps it off), and the job's other
   nodes, whose workers torchrun restarts without counting, go on without this one or wait for its new pod.
-- Anything else (a rendezvous that timed out waiting for --nnodes, a corrupt rendezvous state, a bug). -> 1.
+- The rendezvous timed out (RendezvousTimeoutError: fewer than --nnodes' minimum joined within join_timeout, a lost
+  node's replacement still Pending; or the round's store gave no attempt id, trainer/launch/rendezvous.py). -> 202,
+  retryable, the rendezvous left open: the pod is created again and waits anew.
+- Anything else (a corrupt rendezvous state, a bug). -> 1.
+Before any of it, a TrainJob's pod whose JobSet has restarted the gang past the job's bound starts nothing
+(trainer/launch/gang.py) -> 6, permanent.
 Bad arguments end as torchrun's parser ends them (exit 2). The last line on stderr gives the exit and its reason.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import traceback
@@ -52,7 +58,11 @@ from types import FrameType
 from torch.distributed import run as torchrun
 from torch.distributed.elastic.multiprocessing import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-from torch.distributed.elastic.rendezvous import RendezvousClosedError, RendezvousConnectionError
+from torch.distributed.elastic.rendezvous import (
+    RendezvousClosedError,
+    RendezvousConnectionError,
+    RendezvousTimeoutError,
+)
 
 from trainer.fabric import node_name
 from trainer.launch.agent import STOP_SIGNALS, final_worker_exits_end_the_run, first_final_failure
@@ -60,7 +70,9 @@ from trainer.launch.exits import (
     EXIT_BACKEND_LOST,
     EXIT_BAD_ARGUMENTS,
     EXIT_BAD_NODE,
+    EXIT_GANG_RESTARTS_SPENT,
     EXIT_PERMANENT,
+    EXIT_RENDEZVOUS_TIMEOUT,
     EXIT_STAGING_FAILED,
     EXIT_SUCCEEDED,
     REASON_PREFIX,
@@ -68,6 +80,7 @@ from trainer.launch.exits import (
     exit_for_signal,
     is_retryable,
 )
+from trainer.launch.gang import restarts_spent
 from trainer.launch.hub_token import HubTokenError, load_hub_token
 from trainer.launch.node_taint import taint_own_node
 from trainer.launch.rendezvous import held_rendezvous_shutdowns
@@ -141,6 +154,12 @@ def ending(error: BaseException | None) -> Ending:
     if isinstance(error, RendezvousClosedError):
         reason = "the rendezvous is closed: another agent gave up, or the job finished (RendezvousClosedError)"
         return Ending(EXIT_PERMANENT, reason, closes_rendezvous=True)
+    if isinstance(error, RendezvousTimeoutError):
+        reason = (
+            "the rendezvous timed out (too few nodes joined in its join timeout, or no attempt id was agreed); left "
+            f"open for the pods created again ({_one_line(error)})"
+        )
+        return Ending(EXIT_RENDEZVOUS_TIMEOUT, reason, closes_rendezvous=False)
     if isinstance(error, BACKEND_ERRORS):
         reason = f"the rendezvous backend failed; left open for the pods created again ({_one_line(error)})"
         return Ending(EXIT_BACKEND_LOST, reason, closes_rendezvous=False)
@@ -186,6 +205,9 @@ def stage_then_launch(argv: list[str], stage: bool) -> tuple[Ending, BaseExcepti
     if stage and flags is None:
         reason = f"{STAGE_INPUTS_OPTION} stages the trainer's inputs: the command must run `-m trainer`"
         return Ending(EXIT_BAD_ARGUMENTS, reason, closes_rendezvous=False), None
+    spent = restarts_spent(os.environ)
+    if spent is not None:  # before the token, staging and any rendezvous: nothing of this attempt starts
+        return Ending(EXIT_GANG_RESTARTS_SPENT, spent, closes_rendezvous=False), None
     token_end = hub_token_ending()
     if token_end is not None:
         return token_end, None

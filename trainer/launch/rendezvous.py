@@ -11,7 +11,9 @@ rendezvous/etcd_rendezvous_backend.py EtcdRendezvousBackend) and fails every pod
 
 So while `held_rendezvous_shutdowns()` is active, every handler torchrun creates comes wrapped in HeldShutdown, which
 passes everything to torch's handler but shutdown(): that only records the request, and `finish(close=...)` carries it
-out once the launcher knows how the run ended (trainer/launch/launcher.py).
+out once the launcher knows how the run ended (trainer/launch/launcher.py). The etcd-v2 handler is torch's with its
+store keyed by the state's generation, so that a state that expired and began again at round 0 finds none of the
+earlier rounds' keys (trainer/launch/etcd_generation.py).
 
 The wrapper also sees every round the agent joins, and so is where the nodes of a round agree on the workers' attempt
 id (trainer/launch/attempt.py): each next_rendezvous sets it in the agent's environment, which the workers it starts
@@ -30,17 +32,19 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from torch.distributed import Store
+from torch.distributed import DistStoreError, Store
 from torch.distributed.elastic.rendezvous import (
     RendezvousHandler,
     RendezvousHandlerCreator,
     RendezvousHandlerRegistry,
     RendezvousInfo,
     RendezvousParameters,
+    RendezvousTimeoutError,
     rendezvous_handler_registry,
 )
 
 from trainer.launch.attempt import ATTEMPT_ENV, agree_attempt
+from trainer.launch.gang import gang_restarts
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,10 @@ log = logging.getLogger(__name__)
 SHARED_STORE_SWITCH = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 ATTEMPT_LINE_PREFIX = "trainer.launch rendezvous: "
+# What a round's store raises when a key is not set within its timeout: torch's TCPStore and PrefixStore a
+# DistStoreError, the etcd-v2 backend's EtcdStore a LookupError (torch 2.13 elastic/rendezvous/etcd_store.py get).
+STORE_TIMEOUTS = (DistStoreError, LookupError)
+ETCD_V2 = "etcd-v2"  # the backend whose store outlives its state (trainer/launch/etcd_generation.py)
 # In the round's store: how many nodes of the round were stopped by a signal (trainer/launch/agent.py reads it).
 NODES_LEAVING_KEY = "trainer/nodes-leaving"
 
@@ -79,7 +87,15 @@ class HeldShutdown(RendezvousHandler):
         """torch's round, and the attempt id its nodes agree on, set for the workers the agent starts next."""
         info = self.handler.next_rendezvous()
         self.round_store = info.store
-        attempt = agree_attempt(info.store, info.rank, self.handler.get_run_id())
+        earlier = gang_restarts(os.environ)  # a TrainJob's earlier gangs, each with a rendezvous of its own
+        try:
+            attempt = agree_attempt(info.store, info.rank, self.handler.get_run_id(), earlier_starts=earlier)
+        except STORE_TIMEOUTS as error:
+            # Node 0 never wrote the id within the store's timeout (it left, or its store did): the round did not
+            # complete, as a join that timed out, and the launcher ends retryable with the rendezvous left open.
+            raise RendezvousTimeoutError(
+                f"node {info.rank} of {info.world_size} read no workers' attempt id from the round's store: {error}"
+            ) from error
         os.environ[ATTEMPT_ENV] = attempt
         # On stderr, where the pod's log has it: the one place that shows which start of the workers a log line is of.
         print(f"{ATTEMPT_LINE_PREFIX}joined as node {info.rank} of {info.world_size}; workers' attempt {attempt}",
@@ -142,6 +158,14 @@ def _holding(create: RendezvousHandlerCreator, held: list[HeldShutdown]) -> Rend
     return create_held
 
 
+def _generational_etcd_v2(params: RendezvousParameters) -> RendezvousHandler:
+    """torch's etcd-v2 handler with its store keyed by the state's generation (trainer/launch/etcd_generation.py);
+    imported here, as torch imports its own, so that a launch without python-etcd never needs it."""
+    from trainer.launch.etcd_generation import create_generational_handler
+
+    return create_generational_handler(params)
+
+
 @contextmanager
 def held_rendezvous_shutdowns(
     registry: RendezvousHandlerRegistry = rendezvous_handler_registry,
@@ -155,7 +179,8 @@ def held_rendezvous_shutdowns(
     # the creators are swapped in its table, and the originals put back on the way out.
     creators = registry._registry
     originals = dict(creators)
-    creators.update({backend: _holding(create, held) for backend, create in originals.items()})
+    ours = {**originals, **({ETCD_V2: _generational_etcd_v2} if ETCD_V2 in originals else {})}
+    creators.update({backend: _holding(create, held) for backend, create in ours.items()})
     try:
         yield held
     finally:
