@@ -25,7 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from local.jobset_webhook import FAIL_JOBSET, RESTART_JOBSET, RESTART_JOBSET_UNCOUNTED
+from local.jobset_webhook import (
+    FAIL_JOBSET,
+    JOBSET_MODEL,
+    JOBSET_SPEC_FIELDS,
+    RESTART_JOBSET,
+    RESTART_JOBSET_UNCOUNTED,
+)
+from local.modelled_fields import require_modelled
 from local.pod_failure_policy import FailedPod, JobFailure, job_failure
 from workloads.job.trainjob import NODE
 
@@ -150,6 +157,7 @@ def gang_outcome(
 ) -> GangOutcome:
     """What follows when the Job controller finds `failed_pods` (terminal, in the order they failed) in one sync of
     the trainer step's Job, after `restarts` so far: the Job's verdict, then the JobSet's."""
+    require_modelled(runtime["spec"]["template"]["spec"], JOBSET_SPEC_FIELDS, "spec.template.spec", JOBSET_MODEL)
     failure = job_failure(trainer_job(runtime, replicated_job), failed_pods)
     if failure is None:
         return GangOutcome(Verdict.REPLACE_POD, restarts, "", "the Job's podFailurePolicy ignores the failure")

@@ -20,7 +20,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from local.modelled_fields import WHOLE, Fields, Only, require_modelled
 from local.pod_failure_policy import (
+    JOB_SPEC_FIELDS,
     REASON_BACKOFF_LIMIT,
     REASON_POD_FAILURE_POLICY,
 )
@@ -49,6 +51,37 @@ FEATURES_OFF_BY_DEFAULT = frozenset({"RestartJob", "InPlaceRestart"})
 DEFAULT_GROUP = "default"
 DEFAULT_RULE_NAME = "failurePolicyRule{}"  # defaultRuleNameFmt
 POD_NAME_SUFFIX = "-abcde"  # the 5 random characters the Job controller appends to a pod's name
+
+
+# The JobSet spec fields this model reads, defaults included (local/modelled_fields.py): no successPolicy (the local
+# run's JobSet succeeds when every pod has), no startupPolicy, coordinator, network options but the subdomain's name,
+# managedBy, suspend or TTL; of the restart strategies, Recreate alone.
+JOBSET_SPEC_FIELDS: Fields = {
+    "replicatedJobs": [
+        {
+            "name": WHOLE,
+            "replicas": WHOLE,
+            "groupName": WHOLE,
+            "dependsOn": [{"name": WHOLE, "status": WHOLE}],
+            "template": {"metadata": WHOLE, "spec": JOB_SPEC_FIELDS},
+        }
+    ],
+    "network": {"subdomain": WHOLE},
+    "failurePolicy": {
+        "maxRestarts": WHOLE,
+        "restartStrategy": Only(("Recreate",)),
+        "rules": [
+            {
+                "name": WHOLE,
+                "action": WHOLE,
+                "onJobFailureReasons": WHOLE,
+                "onJobFailureMessagePatterns": WHOLE,
+                "targetReplicatedJobs": WHOLE,
+            }
+        ],
+    },
+}
+JOBSET_MODEL = "the JobSet v0.12.0 model (local/jobset_webhook.py, local/jobset_policy.py)"
 
 
 class JobSetAdmissionError(Exception):
@@ -179,7 +212,8 @@ def failure_policy_problems(spec: Mapping[str, Any], features_on: frozenset[str]
 
 
 def jobset_problems(jobset: Mapping[str, Any], features_on: frozenset[str] = frozenset()) -> list[str]:
-    """ValidateCreate on a defaulted JobSet: every problem, in the webhook's order."""
+    """ValidateCreate on a defaulted JobSet: every problem, in the webhook's order (its successPolicy check aside: the
+    field is not modelled, JOBSET_SPEC_FIELDS)."""
     name, spec = jobset["metadata"]["name"], jobset["spec"]
     replicated_jobs = spec.get("replicatedJobs", [])
     problems = []
@@ -197,9 +231,6 @@ def jobset_problems(jobset: Mapping[str, Any], features_on: frozenset[str] = fro
                 problems.append(
                     f"replicatedJob: {replicated['name']} cannot depend on replicatedJob: {dependency['name']}"
                 )
-    for target in (spec.get("successPolicy") or {}).get("targetReplicatedJobs", []):
-        if target not in seen:
-            problems.append(f"invalid replicatedJob name '{target}' does not appear in .spec.ReplicatedJobs")
     if spec.get("failurePolicy") is not None:
         problems += failure_policy_problems(spec, features_on)
     return problems
@@ -211,4 +242,5 @@ def admit_jobset(jobset: Mapping[str, Any], features_on: frozenset[str] = frozen
     problems = jobset_problems(stored, features_on)
     if problems:
         raise JobSetAdmissionError(stored["metadata"]["name"], problems)
+    require_modelled(stored["spec"], JOBSET_SPEC_FIELDS, "spec", JOBSET_MODEL)  # admitted: act only on what it reads
     return stored

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from local.modelled_fields import WHOLE, Fields
 from local.pod_status import ContainerStatus, exited_container_statuses
 
 FAIL_JOB, FAIL_INDEX, IGNORE, COUNT = "FailJob", "FailIndex", "Ignore", "Count"
@@ -46,6 +47,25 @@ MAX_RULES, MAX_EXIT_CODE_VALUES, MAX_CONDITION_PATTERNS = 20, 255, 20
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+# The Job spec fields this model reads (local/modelled_fields.py): the pod template is the strict schema's to judge.
+JOB_SPEC_FIELDS: Fields = {
+    "backoffLimit": WHOLE,
+    "parallelism": WHOLE,
+    "completions": WHOLE,
+    "completionMode": WHOLE,
+    "podFailurePolicy": {
+        "rules": [
+            {
+                "action": WHOLE,
+                "onExitCodes": {"containerName": WHOLE, "operator": WHOLE, "values": WHOLE},
+                "onPodConditions": [{"type": WHOLE, "status": WHOLE}],
+            }
+        ]
+    },
+    "template": WHOLE,
+}
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from local.modelled_fields import WHOLE, EachValue, Fields, Only, require_modelled
 from stack.names import DNS_1035_LABEL, DNS_LABEL_MAX_LENGTH
 
 # pkg/apis/kubeflow.org/v1/pytorch_types.go: the replica types and the container the operator configures.
@@ -31,6 +32,35 @@ DEFAULT_CONTAINER_NAME = "pytorch"  # PyTorchJobDefaultContainerName
 MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
 REPLICA_SPECS = "spec.pytorchReplicaSpecs"
+# The fields the Training Operator's models read (local/modelled_fields.py): this webhook, the operator's PET_*
+# variables (local/launch.py), its restart rule (local/restart_policy.py) and cleanPodPolicy Running alone (the local
+# run stops a failed job's running pods). No elasticPolicy.nProcPerNode (deprecated; the PET_* model reads
+# spec.nprocPerNode), metrics, schedulingPolicy, TTL, deadline or suspend; the one manager that reconciles it.
+PYTORCHJOB_FIELDS: Fields = {
+    "apiVersion": WHOLE,
+    "kind": WHOLE,
+    "metadata": WHOLE,
+    "spec": {
+        "nprocPerNode": WHOLE,
+        "elasticPolicy": {
+            "minReplicas": WHOLE,
+            "maxReplicas": WHOLE,
+            "maxRestarts": WHOLE,
+            "rdzvBackend": WHOLE,
+            "rdzvHost": WHOLE,
+            "rdzvPort": WHOLE,
+            "rdzvId": WHOLE,
+            "rdzvConf": WHOLE,
+        },
+        "runPolicy": {
+            "cleanPodPolicy": Only(("Running",)),
+            "backoffLimit": WHOLE,
+            "managedBy": Only((MANAGED_BY[0],)),
+        },
+        "pytorchReplicaSpecs": EachValue({"replicas": WHOLE, "restartPolicy": WHOLE, "template": WHOLE}),
+    },
+}
+PYTORCHJOB_MODEL = "the Training Operator v1.9.4 model (local/pytorchjob_webhook.py, local/launch.py)"
 
 
 @dataclass(frozen=True)
@@ -76,10 +106,12 @@ def pytorchjob_problems(job: Mapping[str, Any], old: Mapping[str, Any] | None = 
 
 
 def admit_pytorchjob(job: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> Admission:
-    """validate_pytorchjob, raising AdmissionDeniedError where the API server would refuse the object."""
+    """validate_pytorchjob, raising AdmissionDeniedError where the API server would refuse the object, and
+    UnmodelledFieldError where it would admit one holding a field the local run's models do not read."""
     admission = validate_pytorchjob(job, old)
     if not admission.allowed:
         raise AdmissionDeniedError(admission.denial())
+    require_modelled(job, PYTORCHJOB_FIELDS, "PyTorchJob", PYTORCHJOB_MODEL)
     return admission
 
 

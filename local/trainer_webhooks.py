@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from local.jobset_webhook import JOBSET_SPEC_FIELDS
+from local.modelled_fields import WHOLE, Fields
 from stack.job_api import RUNTIME_KIND, TRAINER_ANCESTOR, TRAINER_API_GROUP
 from stack.names import DNS_1035_LABEL, DNS_LABEL_MAX_LENGTH
 from workloads.job.trainjob import NODE, TRAINER_V2_ENV
@@ -35,6 +37,28 @@ TORCH_RESERVED_ENV = frozenset(TRAINER_V2_ENV)
 ML_POLICIES = ("torch", "mpi", "jax", "xgboost", "flux")
 MAX_IMAGE, MAX_ITEMS = 500, 128
 FAILURE_RULE_REQUIRED = ("action", "name")  # the CRD's `required` on the JobSet template's failure policy rules
+
+
+# The fields the Trainer v2 models read (local/modelled_fields.py): a torch policy with the node count alone (no
+# envInjection, which the local run would not inject, nor the runtime's numProcPerNode); the TrainJob's runtime,
+# image, command, env and numbers (no args, runtime patches, initializer, suspend or managedBy: the local run applies
+# none of them).
+RUNTIME_FIELDS: Fields = {
+    "apiVersion": WHOLE,
+    "kind": WHOLE,
+    "metadata": WHOLE,
+    "spec": {"mlPolicy": {"numNodes": WHOLE, "torch": {}}, "template": {"metadata": WHOLE, "spec": JOBSET_SPEC_FIELDS}},
+}
+TRAINJOB_FIELDS: Fields = {
+    "apiVersion": WHOLE,
+    "kind": WHOLE,
+    "metadata": WHOLE,
+    "spec": {
+        "runtimeRef": {"name": WHOLE, "apiGroup": WHOLE, "kind": WHOLE},
+        "trainer": {"image": WHOLE, "command": WHOLE, "env": WHOLE, "numNodes": WHOLE, "numProcPerNode": WHOLE},
+    },
+}
+TRAINER_MODEL = "the Trainer v2.3.0 model (local/trainer_webhooks.py, local/trainjob_launch.py)"
 
 
 def replicated_jobs_problems(runtime: Mapping[str, Any]) -> list[str]:

@@ -6,7 +6,8 @@
 4. Each child Job the JobSet controller creates (<jobset>-<replicated job>-<index>): the Job API's validation
    (local/pod_failure_policy.py).
 Steps 1 and 2 fail `pulumi up`; steps 3 and 4 fail later and quietly, in a controller's retries and events, with
-the TrainJob accepted and nothing running. Every step runs here before the local run starts anything.
+the TrainJob accepted and nothing running. Every step runs here before the local run starts anything, and objects
+that pass them all must hold no field the models do not read (local/modelled_fields.py: UnmodelledFieldError).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from local.jobset_webhook import JobSetAdmissionError, admit_jobset, trainer_jobset
+from local.modelled_fields import require_modelled
 from local.pod_failure_policy import job_spec_problems
-from local.trainer_webhooks import runtime_problems, trainjob_problems
+from local.trainer_webhooks import RUNTIME_FIELDS, TRAINER_MODEL, TRAINJOB_FIELDS, runtime_problems, trainjob_problems
 
 
 class AdmissionError(Exception):
@@ -57,4 +59,7 @@ def admit(
         problems = job_spec_problems(job_name, job_spec)
         if problems:
             raise AdmissionError("the Job API (batch/v1)", job_name, problems)
+    # Admitted: the local run acts on these objects only as far as its models read them (local/modelled_fields.py).
+    require_modelled(runtime, RUNTIME_FIELDS, "ClusterTrainingRuntime", TRAINER_MODEL)
+    require_modelled(trainjob, TRAINJOB_FIELDS, "TrainJob", TRAINER_MODEL)
     return stored

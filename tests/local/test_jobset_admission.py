@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from local.jobset_policy import JobSetRestarts, gang_outcome
 from local.jobset_webhook import admit_jobset, defaulted, jobset_problems, trainer_jobset
+from local.modelled_fields import UnmodelledFieldError
 from local.trainer_webhooks import runtime_problems, trainjob_problems
 from local.trainjob_admission import AdmissionError, admit
 from tests.workloads.job.trainjob_stacks import STACKS, trainjob_spec_of
@@ -230,3 +232,41 @@ def test_admission_checks_each_child_job_against_the_job_api(objects: Objects) -
     node(objects[0])["template"]["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["containerName"] = "trainer"
     with pytest.raises(AdmissionError, match=r"the Job API \(batch/v1\) refuses fsdp-dev-node-0: .*containerName"):
         admit(*objects)
+
+
+# --- the models refuse to pass over a field they do not read (local/modelled_fields.py)
+
+
+def jobset_spec(runtime: dict[str, Any]) -> dict[str, Any]:
+    return runtime["spec"]["template"]["spec"]
+
+
+UNMODELLED: dict[str, Any] = {
+    "spec.startupPolicy": lambda rt, job: jobset_spec(rt).update(startupPolicy={"startupPolicyOrder": "InOrder"}),
+    "spec.network.enableDNSHostnames": lambda rt, job: jobset_spec(rt).update(network={"enableDNSHostnames": True}),
+    "spec.successPolicy": lambda rt, job: jobset_spec(rt).update(successPolicy={"operator": "Any"}),
+    "spec.failurePolicy.restartStrategy='BlockingRecreate'": lambda rt, job: jobset_spec(rt)["failurePolicy"].update(
+        restartStrategy="BlockingRecreate"
+    ),
+    "spec.replicatedJobs[0].template.spec.activeDeadlineSeconds": lambda rt, job: node(rt)["template"]["spec"].update(
+        activeDeadlineSeconds=3600
+    ),
+    "ClusterTrainingRuntime.spec.mlPolicy.torch.numProcPerNode": lambda rt, job: rt["spec"]["mlPolicy"]["torch"].update(
+        numProcPerNode=4
+    ),
+    "TrainJob.spec.trainer.args": lambda rt, job: job["spec"]["trainer"].update(args=["--steps", "5"]),
+}
+
+
+@pytest.mark.parametrize("path", UNMODELLED)
+def test_an_admitted_object_with_a_field_no_model_reads_is_refused_naming_it(objects: Objects, path: str) -> None:
+    UNMODELLED[path](*objects)
+    with pytest.raises(UnmodelledFieldError) as raised:
+        admit(*objects)
+    assert raised.value.paths == [path]
+
+
+def test_the_failure_policy_model_refuses_a_runtime_with_a_field_it_does_not_read(objects: Objects) -> None:
+    node(objects[0])["template"]["spec"]["backoffLimitPerIndex"] = 1
+    with pytest.raises(UnmodelledFieldError, match="backoffLimitPerIndex"):
+        gang_outcome(objects[0], [], JobSetRestarts())

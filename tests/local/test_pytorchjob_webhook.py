@@ -12,6 +12,7 @@ import pytest
 
 from local import run as local_run
 from local.config import LocalJobOptions, local_stack_config
+from local.modelled_fields import UnmodelledFieldError
 from local.pytorchjob_webhook import AdmissionDeniedError, admit_pytorchjob, pytorchjob_problems, validate_pytorchjob
 from local.run import LocalRunError
 from stack.job_api import PYTORCHJOB
@@ -167,3 +168,24 @@ def test_the_local_run_refuses_a_job_the_webhook_refuses_before_starting_anythin
     with pytest.raises(LocalRunError, match="denied the request"):
         local_run.run_local(local_run.LocalOptions(stack="dev", work_dir=tmp_path))
     assert not (tmp_path / "logs").exists()  # no etcd, no agent
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [
+        ("ttlSecondsAfterFinished", 60, "PyTorchJob.spec.runPolicy.ttlSecondsAfterFinished"),
+        ("cleanPodPolicy", "None", "PyTorchJob.spec.runPolicy.cleanPodPolicy='None'"),
+        ("managedBy", "kueue.x-k8s.io/multikueue", "PyTorchJob.spec.runPolicy.managedBy='kueue.x-k8s.io/multikueue'"),
+    ],
+)
+def test_an_admitted_pytorchjob_with_a_field_no_model_reads_is_refused_naming_it(
+    field: str, value: Any, path: str
+) -> None:
+    """The webhook admits it; the local run's models (the operator's variables, restart rule and pod cleanup) would
+    act as if the field were not there."""
+    job = dev_job()
+    job["spec"]["runPolicy"][field] = value
+    assert validate_pytorchjob(job).allowed
+    with pytest.raises(UnmodelledFieldError) as raised:
+        admit_pytorchjob(job)
+    assert raised.value.paths == [path]
