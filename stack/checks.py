@@ -259,7 +259,7 @@ def _job_problems(config: StackConfig) -> list[str]:
                 f"of batchSize x GPUs ({job.batch_size} x {gpus} = {per_step})"
             )
     problems += _elastic_batch_problems(config)
-    problems += job_api_problems(job.api, job.rdzv_backend, job.min_nodes)
+    problems += job_api_problems(job.api, job.rdzv_backend, job.min_nodes, job.max_disruption_restarts)
     claim = job.checkpoint_claim
     if claim is not None and not DNS_SUBDOMAIN.match(claim):
         problems.append(

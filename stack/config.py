@@ -543,6 +543,14 @@ class JobConfig:
         "Restarts after a failure: torchrun's of the worker group (pytorchjob), JobSet's of the whole gang (trainjob).",
         at_least(0),
     )
+    max_disruption_restarts: int | None = setting(
+        "maxDisruptionRestarts",
+        None,
+        "Whole-gang restarts of a trainjob that maxRestarts does not count (drains, evictions, a NotReady node's pods "
+        "deleted: DisruptionTarget), beyond which the next start fails the job; default: twice gpuNodes.count, at "
+        "least 10. Unset with pytorchjob.",
+        at_least(0),
+    )
     min_nodes: int | None = setting(
         "minNodes",
         None,

@@ -33,12 +33,31 @@ def rendezvous_backend(api: str, rdzv_backend: str | None) -> str:
     return rdzv_backend or DEFAULT_RDZV_BACKEND
 
 
-def job_api_problems(api: str, rdzv_backend: str | None, min_nodes: int | None) -> list[str]:
-    """Options that only the PyTorchJob has (job.rdzvBackend, job.minNodes; None when unset), set on a TrainJob: each
-    names the key, its value and what is allowed."""
-    if api != TRAINJOB:
-        return []
+# A rolling update of a node group drains each node once, and each drain restarts a TrainJob's gang without counting
+# it: the default bound on such restarts lets two rolling updates pass, and a few evictions besides on small jobs.
+MIN_DISRUPTION_RESTARTS = 10
+
+
+def disruption_restarts(configured: int | None, nodes: int) -> int:
+    """job.maxDisruptionRestarts, or its default for a job on `nodes` nodes."""
+    return configured if configured is not None else max(MIN_DISRUPTION_RESTARTS, 2 * nodes)
+
+
+def job_api_problems(
+    api: str, rdzv_backend: str | None, min_nodes: int | None, max_disruption_restarts: int | None = None
+) -> list[str]:
+    """Options that only one API has, set on the other: job.rdzvBackend and job.minNodes (the PyTorchJob's) on a
+    TrainJob, job.maxDisruptionRestarts (the TrainJob's) on a PyTorchJob; None when unset. Each names the key, its
+    value and what is allowed."""
     where = f"{NAMESPACE}:job"
+    if api != TRAINJOB:
+        if max_disruption_restarts is None:
+            return []
+        return [
+            f"{where}.maxDisruptionRestarts: {max_disruption_restarts} is not allowed with job.api pytorchjob; "
+            "expected it unset (a PyTorchJob's operator creates each disrupted pod again on its own; the bound is the "
+            "TrainJob's, whose JobSet restarts the whole gang for each)"
+        ]
     problems = []
     if rdzv_backend is not None:
         problems.append(

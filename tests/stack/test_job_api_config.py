@@ -7,7 +7,7 @@ import pytest
 
 from stack.fields import ConfigError
 from stack.files import raw_stack_config
-from stack.job_api import JOB_APIS, PYTORCHJOB, TRAINJOB, rendezvous_backend
+from stack.job_api import JOB_APIS, PYTORCHJOB, TRAINJOB, disruption_restarts, rendezvous_backend
 from stack.parse import parse_stack_config
 from tests.harness.pulumi_program import run_program
 
@@ -65,3 +65,14 @@ def test_a_trainjob_option_error_fails_the_program_before_any_resource() -> None
     assert run.error is not None and run.error["kind"] == "ConfigError", run.error
     assert "job.rdzvBackend: 'etcd' is not allowed with job.api trainjob" in run.error["message"]
     assert run.resources == []
+
+
+def test_a_bound_on_uncounted_gang_restarts_is_rejected_on_a_pytorchjob() -> None:
+    (problem,) = problems_of("p5-2", api=PYTORCHJOB, maxDisruptionRestarts=4)
+    assert problem.startswith("fsdp-eks:job.maxDisruptionRestarts: 4 is not allowed with job.api pytorchjob")
+
+
+def test_a_trainjobs_bound_on_uncounted_gang_restarts_defaults_to_twice_its_nodes_at_least_10() -> None:
+    assert disruption_restarts(None, nodes=2) == 10
+    assert disruption_restarts(None, nodes=16) == 32  # a rolling update of the node group drains every node, twice
+    assert disruption_restarts(3, nodes=16) == 3

@@ -73,6 +73,7 @@ class TrainerContainer:
     name: str
     command: list[str]
     ports: list[dict[str, Any]]
+    env: tuple[dict[str, Any], ...] = ()  # variables only this API's container has, after the shared ones
 
 
 def trainer_args(spec: JobSpec) -> list[str]:
@@ -248,7 +249,7 @@ def trainer_container(spec: JobSpec, container: TrainerContainer) -> dict[str, A
         "image": spec.image,
         "imagePullPolicy": "IfNotPresent",
         "command": list(container.command),
-        "env": container_env(spec),
+        "env": [*container_env(spec), *(dict(entry) for entry in container.env)],
         "ports": [dict(port) for port in container.ports],
         "resources": resources(spec),
         "volumeMounts": volume_mounts(),

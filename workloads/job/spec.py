@@ -17,7 +17,7 @@ from sizing.throughput import expected_fabric
 from stack.artifacts import artifacts_flag, run_key, stack_key
 from stack.config import JobConfig, StackConfig
 from stack.fit import checkpoint_timeout_minutes
-from stack.job_api import STATIC_RDZV_BACKEND, rendezvous_backend
+from stack.job_api import STATIC_RDZV_BACKEND, disruption_restarts, rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE, job_name
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 from stack.trainer_config import job_s3_inputs, stack_trainer_config
@@ -146,6 +146,7 @@ class JobSpec:
     nodes: int
     min_nodes: int
     max_restarts: int
+    max_disruption_restarts: int  # a TrainJob's uncounted gang restarts beyond which it fails (stack/job_api.py)
     node: NodeShape
     rendezvous: Rendezvous
     trainer: TrainConfig  # what every worker's trainer runs with; its flags are trainer.config.to_argv of it
@@ -179,6 +180,7 @@ def job_spec(config: StackConfig, image: str | None = None) -> JobSpec:
         nodes=gpu.count,
         min_nodes=config.fewest_nodes,
         max_restarts=job.max_restarts,
+        max_disruption_restarts=disruption_restarts(job.max_disruption_restarts, gpu.count),
         node=node,
         rendezvous=_rendezvous(job, name),
         trainer=fabric_expectations(

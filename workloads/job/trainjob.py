@@ -27,7 +27,10 @@ the facts behind it (kubeflow/trainer v2.3.0 and kubernetes-sigs/jobset v0.12.0)
     staging failed) fail the JobSet at once (FailJobSet): a restart would reload the model to fail the same way;
   - a pod with the condition DisruptionTarget (evicted for a node-group update or drain, preempted, deleted at
     the end of a capacity block) restarts the gang with RestartJobSetAndIgnoreMaxRestarts: a disruption the
-    operator chose does not use up maxRestarts.
+    operator chose does not use up maxRestarts. Kubernetes sets that condition for node faults too (a NotReady
+    node's pods deleted, node-pressure eviction), so the launcher bounds restarts of any kind: past
+    job.maxRestarts + job.maxDisruptionRestarts, read from JobSet's restart-attempt label, it starts nothing and
+    exits with a final code (trainer/launch/gang.py).
   The launcher's exit 1 (workers failed, torchrun's restarts spent) is not final: under a static rendezvous that
   is also how the survivors of a lost node end, and their Job failure would end the run. Nor is the failure of an
   init container without a rule of its own (prepare-checkpoints): the pod fails with its node container never run,
@@ -49,6 +52,7 @@ from stack.job_api import (
     TRAINJOB_KIND,
 )
 from trainer.launch.exits import FINAL_EXITS, LAUNCH_MODULE
+from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
 from trainer.launch.stage import STAGE_INPUTS_OPTION
 from workloads.job.node_access import node_access_objects
 from workloads.job.pod import (
@@ -72,6 +76,9 @@ FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 # The torch plugin's environment (TorchRunReservedEnvNames): a TrainJob that sets one is rejected.
 TRAINER_V2_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 RUN_ID_ANNOTATION = "fsdp-eks/run-id"
+# JobSet's label on every pod of an attempt: its status.restarts, counted restarts or not (kubernetes-sigs/jobset
+# v0.12.0 pkg/constants/constants.go RestartsKey; pkg/controllers/jobset_controller.go labelAndAnnotateObject).
+JOBSET_RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 # The JobSet's rules: names JobSet's webhook accepts (^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, at most 128
 # characters; kubernetes-sigs/jobset v0.12.0 pkg/webhooks/jobset_webhook.go), and the reason a Job failed by a
 # podFailurePolicy rule FailJob carries (batch/v1 JobReasonPodFailurePolicy).
@@ -104,11 +111,24 @@ def trainjob_launcher_command(spec: JobSpec) -> list[str]:
     ]
 
 
+def gang_restart_env(spec: JobSpec) -> tuple[dict[str, Any], ...]:
+    """The pod's JobSet restart attempt (its label, through the downward API) and the bound on it, which the launcher
+    reads (trainer/launch/gang.py): the trainer's restart count, and the end of a gang restarted without end."""
+    label = {"fieldRef": {"fieldPath": f"metadata.labels['{JOBSET_RESTART_LABEL}']"}}
+    limit = spec.max_restarts + spec.max_disruption_restarts
+    return (
+        {"name": RESTART_ATTEMPT_VARIABLE, "valueFrom": label},
+        {"name": RESTART_LIMIT_VARIABLE, "value": str(limit)},
+    )
+
+
 def node_pod_template(spec: JobSpec) -> dict[str, Any]:
     """The shared worker pod (workloads/job/pod.py) as Trainer v2's "node": its container named "node", its command
-    the TrainJob's, its ports the metrics port alone (the torch plugin adds 29500), and restartPolicy Never, which
-    podFailurePolicy requires (JobSet's webhook would default it to OnFailure)."""
-    return worker_pod(spec, TrainerContainer(NODE, trainjob_launcher_command(spec), [metrics_port()]), "Never")
+    the TrainJob's, its ports the metrics port alone (the torch plugin adds 29500), the gang's restart attempt and
+    bound in its environment, and restartPolicy Never, which podFailurePolicy requires (JobSet's webhook would
+    default it to OnFailure)."""
+    node = TrainerContainer(NODE, trainjob_launcher_command(spec), [metrics_port()], gang_restart_env(spec))
+    return worker_pod(spec, node, "Never")
 
 
 def final_exit_rule() -> dict[str, Any]:

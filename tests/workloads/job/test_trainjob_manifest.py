@@ -17,6 +17,7 @@ from sizing.catalog import CATALOG
 from stack.config import KUBERNETES_VERSIONS
 from trainer.config import TrainConfig, parse_args
 from trainer.launch.exits import FINAL_EXITS, LAUNCH_MODULE
+from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
 from trainer.launch.stage import STAGE_INPUTS_OPTION, split_launcher_options
 from workloads.job.pytorchjob import pod_template, pytorchjob_manifest
 from workloads.job.spec import JOIN_TIMEOUT_S
@@ -145,7 +146,18 @@ def test_the_pod_is_the_pytorchjobs_pod_but_for_the_container_name_command_and_p
     for key in ("name", "command", "ports"):
         ours.pop(key)
         theirs.pop(key)
+    gang = [entry for entry in ours["env"] if entry["name"] in (RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE)]
+    ours["env"] = [entry for entry in ours["env"] if entry not in gang]
     assert ours == theirs  # env (HF token from the Secret), resources, volume mounts, security context
+    assert len(gang) == 2  # and the JobSet restart attempt with its bound, the TrainJob's alone
+
+
+def test_the_node_container_reads_jobsets_restart_attempt_and_its_bound(stack: str) -> None:
+    spec = trainjob_spec_of(stack)
+    env = {entry["name"]: entry for entry in node_container(stack)["env"]}
+    label = env[RESTART_ATTEMPT_VARIABLE]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert label == "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"  # jobset v0.12.0 constants.RestartsKey
+    assert int(env[RESTART_LIMIT_VARIABLE]["value"]) == spec.max_restarts + spec.max_disruption_restarts
 
 
 def test_no_variable_trainer_v2_reserves_is_set(stack: str) -> None:
