@@ -4,7 +4,7 @@
     python -m local --stack dev --nodes 2 --min-nodes 1          # two agents, elastic 1:2
     python -m local --stack dev --drill kill-agent               # lose a pod after the first checkpoint
     python -m local --stack dev --nodes 2 --drill restart-etcd   # etcd replaced mid-run
-    python -m local --stack dev --nodes 2 --drill hung-peer      # a crash whose NCCL peers block instead of failing
+    python -m local --stack dev --nodes 2 --nproc-per-node 2 --drill hung-peer  # a rank crashes; its peers block
     python -m local --stack dev --max-restarts 1 --drill evict-pod  # drained twice: disruptions spend no restart
     python -m local --stack dev --api trainjob --nodes 2         # the job as a Trainer v2 TrainJob
     python -m local --stack dev --api trainjob --drill kill-agent  # a node lost; the JobSet restarts the gang
@@ -53,10 +53,20 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
     parser.add_argument("--stack", default="dev", help=f"stack to run (default dev); one of {', '.join(stack_names())}")
     parser.add_argument("--nodes", type=int, help="worker replicas = torchrun agents (default: the stack's, at most 2)")
     parser.add_argument("--min-nodes", type=int, help="fewest agents the elastic job continues with")
+    parser.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=1,
+        help="worker processes per agent (default 1; a GPU node runs one per GPU): with 2 or more, a pod's workers "
+        "are siblings, as a crashed rank's are on a real node",
+    )
     parser.add_argument("--api", choices=JOB_APIS, help="job.api: run the job as this API's (default: the stack's)")
     parser.add_argument("--steps", type=int, help="optimizer steps (default: the stack's)")
     parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the stack's)")
     parser.add_argument("--max-restarts", type=int, help="job.maxRestarts (default: the stack's)")
+    parser.add_argument(
+        "--max-disruption-restarts", type=int, help="job.maxDisruptionRestarts, a TrainJob's (default: the stack's)"
+    )
     parser.add_argument("--model", help="model preset or local directory (default: tiny)")
     parser.add_argument("--dataset", help="a local .jsonl/.json/.txt file, an s3:// one (see --s3-upload) or "
                         "'synthetic' (default: the stack's if it is local or s3://, else synthetic)")  # fmt: skip
@@ -95,6 +105,8 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
         dataset=args.dataset,
         api=args.api,
         max_restarts=args.max_restarts,
+        max_disruption_restarts=args.max_disruption_restarts,
+        nproc_per_node=args.nproc_per_node,
     )
     return LocalOptions(
         stack=args.stack,

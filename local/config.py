@@ -27,6 +27,7 @@ MAX_LOCAL_SEQ_LEN = 256
 # an elastic shrink; more only slow a laptop down.
 DEFAULT_LOCAL_NODES = 2
 MAX_LOCAL_NODES = 4
+MAX_LOCAL_WORKERS_PER_NODE = 4  # siblings per agent: enough for a node's shape; more only slow a laptop down
 SYNTHETIC = "synthetic"
 LOCAL_CHECKPOINT_CLAIM = "local-checkpoints"
 
@@ -56,7 +57,11 @@ class LocalJobOptions:
     dataset: str | None = None
     api: str | None = None  # job.api: pytorchjob or trainjob
     max_restarts: int | None = None  # job.maxRestarts: torchrun's restarts (PyTorchJob), the JobSet's (TrainJob)
+    max_disruption_restarts: int | None = None  # job.maxDisruptionRestarts: a TrainJob's uncounted gang restarts
     global_batch_size: int | None = None  # job.globalBatchSize: lost-storage's new cluster keeps the lost one's
+    nproc_per_node: int = 1  # workers per agent here (the cluster's is the node's GPU count)
+    batch_size: int | None = None  # job.batchSize: sequences per worker and micro step
+    log_every: int | None = None  # the trainer's --log-every here (None: the manifest's); every step under a drill
 
 
 def _is_local_dataset(dataset: str) -> bool:
@@ -96,7 +101,8 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
         change(job_keys, "globalBatchSize", job.global_batch_size, options.global_batch_size, reason, "job")
     elif min_nodes < nodes and job.global_batch_size is None:
         # the stack's rule for elastic jobs: a fixed global batch that divides at every node count
-        per_node = job.batch_size * gpu.instance.gpus
+        # the cluster's ranks per node and this machine's alike: the stack checks the one, the trainer the other
+        per_node = (options.batch_size or job.batch_size) * math.lcm(gpu.instance.gpus, options.nproc_per_node)
         change(job_keys, "globalBatchSize", None, per_node * batch_multiple(min_nodes, nodes), "elastic job", "job")
     if nodes > 1 and not config.storage.fsx and job.checkpoint_claim is None:
         # the stack's rule: several nodes need one ReadWriteMany checkpoint volume; here it is one local directory
@@ -121,8 +127,15 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
         change(job_keys, "rdzvBackend", job.rdzv_backend, None, "a TrainJob rendezvouses statically", "job")
         if options.min_nodes is None:
             change(job_keys, "minNodes", job.min_nodes, None, "a TrainJob has no elastic range", "job")
+    if options.batch_size is not None:
+        change(
+            job_keys, "batchSize", job.batch_size, options.batch_size, "a share of the global batch per worker", "job"
+        )
     if options.max_restarts is not None:
         change(job_keys, "maxRestarts", job.max_restarts, options.max_restarts, "--max-restarts", "job")
+    if options.max_disruption_restarts is not None:
+        value, reason = options.max_disruption_restarts, "--max-disruption-restarts"
+        change(job_keys, "maxDisruptionRestarts", job.max_disruption_restarts, value, reason, "job")
     if options.steps is not None:
         change(job_keys, "steps", job.steps, options.steps, "--steps", "job")
     if options.checkpoint_every is not None:

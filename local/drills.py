@@ -9,14 +9,18 @@
                 agent has started workers, they get SIGKILL. The agent restarts its worker group --max-restarts
                 times, then gives up: torchrun closes the rendezvous and the launcher exits 1, which under
                 restartPolicy ExitCode fails the job at once; no pod is restarted into the closed rendezvous.
-- hung-peer:    NCCL's semantics for the peers of a crashed rank: they do not fail, they block in the collective
-                (until its timeout, minutes later). One pod's workers are stopped (SIGSTOP: blocked, not failed, and
-                deaf to SIGTERM, as a thread inside a collective is), then another pod's workers get SIGKILL. The
-                crashed pod's agent counts a restart and joins a new round; the blocked pod's agent sees a node
-                waiting, restarts its workers for the membership change without counting it (SIGTERM, then SIGKILL
-                after torchrun's 30 s), and the job re-forms with the two nodes' restart counts apart: the workers
-                must agree on their attempt by other means (trainer/launch/attempt.py). On gloo, kill-workers alone
-                makes every peer fail at once and every count go up, which hides this.
+- hung-peer:    a rank crashes as on a GPU node, where NCCL's peers of a crashed rank do not fail but block in the
+                collective until its timeout, minutes later: its siblings in its own pod and every worker of the other
+                pods. The runner first takes a duplicate of every worker's connections (local/connections.py), so
+                that no death closes a socket a peer sees; then one worker of the pod (its lowest pid) gets SIGKILL.
+                Every other worker's main thread stays inside its gloo collective, which never completes, with its
+                other threads running: the trainer's SIGTERM watcher (trainer/shutdown.py) is one of them. The
+                crashed pod's agent counts a restart, stops its blocked workers (SIGTERM: the watcher ends each) and
+                joins a new round; the other pod's agent sees a node waiting and restarts its workers for the
+                membership change without counting it; the job re-forms with the nodes' restart counts apart, so
+                the workers must agree on their attempt by other means (trainer/launch/attempt.py). On plain gloo
+                every peer would fail at once and every count go up, which hides this. The connections are closed
+                once every worker alive at the fault has exited.
 - evict-pod:    a voluntary disruption, as a drain for a node-group update or the end of a capacity block makes it:
                 the pod's agent gets the kubelet's SIGTERM, passes it to its workers (which settle their checkpoint)
                 and exits 143; the pod is created again (a PyTorchJob's ExitCode) or the gang is (a TrainJob's
@@ -59,7 +63,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from local.agents import PodPhase, WorkerPods
+from local.agents import Pod, PodPhase, WorkerPods
+from local.connections import HeldConnections, check_connection_holding
 from local.etcd import LocalEtcd
 from local.procs import Proc, process_tree, signal_all
 from trainer.checkpoint.layout import complete_checkpoints
@@ -84,6 +89,11 @@ RESUMED_FROM = re.compile(r"resumed from (\S+), (.+?) \(saved by")
 
 class DrillError(ValueError):
     """The drill cannot run in this setup (the message says what to change)."""
+
+
+def pod_workers(pod: Pod) -> list[Proc]:
+    """The processes below the pod's agent: its workers (the torch elastic agent starts each as its child)."""
+    return process_tree(pod.process.pid)[1:] if pod.process is not None else []
 
 
 @dataclass(frozen=True)
@@ -119,10 +129,12 @@ class DrillReport:
     detail: str
     killed: tuple[Proc, ...] = ()  # kill-agent, kill-workers, hung-peer: every process that got SIGKILL
     repeats: int = 1  # kill-workers: how many times it killed a set of workers (0: there were none to kill)
-    stopped: tuple[Proc, ...] = ()  # hung-peer: the workers stopped (SIGSTOP) as blocked NCCL peers
+    blocked: tuple[Proc, ...] = ()  # hung-peer: the workers left inside their collective, as NCCL peers are
     evicted_at: tuple[int | None, ...] = ()  # evict-pod: the newest complete checkpoint at each eviction
     resumed_from: str | None = None  # lost-storage: the checkpoint the new cluster's trainer resumed from (its log)
     resumed_tier: str | None = None  # ... and which source that was (fast tier, durable tier, --resume-from)
+    fired_at: float = 0.0  # when the fault was injected (time.time(), as the metrics records' "time")
+    held_connections: int = 0  # hung-peer: the workers' connections kept open past their deaths
 
 
 def newest_checkpoint_step(checkpoint_dir: Path | None) -> int | None:
@@ -157,9 +169,14 @@ class Drill:
                              f"each here), but the job runs {replicas}; run with --nodes {BAD_NODE_NODES}")  # fmt: skip
         if name in POD_DRILLS and not -replicas <= pod_index < replicas:
             raise DrillError(f"--drill-pod {pod_index}: the job has worker pods 0 to {replicas - 1}")
+        if name == "hung-peer":
+            try:
+                check_connection_holding()
+            except OSError as refused:
+                raise DrillError(f"hung-peer keeps the workers' connections open with pidfd_getfd(2), which this "
+                                 f"machine refuses ({refused}); it needs Linux 5.6 or later") from None  # fmt: skip
         self.name, self.trigger, self.pod_index = name, trigger, pod_index % max(replicas, 1)
-        # hung-peer: the pod whose workers block is the leader's (pod 0) unless that is the one that crashes.
-        self.hung_index = 0 if self.pod_index != 0 else 1
+        self.held: HeldConnections | None = None  # hung-peer: the connections kept open past the workers' deaths
         self.report: DrillReport | None = None
         self.disrupted: set[str] = set()  # evict-pod: pods evicted since the gang's last look (take_disrupted)
         self.evicted_pid: int | None = None  # evict-pod: the agent evicted last; the next eviction waits for another
@@ -170,7 +187,7 @@ class Drill:
     def describe(self, job: str) -> str:
         target = f" {job}-worker-{self.pod_index}" if self.name in POD_DRILLS else ""
         if self.name == "hung-peer":
-            target += f" (blocked: {job}-worker-{self.hung_index})"
+            target += " (one worker; the others block)"
         if self.name == "bad-node":  # no trigger: the fault is in the pod's environment (agent_env)
             return f"{self.name}{target} from its start: its fabric preflight is slow"
         return f"{self.name}{target} {self.trigger.describe()}"
@@ -188,6 +205,8 @@ class Drill:
         if self.report is not None:
             if self.name == "evict-pod":
                 return self._evict_again(pods, checkpoint_dir)
+            if self.held is not None and self.held.sockets and self.held.release_when_owners_are_gone():
+                return f"the connections of the workers of the fault closed: all {len(self.held.owners)} have exited"
             return self._kill_workers_again(pods) if self.name == "kill-workers" else ""
         durable = self.storage.newest_durable if self.storage and self.name == "lost-storage" else None
         if durable is not None:  # a listing takes milliseconds; the runner polls ten times a second
@@ -202,13 +221,14 @@ class Drill:
         if not self.trigger.met(checkpoint_dir, last_step, durable):
             return ""
         killed: list[Proc] = []
-        stopped: list[Proc] = []
+        blocked: list[Proc] = []
+        fired_at = time.time()
         if self.name == "kill-agent":
             detail = self._kill_agent(pods, killed)
         elif self.name == "kill-workers":
             detail = self._kill_workers(pods, killed) or f"{pods.pods[self.pod_index].name} had no workers running"
         elif self.name == "hung-peer":
-            detail = self._hang_and_crash(pods, stopped, killed)
+            detail = self._hang_and_crash(pods, blocked, killed)
         elif self.name == "evict-pod":
             detail = self._evict(pods)
         elif self.name == "lost-storage":
@@ -220,9 +240,11 @@ class Drill:
         checkpoint = durable() if durable is not None else newest_checkpoint_step(checkpoint_dir)
         repeats = 0 if self.name == "kill-workers" and not killed else 1  # kill-workers counts rounds with victims
         evicted_at = (checkpoint,) if self.name == "evict-pod" else ()
+        held = len(self.held.sockets) if self.held else 0
         self.report = DrillReport(
-            self.name, last_step, checkpoint, detail, tuple(killed), repeats, tuple(stopped), evicted_at
-        )
+            self.name, last_step, checkpoint, detail, tuple(killed), repeats, tuple(blocked), evicted_at,
+            fired_at=fired_at, held_connections=held,
+        )  # fmt: skip
         return detail
 
     def _evict(self, pods: WorkerPods) -> str:
@@ -249,8 +271,11 @@ class Drill:
         return f"{detail} (eviction {report.repeats + 1} of {EVICTIONS})"
 
     def finish(self, pods: WorkerPods) -> None:
-        """After the job: what the drill learns from the last attempt's logs (lost-storage: where the new cluster's
-        trainer resumed, from the first resume line its pods logged after the loss)."""
+        """After the job: the connections hung-peer still holds are closed, and what the drill learns from the last
+        attempt's logs (lost-storage: where the new cluster's trainer resumed, from the first resume line its pods
+        logged after the loss)."""
+        if self.held is not None:
+            self.held.release()
         if self.name != "lost-storage" or self.report is None:
             return
         for pod in pods.pods:
@@ -267,17 +292,24 @@ class Drill:
         taken, self.disrupted = self.disrupted, set()
         return taken
 
-    def _hang_and_crash(self, pods: WorkerPods, stopped: list[Proc], killed: list[Proc]) -> str:
-        """SIGSTOP the blocked pod's workers first, so that none of them sees the crash fail a collective (gloo's
-        way, not NCCL's), then SIGKILL the crashed pod's workers."""
-        hung = pods.pods[self.hung_index]
-        if hung.phase is not PodPhase.RUNNING or hung.process is None:
-            return f"{hung.name} was not running; nothing done"
-        stopped += process_tree(hung.process.pid)[1:]
-        signal_all(stopped, signal.SIGSTOP)
-        crashed = self._kill_workers(pods, killed)
-        blocked = ", ".join(str(proc.pid) for proc in stopped)
-        return f"SIGSTOP to the workers of {hung.name} (pids {blocked}: blocked, as NCCL peers are); {crashed}"
+    def _hang_and_crash(self, pods: WorkerPods, blocked: list[Proc], killed: list[Proc]) -> str:
+        """Take every running worker's connections, then SIGKILL the crashed pod's first worker: the rest block."""
+        crashed = pods.pods[self.pod_index]
+        if crashed.phase is not PodPhase.RUNNING or crashed.process is None:
+            return f"{crashed.name} was not running; nothing done"
+        workers = {pod.name: pod_workers(pod) for pod in pods.pods if pod.phase is PodPhase.RUNNING}
+        if not workers.get(crashed.name):
+            return f"{crashed.name} had no workers running; nothing done"
+        everyone = [proc for procs in workers.values() for proc in procs]
+        self.held = HeldConnections.take(everyone)
+        victim = min(workers[crashed.name], key=lambda proc: proc.pid)
+        signal_all([victim], signal.SIGKILL)
+        killed.append(victim)
+        blocked += [proc for proc in everyone if proc != victim]
+        return (
+            f"SIGKILL to worker {victim.pid} of {crashed.name}, its {len(self.held.sockets)} connections and every "
+            f"other worker's kept open: {len(blocked)} workers left inside their collective, as NCCL leaves them"
+        )
 
     def _kill_agent(self, pods: WorkerPods, killed: list[Proc]) -> str:
         pod = pods.pods[self.pod_index]

@@ -5,7 +5,8 @@ the Training Operator adds.
 Pure functions of the manifest (no processes, no torch import). What changes for this machine, and only that:
 - the rendezvous points at the local etcd, with a rendezvous id fresh for each local run (a new run must never
   join the closed rendezvous of the previous one in the same etcd);
-- one worker process per agent (nprocPerNode is the node's GPU count on the cluster; here there are no GPUs);
+- one worker process per agent unless asked for more (nprocPerNode is the node's GPU count on the cluster; here there
+  are no GPUs, and each worker takes a share of the CPU);
 - the agents and workers talk over loopback only;
 - the trainer runs on the CPU (gloo), serves its metrics on loopback, and its paths under the pod's volume
   mounts (/checkpoints, /cache) land in the run's local directory, as the volumes would;
@@ -42,7 +43,12 @@ from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS
 
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
 LOOPBACK = "127.0.0.1"
-LOCAL_NPROC_PER_NODE = 1
+LOCAL_NPROC_PER_NODE = 1  # workers per agent unless the run asks for more (python -m local --nproc-per-node)
+# Two agents of two workers on two cores shared with other test runs measured one node's loopback collectives at 0.60,
+# then 0.19, of the median node's, and the preflight named it bad. A node twenty times slower than the median is still
+# named: the bad-node drill's 200 ms before each collective of a few milliseconds (local/drills.py) makes it some fifty
+# times slower.
+LOCAL_PREFLIGHT_MIN_FRACTION = 0.05
 # Variables of an enclosing torchrun or operator that must not leak into the local agents' own launch.
 INHERITED_LAUNCH_VARIABLES = (
     "RANK",
@@ -76,6 +82,24 @@ def is_node_name_reference(entry: dict[str, Any]) -> bool:
     return entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == NODE_NAME_FIELD
 
 
+def is_label_reference(entry: dict[str, Any]) -> bool:
+    """An env entry the kubelet fills with one of the pod's labels (the downward API): the controller that labels the
+    pod decides its value, which the local run's model of that controller gives (local/trainjob_run.py)."""
+    return entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "").startswith("metadata.labels[")
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What the local run sets in each pod's workers beyond the manifest: how many each agent starts, and how often
+    the leader logs a step (every step under a drill, whose recovery is timed to the step; None: the manifest's)."""
+
+    nproc_per_node: int = LOCAL_NPROC_PER_NODE
+    log_every: int | None = None
+
+
+DEFAULT_WORKERS = WorkerOptions()
+
+
 class ManifestError(ValueError):
     """The manifest is not a PyTorchJob this runner can execute; the message names what is off."""
 
@@ -103,6 +127,7 @@ class LocalPlan:
     agents: list[AgentLaunch]
     changes: list[str] = field(default_factory=list)
     volumes: tuple[Path, ...] = ()  # the local directories that stand in for the pods' volumes (the shared file system)
+    nproc_per_node: int = LOCAL_NPROC_PER_NODE  # workers per agent here
 
     @property
     def trainer(self) -> TrainConfig:
@@ -221,8 +246,8 @@ def container_environment(container: dict[str, Any], mounts: dict[str, Path]) ->
         name = entry["name"]
         if "value" in entry:
             env[name] = remap_path(str(entry["value"]), mounts)
-        elif is_node_name_reference(entry):
-            continue  # each agent's own (local_node_name)
+        elif is_node_name_reference(entry) or is_label_reference(entry):
+            continue  # each agent's own (local_node_name), or the runner's as it runs the pod (a JobSet's label)
         elif name in os.environ:
             env[name] = os.environ[name]
         elif not entry.get("valueFrom", {}).get("secretKeyRef", {}).get("optional", False):
@@ -258,15 +283,19 @@ def hub_token_changes(container: dict[str, Any]) -> list[str]:
 
 
 def local_trainer_config(
-    trainer_args: list[str], mounts: dict[str, Path], metrics_port: int, node_counts: range
+    trainer_args: list[str],
+    mounts: dict[str, Path],
+    metrics_port: int,
+    node_counts: range,
+    workers: WorkerOptions = DEFAULT_WORKERS,
 ) -> TrainConfig:
     """The trainer's arguments, parsed by the trainer's own parser, with this machine's changes."""
     config = parse_args(trainer_args)
     schedule = config.schedule
     if schedule.global_batch_size is None:
         # Fixed, so that losing an agent changes the gradient accumulation and not the optimisation: the smallest
-        # global batch that divides evenly at every node count of the elastic range (one rank per agent here).
-        per_rank = schedule.batch_size * LOCAL_NPROC_PER_NODE
+        # global batch that divides evenly at every node count of the elastic range.
+        per_rank = schedule.batch_size * workers.nproc_per_node
         schedule = replace(schedule, global_batch_size=per_rank * math.lcm(*node_counts))
     return replace(
         config,
@@ -282,13 +311,19 @@ def local_trainer_config(
         metrics=replace(
             config.metrics,
             file=_local_path(config.metrics.file, mounts),
+            log_every=workers.log_every or config.metrics.log_every,
             host=LOOPBACK,
             port=metrics_port,
             peak_tflops=None,  # a GPU's peak makes no MFU for a CPU
         ),
         # The instance type's NVLink and EFA figures say nothing of loopback gloo: the local preflight compares the
-        # local nodes with each other only.
-        preflight=replace(config.preflight, expect_intra_gb_per_s=0.0, expect_inter_gb_per_s=0.0),
+        # local nodes with each other only, and on shared cores, where their figures vary with other processes' load.
+        preflight=replace(
+            config.preflight,
+            expect_intra_gb_per_s=0.0,
+            expect_inter_gb_per_s=0.0,
+            min_fraction=min(config.preflight.min_fraction, LOCAL_PREFLIGHT_MIN_FRACTION),
+        ),
     )
 
 
@@ -362,9 +397,11 @@ def local_plan(
     etcd_endpoint: str,
     metrics_port: int,
     stand_ins: dict[str, str] | None = None,
+    workers: WorkerOptions = DEFAULT_WORKERS,
 ) -> LocalPlan:
-    """The agents to start for `manifest`, with the rendezvous at `etcd_endpoint`, files under `work_dir`, and the
-    container variables `stand_ins` (the local S3 API's, local/artifacts.py) in place of the manifest's."""
+    """The agents to start for `manifest`, with the rendezvous at `etcd_endpoint`, files under `work_dir`, the
+    container variables `stand_ins` (the local S3 API's, local/artifacts.py) in place of the manifest's, and the
+    `workers` each agent starts."""
     stand_ins = stand_ins or {}
     container = worker_container(manifest)
     mounts = volume_directories(container, work_dir)
@@ -377,7 +414,7 @@ def local_plan(
     replicas = int(manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"])
     rendezvous_id = fresh_rendezvous_id(variables["PET_RDZV_ID"])
     local = {
-        "nproc-per-node": str(LOCAL_NPROC_PER_NODE),
+        "nproc-per-node": str(workers.nproc_per_node),
         "rdzv-backend": "etcd-v2",
         "rdzv-endpoint": etcd_endpoint,
         "rdzv-id": rendezvous_id,
@@ -391,7 +428,7 @@ def local_plan(
     flags = {**flags, **local}
     variables = {**variables, **{f"PET_{name.upper().replace('-', '_')}": value for name, value in local.items()}}
     low, high = (int(n) for n in variables["PET_NNODES"].split(":"))
-    trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1))
+    trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1), workers)
     args, trainer_lines = local_trainer_args(manifest_args, trainer)
     changes += trainer_lines
     changes += hub_token_changes(container)
@@ -416,4 +453,7 @@ def local_plan(
         raise ManifestError(f"the Worker replicas' restartPolicy {policy!r} is none of {', '.join(POLICIES)}")
     check_no_recreation_loop(manifest)
     nproc = int(manifest["spec"].get("nprocPerNode", 1))
-    return LocalPlan(job, replicas, backoff, policy, rendezvous_id, nproc, agents, changes, tuple(mounts.values()))
+    volumes = tuple(mounts.values())
+    return LocalPlan(
+        job, replicas, backoff, policy, rendezvous_id, nproc, agents, changes, volumes, workers.nproc_per_node
+    )

@@ -67,6 +67,35 @@ def latest_per_step(records: list[Record]) -> list[Record]:
 
 
 @dataclass(frozen=True)
+class Recovery:
+    """A fault's cost in time: from the last step the leader logged before it to the first step a new start of the
+    workers logged after it (the steps since the checkpoint are trained again on top)."""
+
+    last_step: int
+    first_step: int
+    seconds: float
+
+    def line(self) -> str:
+        return (
+            f"recovery: {self.seconds:.1f} s from step {self.last_step} (the last logged before the fault) to step "
+            f"{self.first_step} (the first logged after it)"
+        )
+
+
+def recovery(records: list[Record], fired_at: float) -> Recovery | None:
+    """The recovery from a fault injected at `fired_at` (time.time(), as the records' "time"); None when no step was
+    logged before it, or none by a later start of the workers after it (their agreed start count, "restarts")."""
+    before = [record for record in records if record["time"] <= fired_at]
+    if not before:
+        return None
+    last = before[-1]
+    after = [r for r in records if r["time"] > fired_at and r["restarts"] > last["restarts"]]
+    if not after:
+        return None
+    return Recovery(last["step"], after[0]["step"], after[0]["time"] - last["time"])
+
+
+@dataclass(frozen=True)
 class Summary:
     steps: int
     total_steps: int

@@ -16,13 +16,14 @@ import yaml
 
 from local.agents import WorkerPods
 from local.artifacts import LocalStorage, RunArtifacts, S3Upload, local_bucket
-from local.config import MAX_LOCAL_NODES, LocalJobOptions, Override, local_stack_config
+from local.config import MAX_LOCAL_NODES, MAX_LOCAL_WORKERS_PER_NODE, LocalJobOptions, Override, local_stack_config
 from local.drills import BAD_NODE_NODES, Drill, DrillError, DrillReport, RunStorage, Trigger
 from local.etcd import EtcdError, LocalEtcd, free_port, is_healthy
-from local.launch import AgentLaunch, LocalPlan, ManifestError, local_plan
+from local.launch import AgentLaunch, LocalPlan, ManifestError, WorkerOptions, local_plan
+from local.modelled_fields import UnmodelledFieldError
 from local.nodes import LocalNodes, elastic_minimum, nodes_for
 from local.pytorchjob_webhook import AdmissionDeniedError, admit_pytorchjob
-from local.report import MetricsFollower, Record, Summary, progress_line, summarize, write_chart
+from local.report import MetricsFollower, Record, Recovery, Summary, progress_line, recovery, summarize, write_chart
 from stack.config import StackConfig
 from stack.fields import ConfigError
 from stack.paths import PROJECT_ROOT
@@ -34,6 +35,7 @@ from workloads.job.spec import job_spec
 POLL_S = 0.1  # how often pods, metrics and drills are looked at: short, so a drill lands right after its trigger
 DEFAULT_TIMEOUT_S = 1800.0
 QUIET_NOTE_S = 15.0
+DRILL_LOG_EVERY = 1  # a drill's run logs every step: its recovery is timed from the last before it to the first after
 # What a quiet spell usually is: after a lost node, torch's dynamic rendezvous first lets the node's keep-alives
 # expire (3 x 5 s), then waits last_call_timeout (30 s) for more nodes before it settles on fewer.
 WAITING_HINT = "the agents are starting or re-forming the rendezvous (see the logs for details)"
@@ -72,6 +74,7 @@ class LocalResult:
     pod_restarts: int
     elapsed_s: float
     artifacts: RunArtifacts | None = None  # what the run left in its S3 API under --artifacts-uri
+    recovery: Recovery | None = None  # the drill's cost in time, from the last step before it to the first after
 
     @property
     def checkpoint_dir(self) -> Path | None:
@@ -82,6 +85,13 @@ class LocalResult:
     def metrics_file(self) -> Path | None:
         file = self.plan.trainer.metrics.file
         return Path(file) if file else None
+
+
+def worker_options(options: LocalOptions) -> WorkerOptions:
+    """What the run sets in each pod's workers beyond the manifest (--nproc-per-node; every step logged under a
+    drill, so that its recovery is timed to the step)."""
+    log_every = options.job.log_every or (DRILL_LOG_EVERY if options.drill else None)
+    return WorkerOptions(options.job.nproc_per_node, log_every)
 
 
 def with_drill_defaults(options: LocalOptions) -> LocalOptions:
@@ -116,7 +126,7 @@ def render_manifest(options: LocalOptions) -> tuple[dict[str, Any], list[Overrid
     manifest = pytorchjob_manifest(job_spec(config))
     try:
         admit_pytorchjob(manifest)
-    except AdmissionDeniedError as refused:
+    except (AdmissionDeniedError, UnmodelledFieldError) as refused:
         raise LocalRunError(f"{manifest['metadata']['name']}: {refused}") from None
     return manifest, overrides, config
 
@@ -126,6 +136,9 @@ def local_config(options: LocalOptions) -> tuple[StackConfig, list[Override]]:
     nodes = options.job.nodes
     if nodes is not None and not 1 <= nodes <= MAX_LOCAL_NODES:
         raise LocalRunError(f"--nodes {nodes}: expected 1 to {MAX_LOCAL_NODES} agents on one machine")
+    workers = options.job.nproc_per_node
+    if not 1 <= workers <= MAX_LOCAL_WORKERS_PER_NODE:
+        raise LocalRunError(f"--nproc-per-node {workers}: expected 1 to {MAX_LOCAL_WORKERS_PER_NODE} workers per agent")
     try:
         config, overrides = local_stack_config(options.stack, options.job)
     except FileNotFoundError as error:
@@ -192,11 +205,11 @@ def shorter_paths(text: str, work_dir: Path) -> str:
 def header(
     options: LocalOptions, plan: LocalPlan, overrides: list[Override], endpoint: str, work_dir: Path, s3: list[str]
 ) -> str:
-    nproc = plan.cluster_nproc_per_node
-    reduced = "" if nproc == 1 else f" (nprocPerNode is {nproc} on the cluster, one per GPU; reduced to 1 here)"
+    nproc, here = plan.cluster_nproc_per_node, plan.nproc_per_node
+    reduced = "" if nproc == here else f" (nprocPerNode is {nproc} on the cluster, one per GPU; {here} here)"
     lines = [
         f"local run of stack {options.stack}: PyTorchJob {plan.job}, {plan.replicas} worker replica(s) -> "
-        f"{plan.replicas} torchrun agent(s) with 1 worker process each{reduced}",
+        f"{plan.replicas} torchrun agent(s) with {here} worker process(es) each{reduced}",
         f"  rendezvous: etcd-v2 at {endpoint}, id {plan.rendezvous_id}",
         *(f"  {line}" for line in s3),
         f"  artifacts: {plan.trainer.artifacts.uri or 'none (no --artifacts-uri)'}",
@@ -221,6 +234,8 @@ def footer(result: LocalResult) -> str:
         lines.append(
             f"  drill: {drill.drill} at step {drill.at_step}{repeats}, newest checkpoint then: {drill.checkpoint_step}"
         )
+        if result.recovery:
+            lines.append(f"  {result.recovery.line()}")
         if drill.drill == "lost-storage":
             resumed = f"{drill.resumed_from}, {drill.resumed_tier}" if drill.resumed_from else "nothing (step 0)"
             lines.append(f"  new cluster: {result.plan.replicas} node(s), resumed from {resumed}")
@@ -263,7 +278,14 @@ def run_local(options: LocalOptions) -> LocalResult:
         def plan_for(manifest: dict[str, Any]) -> LocalPlan:
             assert storage is not None
             try:
-                return local_plan(manifest, work_dir, endpoint, free_port(), storage.container_environment())
+                return local_plan(
+                    manifest,
+                    work_dir,
+                    endpoint,
+                    free_port(),
+                    storage.container_environment(),
+                    worker_options(options),
+                )
             except ManifestError as error:
                 raise LocalRunError(f"the stack's manifest: {error}") from None
 
@@ -453,6 +475,7 @@ def supervise(
         pod_restarts=rule.pod_restarts(pods, plan),
         elapsed_s=time.monotonic() - started,
         artifacts=storage.artifacts(uri) if storage and is_s3_uri(uri) and uri else None,
+        recovery=recovery(follower.records, drill.report.fired_at) if drill and drill.report else None,
     )
     if not succeeded:
         for pod in pods.pods:

@@ -6,9 +6,9 @@ Pure functions of the two objects (no processes, no torch import), built from th
 (local/launch.py). What Trainer v2 sets, from kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go:
 PET_NNODES (trainer.numNodes), PET_NPROC_PER_NODE (trainer.numProcPerNode), PET_NODE_RANK (the pod's completion
 index), PET_MASTER_ADDR (node 0: "<job>-node-0-0.<job>") and PET_MASTER_PORT (29500). What changes for this machine,
-and only that: one worker process per agent, the master on loopback at a free port (node 0's pod has its own
-address on the cluster; here every "pod" shares one), and the trainer's local changes (CPU, paths under the run's
-directory).
+and only that: one worker process per agent (or --nproc-per-node), the master on loopback at a free port (node 0's pod
+has its own address on the cluster; here every "pod" shares one), and the trainer's local changes (CPU, paths under
+the run's directory).
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from local.launch import (
+    DEFAULT_WORKERS,
     LOCAL_NPROC_PER_NODE,
     LOOPBACK,
     AgentLaunch,
     LocalPlan,
     ManifestError,
+    WorkerOptions,
     agent_environment,
     expanded_command,
     hub_token_changes,
@@ -38,6 +40,7 @@ from local.launch import (
 )
 from local.restart_policy import NEVER
 from trainer.launch.exits import LAUNCH_MODULE
+from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE
 from trainer.launch.node_taint import NODE_NAME_VARIABLE
 
 NODE = "node"  # the replicated job and the container Trainer v2 completes (pkg/constants/constants.go Node)
@@ -80,9 +83,9 @@ def trainer_v2_variables(trainjob: dict[str, Any], node_rank: int) -> dict[str, 
     }
 
 
-def local_variables(master_port: int) -> dict[str, str]:
+def local_variables(master_port: int, nproc_per_node: int = LOCAL_NPROC_PER_NODE) -> dict[str, str]:
     return {
-        "PET_NPROC_PER_NODE": str(LOCAL_NPROC_PER_NODE),
+        "PET_NPROC_PER_NODE": str(nproc_per_node),
         "PET_MASTER_ADDR": LOOPBACK,
         "PET_MASTER_PORT": str(master_port),
     }
@@ -95,9 +98,11 @@ def trainjob_plan(
     metrics_port: int,
     master_port: int,
     stand_ins: dict[str, str] | None = None,
+    workers: WorkerOptions = DEFAULT_WORKERS,
 ) -> LocalPlan:
-    """The agents to start for the TrainJob, meeting on 127.0.0.1:`master_port`, with files under `work_dir` and the
-    container variables `stand_ins` (the local S3 API's) in place of the TrainJob's."""
+    """The agents to start for the TrainJob, meeting on 127.0.0.1:`master_port`, with files under `work_dir`, the
+    container variables `stand_ins` (the local S3 API's) in place of the TrainJob's, and the `workers` each agent
+    starts."""
     stand_ins = stand_ins or {}
     container = node_container(runtime, trainjob)
     mounts = volume_directories(container, work_dir)
@@ -110,9 +115,9 @@ def trainjob_plan(
     job = trainjob["metadata"]["name"]
     nodes = int(trainjob["spec"]["trainer"]["numNodes"])
     cluster = trainer_v2_variables(trainjob, node_rank=0)
-    local = local_variables(master_port)
+    local = local_variables(master_port, workers.nproc_per_node)
     changes = [f"{name}={value} (cluster: {cluster[name]})" for name, value in local.items()]
-    trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(nodes, nodes + 1))
+    trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(nodes, nodes + 1), workers)
     args, trainer_lines = local_trainer_args(manifest_args, trainer)
     changes += trainer_lines
     changes += hub_token_changes(container)
@@ -133,6 +138,7 @@ def trainjob_plan(
             env={
                 **agent_environment(container, mounts, {**trainer_v2_variables(trainjob, rank), **local}, stand_ins),
                 NODE_NAME_VARIABLE: local_node_name(rank),
+                RESTART_ATTEMPT_VARIABLE: "0",  # the JobSet's first attempt; with_gang_restart sets the later ones
             },
             trainer=trainer,
         )
@@ -140,10 +146,14 @@ def trainjob_plan(
     ]
     nproc = int(trainjob["spec"]["trainer"]["numProcPerNode"])
     rendezvous = f"static on {LOOPBACK}:{master_port}"
-    return LocalPlan(job, nodes, 0, NEVER, rendezvous, nproc, agents, changes, tuple(mounts.values()))
+    volumes = tuple(mounts.values())
+    return LocalPlan(job, nodes, 0, NEVER, rendezvous, nproc, agents, changes, volumes, workers.nproc_per_node)
 
 
-def with_master_port(plan: LocalPlan, master_port: int) -> LocalPlan:
-    """The same agents meeting on another port: a restarted gang starts a fresh static rendezvous."""
-    agents = [dataclasses.replace(a, env={**a.env, "PET_MASTER_PORT": str(master_port)}) for a in plan.agents]
+def with_gang_restart(plan: LocalPlan, master_port: int, restarts: int) -> LocalPlan:
+    """The same agents as the JobSet's restart number `restarts` creates them: labelled with it (JobSet's
+    restart-attempt label, which the node container reads through the downward API), and meeting on another port, as
+    a restarted gang starts a fresh static rendezvous."""
+    variables = {"PET_MASTER_PORT": str(master_port), RESTART_ATTEMPT_VARIABLE: str(restarts)}
+    agents = [dataclasses.replace(a, env={**a.env, **variables}) for a in plan.agents]
     return dataclasses.replace(plan, agents=agents, rendezvous_id=f"static on {LOOPBACK}:{master_port}")

@@ -32,6 +32,7 @@ from local.drills import Drill, DrillError
 from local.etcd import free_port
 from local.jobset_policy import GangOutcome, JobSetRestarts, Verdict, gang_outcome, trainer_job
 from local.launch import LocalPlan, ManifestError
+from local.modelled_fields import UnmodelledFieldError
 from local.pod_failure_policy import DEFAULT_BACKOFF_LIMIT, DISRUPTION_TARGET, FailedPod, pod_exit
 from local.procs import kill_tree
 from local.restart_policy import container_exit_code
@@ -44,9 +45,10 @@ from local.run import (
     shorter_paths,
     start_storage,
     supervise,
+    worker_options,
 )
 from local.trainjob_admission import AdmissionError, admit
-from local.trainjob_launch import NODE, trainjob_plan, with_master_port
+from local.trainjob_launch import NODE, trainjob_plan, with_gang_restart
 from stack.paths import PROJECT_ROOT
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import training_runtime, trainjob_manifest
@@ -168,6 +170,8 @@ def run_trainjob_local(options: LocalOptions) -> LocalResult:
         admit(runtime, trainjob)
     except AdmissionError as refused:
         raise LocalRunError(f"the cluster would not run the stack's TrainJob: {refused}") from None
+    except UnmodelledFieldError as unmodelled:
+        raise LocalRunError(f"the stack's TrainJob: {unmodelled}") from None
     drill = gang_drill(options, spec.nodes)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     work_dir = (options.work_dir or PROJECT_ROOT / "runs" / "local" / f"{spec.name}-{stamp}").resolve()
@@ -177,7 +181,13 @@ def run_trainjob_local(options: LocalOptions) -> LocalResult:
     try:
         try:
             plan = trainjob_plan(
-                runtime, trainjob, work_dir, free_port(), free_port(), stand_ins=storage.container_environment()
+                runtime,
+                trainjob,
+                work_dir,
+                free_port(),
+                free_port(),
+                stand_ins=storage.container_environment(),
+                workers=worker_options(options),
             )
         except ManifestError as error:
             raise LocalRunError(f"the stack's TrainJob: {error}") from None
@@ -200,7 +210,8 @@ def header(
 ) -> str:
     lines = [
         f"local run of stack {options.stack}: TrainJob {plan.job}, {plan.replicas} node(s) -> {plan.replicas} "
-        f"torchrun agent(s) with 1 worker process each (numProcPerNode is {plan.cluster_nproc_per_node} on the "
+        f"torchrun agent(s) with {plan.nproc_per_node} worker process(es) each (numProcPerNode is "
+        f"{plan.cluster_nproc_per_node} on the "
         "cluster, one per GPU)",
         f"  rendezvous: {plan.rendezvous_id}, node 0 (Trainer v2's PET_MASTER_ADDR)",
         *(f"  {line}" for line in s3),
@@ -239,7 +250,7 @@ class GangRestarts:
         if outcome.verdict is not Verdict.RESTART:
             return AfterFailure(None, outcome.why)
         self.restarts = outcome.restarts
-        return AfterFailure(with_master_port(plan, free_port()))
+        return AfterFailure(with_gang_restart(plan, free_port(), self.restarts.restarts))
 
     def pod_restarts(self, pods: WorkerPods, plan: LocalPlan) -> int:
         return self.restarts.restarts * plan.replicas  # each JobSet restart creates every pod again

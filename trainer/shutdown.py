@@ -45,11 +45,13 @@ from typing import Protocol
 
 from trainer.launch.exits import exit_for_signal
 
+TORCH_FREE = True  # stack/recovery.py models a crash's recovery with the watcher's grace period
+
 log = logging.getLogger(__name__)
 # How long the main thread may take to begin the SIGTERM handler before the watcher takes it as blocked: Python runs a
 # handler at the next bytecode, well under a second even on a busy CPU; a main thread inside a long C call that does
 # return (a large matmul) loses nothing to the watcher, which settles the same way.
-MAIN_THREAD_GRACE_S = 2.0
+MAIN_THREAD_GRACE_S = 1.0
 MAIN_THREAD_FRAMES = 4  # innermost frames of the blocked main thread that the log names
 CLOSING = 0  # written to the wakeup pipe by close(): no signal has the number 0
 

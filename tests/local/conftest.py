@@ -11,7 +11,7 @@ import pytest
 
 from local.etcd import LocalEtcd
 from local.run import LocalResult
-from tests.local.runs import ELASTIC, run_dev
+from tests.local.runs import ELASTIC, NODE_SHAPED, run_dev
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +34,9 @@ def exhausted_agent_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult
 
 @pytest.fixture(scope="module")
 def hung_peer_run(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
-    """After the first checkpoint, worker pod 0's workers stopped (blocked, as NCCL peers are) and pod 1's killed."""
-    return run_dev(tmp_path_factory.mktemp("hung-peer"), drill="hung-peer")
+    """Two workers per pod; after the first checkpoint one of pod 1's killed, the other three left blocked in their
+    collective, as NCCL leaves them."""
+    return run_dev(tmp_path_factory.mktemp("hung-peer"), drill="hung-peer", job=NODE_SHAPED)
 
 
 @pytest.fixture(scope="module")

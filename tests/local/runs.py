@@ -1,6 +1,7 @@
 """Helpers of the end-to-end tests: the dev stack's job run locally, and a check for leftover processes.
 
-Small on purpose (the tiny model, one worker per agent, 40 steps): the machine may have two shared cores.
+Small on purpose (the tiny model, one worker per agent but for the blocking drill's two, 40 steps): the machine may
+have two shared cores.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ STEPS = 40
 CHECKPOINT_EVERY = 10
 # Two agents, elastic down to one: the global batch stays 8 sequences (2 ranks x 4, or 1 rank x 4 x 2 micro steps).
 ELASTIC = LocalJobOptions(nodes=2, min_nodes=1, steps=STEPS, checkpoint_every=CHECKPOINT_EVERY)
+# A node's shape for the blocking drill: two workers per agent, each with half the batch, so that the global batch (8)
+# and the loss curve are the clean run's.
+NPROC_PER_NODE = 2
+NODE_SHAPED = dataclasses.replace(ELASTIC, nproc_per_node=NPROC_PER_NODE, batch_size=2)
 RUN_TIMEOUT_S = 240.0  # the run gives up, and cleans up, before pytest-timeout would stop the test
 TEST_TIMEOUT_S = 420
 

@@ -17,7 +17,7 @@ from local.drills import EVICTIONS
 from local.etcd import LocalEtcd
 from local.procs import alive
 from local.run import LocalResult
-from tests.local.runs import STEPS, TEST_TIMEOUT_S, final_loss, log_of, processes_mentioning, run_dev
+from tests.local.runs import NPROC_PER_NODE, STEPS, TEST_TIMEOUT_S, final_loss, log_of, processes_mentioning, run_dev
 from trainer.checkpoint.layout import checkpoint_name, complete_checkpoints
 from trainer.launch.exits import REASON_PREFIX
 
@@ -27,6 +27,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
 # fp32 gradient sums differs (across ranks vs across micro steps), which moves the loss by float32 rounding, far
 # inside this tolerance. A lost or repeated step, another batch, or weights not restored move it much more.
 LOSS_TOLERANCE = 1e-4
+# Where a blocked worker's main thread waits: FSDP2's collectives, the trainer's gloo reduce-scatter, torch's c10d.
+COLLECTIVE_CODE = ("_fsdp_collectives.py", "reduce_scatter.py", "distributed_c10d.py")
 
 
 def max_restarts(result: LocalResult) -> int:
@@ -89,23 +91,46 @@ def test_killed_agent_job_stops_every_process_it_started(killed_agent_run: Local
     assert processes_mentioning(str(killed_agent_run.work_dir)) == []
 
 
-# (c) a crash whose peers block (NCCL's semantics): pod 0's workers stopped, pod 1's killed. Pod 1's agent counts a
-# restart, pod 0's restarts its workers for the membership change without counting one; the job re-forms all the same
-# because the workers' attempt is agreed through the rendezvous round, not taken from each node's count
+# (c) a rank crashes on a node of two workers, and its peers block as NCCL's do (its sibling and the other node's two):
+# their main threads stay inside a collective that never completes, their other threads run. Pod 1's agent counts a
+# restart, pod 0's restarts its workers for the membership change without counting one; every blocked worker leaves
+# on its agent's SIGTERM through the trainer's watcher thread, and the job re-forms all the same because the workers'
+# attempt is agreed through the rendezvous round, not taken from each node's count
 
 
-def test_hung_peer_drill_blocks_one_pods_workers_and_kills_the_others(hung_peer_run: LocalResult) -> None:
+def test_hung_peer_drill_kills_one_worker_and_leaves_its_peers_blocked_not_stopped(hung_peer_run: LocalResult) -> None:
     drill = hung_peer_run.drill
-    assert drill is not None and drill.stopped and drill.killed
+    assert drill is not None and len(drill.killed) == 1 and len(drill.blocked) == 2 * NPROC_PER_NODE - 1
+    assert drill.held_connections > 0 and "SIGSTOP" not in drill.detail
     assert drill.at_step < STEPS, "the drill fired only after the job had finished"
-    assert not any(alive(proc) for proc in drill.stopped + drill.killed)
+    assert not any(alive(proc) for proc in drill.blocked + drill.killed)
+
+
+def test_every_blocked_worker_leaves_through_its_watcher_with_its_main_thread_in_a_collective(
+    hung_peer_run: LocalResult,
+) -> None:
+    """The watcher (another thread of the worker) ran while the main thread stayed in FSDP's collective: the shape of a
+    GPU node's blocked ranks, which a stopped process (SIGSTOP) cannot show."""
+    logs = log_of(hung_peer_run, 0) + log_of(hung_peer_run, 1)
+    chains = re.findall(r"the main thread has not run its handler in \d s, blocked in ([^;]+);", logs)
+    assert len(chains) == 2 * NPROC_PER_NODE - 1
+    assert all(any(name in chain for name in COLLECTIVE_CODE) for chain in chains), chains
+
+
+def test_hung_peer_recovery_is_reported_to_the_step(hung_peer_run: LocalResult) -> None:
+    """The time from the last step before the fault to the first after it is reported (no bound asserted: the machine
+    is shared); with every step logged under a drill, the first after it is the one after the checkpoint."""
+    recovery, drill = hung_peer_run.recovery, hung_peer_run.drill
+    assert recovery is not None and drill is not None and drill.checkpoint_step is not None
+    assert recovery.first_step == drill.checkpoint_step + 1 and recovery.seconds > 0
+    print(f"hung-peer, {NPROC_PER_NODE} workers per pod: {recovery.line()}")
 
 
 def test_hung_peer_job_reforms_and_finishes_every_step_on_both_nodes(hung_peer_run: LocalResult) -> None:
     assert hung_peer_run.succeeded, hung_peer_run.reason
     summary = hung_peer_run.summary
     assert summary is not None and summary.steps == STEPS
-    assert summary.world_sizes == [2]
+    assert summary.world_sizes == [2 * NPROC_PER_NODE]
 
 
 def test_hung_peer_restart_counts_apart_yet_one_attempt(hung_peer_run: LocalResult) -> None:
@@ -124,10 +149,11 @@ def test_hung_peer_job_resumes_from_the_checkpoint_before_the_fault(hung_peer_ru
 
 
 def assert_on_the_loss_curve(result: LocalResult, clean: LocalResult) -> None:
-    """Every step the uninterrupted run logged has the same loss in `result` (a step logged again: the later)."""
+    """Every step the uninterrupted run logged has the same loss in `result` (a step logged again: the later; a drill's
+    run logs every step, the clean run every tenth)."""
     resumed = {record["step"]: record["loss"] for record in result.records}
     expected = {record["step"]: record["loss"] for record in clean.records}
-    assert set(resumed) == set(expected)
+    assert set(expected) <= set(resumed)
     for step, loss in expected.items():
         assert resumed[step] == pytest.approx(loss, rel=LOSS_TOLERANCE), f"step {step}"
 

@@ -19,10 +19,11 @@ from local.jobset_policy import GangOutcome, JobSetRestarts, Verdict, gang_outco
 from local.launch import LocalPlan, ManifestError
 from local.pod_failure_policy import pod_exit
 from local.run import LocalOptions, LocalRunError
-from local.trainjob_launch import trainjob_plan, with_master_port
+from local.trainjob_launch import trainjob_plan, with_gang_restart
 from local.trainjob_run import describe_policy
 from stack.job_api import PYTORCHJOB, TRAINJOB
 from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
+from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE
 from trainer.launch.stage import split_launcher_options
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import training_runtime, trainjob_manifest
@@ -84,9 +85,17 @@ def test_the_agents_run_the_trainjobs_command_with_the_local_trainer_changes(
 
 
 def test_a_restarted_gang_meets_on_a_fresh_port(plan: LocalPlan) -> None:
-    again = with_master_port(plan, MASTER_PORT + 1)
+    again = with_gang_restart(plan, MASTER_PORT + 1, restarts=1)
     assert {agent.env["PET_MASTER_PORT"] for agent in again.agents} == {str(MASTER_PORT + 1)}
     assert [a.env["PET_NODE_RANK"] for a in again.agents] == [a.env["PET_NODE_RANK"] for a in plan.agents]
+
+
+def test_each_gang_reads_the_jobsets_restart_attempt_as_its_label_gives_it(plan: LocalPlan) -> None:
+    """The node container's JOBSET_RESTART_ATTEMPT is the pod's restart-attempt label on the cluster (the downward
+    API); here the runner's model of the JobSet sets it, 0 for the first gang."""
+    assert {agent.env[RESTART_ATTEMPT_VARIABLE] for agent in plan.agents} == {"0"}
+    again = with_gang_restart(plan, MASTER_PORT + 1, restarts=2)
+    assert {agent.env[RESTART_ATTEMPT_VARIABLE] for agent in again.agents} == {"2"}
 
 
 def test_a_command_that_sets_trainer_v2s_numbers_itself_is_refused(objects: tuple[dict, dict]) -> None:
@@ -104,7 +113,7 @@ def outcome(runtime: dict[str, Any], code: int, restarts: int = 0) -> GangOutcom
 
 def test_the_header_states_the_runtimes_rules(objects: tuple[dict, dict]) -> None:
     lines = describe_policy(objects[0])
-    assert "podFailurePolicy rule 0: container node exit In [2, 3, 4] -> FailJob" in lines
+    assert "podFailurePolicy rule 0: container node exit In [2, 3, 4, 6] -> FailJob" in lines
     assert "podFailurePolicy rule 1: condition DisruptionTarget=True -> FailJob" in lines
     assert "JobSet rule finalExit: FailJobSet" in lines
 

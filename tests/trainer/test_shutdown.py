@@ -120,7 +120,7 @@ def test_a_rank_blocked_in_a_collective_leaves_promptly_on_sigterm(tmp_path: Pat
         left_after_s = time.monotonic() - sent
     finally:
         kill_tree(agent.pid, process_tree(agent.pid))
-    assert "the main thread has not run its handler in 2 s, blocked in" in output
+    assert "the main thread has not run its handler in 1 s, blocked in" in output
     assert "distributed_c10d.py" in output  # the recv, innermost
     assert f"exitcode  : {exit_for_signal(signal.SIGTERM)}" in output  # the watcher's exit, not a SIGKILL
     assert left_after_s < 30  # reported, not a timing claim: torchrun's SIGKILL would come 30 s later at the least

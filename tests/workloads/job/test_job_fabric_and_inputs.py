@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from local.launch import local_trainer_config
+from local.launch import LOCAL_PREFLIGHT_MIN_FRACTION, local_trainer_config
 from sizing.throughput import expected_fabric
 from trainer.config import to_argv
 from workloads.job.spec import job_spec
@@ -32,7 +32,10 @@ def test_the_local_run_drops_the_gpu_figures_for_loopback_gloo() -> None:
     argv = to_argv(spec_of("p5-2").trainer)
     local = local_trainer_config(argv, {}, 0, range(1, 3))
     assert (local.preflight.expect_intra_gb_per_s, local.preflight.expect_inter_gb_per_s) == (0.0, 0.0)
-    assert local.preflight.min_fraction == spec_of("p5-2").trainer.preflight.min_fraction
+    # and judges the local nodes against each other only loosely: their figures vary with the shared cores' load
+    assert local.preflight.min_fraction == min(
+        spec_of("p5-2").trainer.preflight.min_fraction, LOCAL_PREFLIGHT_MIN_FRACTION
+    )
 
 
 def test_an_s3_validation_data_set_is_among_the_inputs_the_pods_may_read() -> None:
