@@ -27,8 +27,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
 # fp32 gradient sums differs (across ranks vs across micro steps), which moves the loss by float32 rounding, far
 # inside this tolerance. A lost or repeated step, another batch, or weights not restored move it much more.
 LOSS_TOLERANCE = 1e-4
-# Where a blocked worker's main thread waits: FSDP2's collectives, the trainer's gloo reduce-scatter, torch's c10d.
-COLLECTIVE_CODE = ("_fsdp_collectives.py", "reduce_scatter.py", "distributed_c10d.py")
+# Where a blocked worker's main thread waits: FSDP2's collectives, the trainer's gloo reduce-scatter, torch's c10d and
+# functional collectives (the innermost frames the watcher logs).
+COLLECTIVE_CODE = ("_fsdp_collectives.py", "reduce_scatter.py", "distributed_c10d.py", "_functional_collectives.py")
 
 
 def max_restarts(result: LocalResult) -> int:
