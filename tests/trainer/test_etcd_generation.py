@@ -16,7 +16,7 @@ from local.etcd import LocalEtcd
 from trainer.launch.etcd_generation import STATE_PREFIX, GenerationStore, create_generational_handler
 from trainer.launch.rendezvous import ETCD_V2, SHARED_STORE_SWITCH, held_rendezvous_shutdowns
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # a real etcd: a process of its own
 KEY = "trainer/written-in-round-0"
 
 
