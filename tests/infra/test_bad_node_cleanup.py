@@ -120,6 +120,7 @@ def test_the_api_is_reached_as_the_provider_reaches_it(tmp_path: Path) -> None:
     assert calls[1][:3] == ["aws", "eks", "get-token"] and "--region" in calls[1]
 
 
+@pytest.mark.program
 def test_the_existing_cluster_component_carries_the_hook_the_engine_runs_at_its_delete() -> None:
     run = run_existing_cluster()
     assert run.error is None, run.error

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from stack.config import KUBERNETES_VERSIONS
 from stack.fields import NAMESPACE
 from stack.files import load_stack_config, raw_stack_config
@@ -15,6 +17,8 @@ from stack.versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 from tests.harness.pulumi_program import ProgramRun, Registered, run_program
 from tests.infra.existing_cluster_stack import run_existing_cluster
 from trainer.launch.node_taint import BAD_NODE_TAINT_KEY
+
+pytestmark = pytest.mark.program  # runs __main__.py under the mocks
 
 STACK = "p5-2"
 GROUP = "eks:index:ManagedNodeGroup"

@@ -14,6 +14,8 @@ from tests.harness.fake_price_list import GET_PRODUCT, PUBLICATION_DATE, fake_pr
 from tests.harness.pulumi_program import run_program
 from tests.infra.price_runs import ACCESS_DENIED, refused_price_list_run
 
+pytestmark = pytest.mark.program  # runs __main__.py under the mocks
+
 STACK = "p5-2"
 NODE_GROUP = "eks:index:ManagedNodeGroup"
 
