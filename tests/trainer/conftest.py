@@ -1,5 +1,5 @@
-"""Trainer test fixtures: the uninterrupted single-process reference run every comparison starts from, and a
-process group of one for tests that shard in this process."""
+"""Trainer test fixtures: the uninterrupted single-process reference run every comparison starts from, a process
+group of one for tests that shard in this process, and a real etcd for the rendezvous tests."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import torch.distributed as dist
 
+from local.etcd import LocalEtcd
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer
 
 
@@ -28,3 +29,13 @@ def world_of_one() -> Iterator[None]:
         yield
     finally:
         dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def rendezvous_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEtcd]:
+    """An etcd with the v2 API on loopback, for a module's rendezvous tests; stopped after them."""
+    etcd_server = LocalEtcd.start(log_path=tmp_path_factory.mktemp("etcd") / "etcd.log")
+    try:
+        yield etcd_server
+    finally:
+        etcd_server.stop()

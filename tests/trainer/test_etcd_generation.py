@@ -4,8 +4,6 @@ keys the earlier round 0 wrote, which torch's own store would hand it. Real etcd
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import etcd
 import pytest
 from torch.distributed.elastic.rendezvous import RendezvousParameters
@@ -20,61 +18,57 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # a real etcd: a proc
 KEY = "trainer/written-in-round-0"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEtcd]:
-    started = LocalEtcd.start(log_path=tmp_path_factory.mktemp("etcd") / "etcd.log")
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
 @pytest.fixture(autouse=True)
 def unshared_store(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SHARED_STORE_SWITCH, "1")  # as the launcher runs it: a fresh TCP store address each round
 
 
-def parameters(server: LocalEtcd, run_id: str) -> RendezvousParameters:
+def parameters(rendezvous_etcd: LocalEtcd, run_id: str) -> RendezvousParameters:
     return RendezvousParameters(
-        backend=ETCD_V2, endpoint=server.endpoint, run_id=run_id, min_nodes=1, max_nodes=1, local_addr="127.0.0.1"
+        backend=ETCD_V2,
+        endpoint=rendezvous_etcd.endpoint,
+        run_id=run_id,
+        min_nodes=1,
+        max_nodes=1,
+        local_addr="127.0.0.1",
     )
 
 
-def expire_state(server: LocalEtcd, run_id: str) -> None:
+def expire_state(rendezvous_etcd: LocalEtcd, run_id: str) -> None:
     """What the TTL does after two hours without an agent: the state key is gone."""
-    host, port = server.endpoint.split(":")
+    host, port = rendezvous_etcd.endpoint.split(":")
     etcd.Client(host=host, port=int(port)).delete(f"{STATE_PREFIX}/{run_id}")
 
 
-def round_0_after_expiry(server: LocalEtcd, run_id: str, create: object) -> bool:
+def round_0_after_expiry(rendezvous_etcd: LocalEtcd, run_id: str, create: object) -> bool:
     """Write KEY in round 0, let the state expire, join again (round 0 anew): whether KEY is still visible there."""
-    first = create(parameters(server, run_id))  # type: ignore[operator]
+    first = create(parameters(rendezvous_etcd, run_id))  # type: ignore[operator]
     info = first.next_rendezvous()
     assert first._state_holder.state.round == 0
     info.store.set(KEY, "stale")
-    expire_state(server, run_id)
-    again = create(parameters(server, run_id))  # type: ignore[operator]
+    expire_state(rendezvous_etcd, run_id)
+    again = create(parameters(rendezvous_etcd, run_id))  # type: ignore[operator]
     info = again.next_rendezvous()
     assert again._state_holder.state.round == 0
     return info.store.check([KEY])
 
 
-def test_torchs_own_store_hands_the_new_round_0_the_keys_of_the_old(server: LocalEtcd) -> None:
-    assert round_0_after_expiry(server, "plain", get_rendezvous_handler)  # what the launcher's handler fixes
+def test_torchs_own_store_hands_the_new_round_0_the_keys_of_the_old(rendezvous_etcd: LocalEtcd) -> None:
+    assert round_0_after_expiry(rendezvous_etcd, "plain", get_rendezvous_handler)  # what the launcher's handler fixes
 
 
-def test_the_generational_store_starts_a_new_generation_empty(server: LocalEtcd) -> None:
-    assert not round_0_after_expiry(server, "generational", create_generational_handler)
+def test_the_generational_store_starts_a_new_generation_empty(rendezvous_etcd: LocalEtcd) -> None:
+    assert not round_0_after_expiry(rendezvous_etcd, "generational", create_generational_handler)
 
 
-def test_the_launcher_creates_the_generational_handler_for_etcd_v2(server: LocalEtcd) -> None:
+def test_the_launcher_creates_the_generational_handler_for_etcd_v2(rendezvous_etcd: LocalEtcd) -> None:
     with held_rendezvous_shutdowns() as held:
-        handler = get_rendezvous_handler(parameters(server, "held"))
+        handler = get_rendezvous_handler(parameters(rendezvous_etcd, "held"))
     assert handler is held[0]
     assert isinstance(held[0].handler._store, GenerationStore)  # type: ignore[attr-defined]
 
 
-def test_the_state_lives_where_torchs_backend_keeps_it(server: LocalEtcd) -> None:
+def test_the_state_lives_where_torchs_backend_keeps_it(rendezvous_etcd: LocalEtcd) -> None:
     """The key the test expires is the one torch's create_backend writes the state to."""
-    backend, _ = create_backend(parameters(server, "where"))
+    backend, _ = create_backend(parameters(rendezvous_etcd, "where"))
     assert backend._key == f"{STATE_PREFIX}/where"

@@ -202,15 +202,6 @@ def test_sigterm_while_waiting_for_the_rendezvous_exits_143_itself(tmp_path: Pat
     assert not list(tmp_path.glob("started.*"))
 
 
-@pytest.fixture(scope="module")
-def rendezvous_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEtcd]:
-    etcd_server = LocalEtcd.start(log_path=tmp_path_factory.mktemp("etcd") / "etcd.log")
-    try:
-        yield etcd_server
-    finally:
-        etcd_server.stop()
-
-
 def etcd_launch(server: LocalEtcd, marks: Path, *worker: str) -> subprocess.Popen[str]:
     """One agent, elastic 1:1, on the etcd-v2 rendezvous 'probe'. A one-second keep-alive lets a dead agent's
     entry expire in 3 s rather than 15 (torch's defaults: 5 s, 3 missed)."""
