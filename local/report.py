@@ -84,12 +84,18 @@ class Recovery:
 
 def recovery(records: list[Record], fired_at: float) -> Recovery | None:
     """The recovery from a fault injected at `fired_at` (time.time(), as the records' "time"); None when no step was
-    logged before it, or none by a later start of the workers after it (their agreed start count, "restarts")."""
+    logged before it, or none by a later start of the workers after it. A later start's records have another agreed
+    start count ("restarts"), or count their tokens again from the step they resumed at ("tokens"): after etcd came
+    back empty the start count itself begins again."""
     before = [record for record in records if record["time"] <= fired_at]
     if not before:
         return None
     last = before[-1]
-    after = [r for r in records if r["time"] > fired_at and r["restarts"] > last["restarts"]]
+
+    def later_start(record: Record) -> bool:
+        return record["restarts"] != last["restarts"] or record["tokens"] < last["tokens"]
+
+    after = [r for r in records if r["time"] > fired_at and later_start(r)]
     if not after:
         return None
     return Recovery(last["step"], after[0]["step"], after[0]["time"] - last["time"])
