@@ -24,10 +24,12 @@ from typing import Any
 
 from local.etcd import LOOPBACK, free_port
 from local.procs import die_with_parent
+from stack.paths import PROJECT_ROOT
 from trainer.s3.endpoint import DEFAULT_REGION, ENDPOINT_VARIABLE
 from trainer.s3.uri import S3Uri
 
 STARTUP_TIMEOUT_S = 30.0
+SERVER_MODULE = "moto.server"
 STOP_GRACE_S = 10.0
 # moto accepts any key pair unless its IAM checks are on (INITIAL_NO_AUTH_ACTION_COUNT); these name no account.
 ACCESS_KEY_ID = "local-access-key"
@@ -49,12 +51,20 @@ class LocalS3:
         return f"http://{LOOPBACK}:{self.port}"
 
     @classmethod
-    def start(cls, region: str = DEFAULT_REGION, server_env: dict[str, str] | None = None) -> LocalS3:
+    def start(
+        cls,
+        region: str = DEFAULT_REGION,
+        server_env: dict[str, str] | None = None,
+        server_module: str = SERVER_MODULE,
+        server_args: tuple[str, ...] = (),
+    ) -> LocalS3:
         """Start moto's server and wait until it answers; `server_env` adds variables for the server (its IAM
-        checks, say)."""
+        checks, say); `server_module` is another module serving moto's application on the same -H and -p options
+        (the tests' one adds AWS's throttling, tests/harness/s3_server.py), with `server_args` after them."""
         port = free_port()
         process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
+            [sys.executable, "-m", server_module, "-H", LOOPBACK, "-p", str(port), *server_args],
+            cwd=PROJECT_ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

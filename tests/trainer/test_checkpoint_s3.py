@@ -1,23 +1,30 @@
 """Checkpoints reach S3, the durable tier, and a run resumes from there: through the S3 connector for PyTorch's DCP
-writer and reader, against a real S3 API (moto's server on 127.0.0.1, local/s3.py), as on AWS."""
+writer and reader, against a real S3 API (moto's server on 127.0.0.1, local/s3.py), as on AWS; the two-rank run
+against one that throttles and enforces the pods' IAM policy (tests/harness/s3_server.py, moto_iam.py)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
+from infra.s3_access import artifacts_policy
 from local.s3 import LocalS3
+from tests.harness.moto_iam import guarded_s3
+from tests.harness.s3_server import ThrottlePlan, throttle, throttle_count
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, complete_checkpoints
 from trainer.checkpoint.s3_reader import CountingS3Reader
 from trainer.checkpoint.s3_store import S3Checkpoints, resume_source
 from trainer.launch.exits import EXIT_BAD_INPUT
 from trainer.s3.dcp import S3Writer
+from trainer.s3.model_upload import model_uri, read_manifest
+from trainer.s3.transfer import list_objects
 from trainer.s3.uri import S3Uri
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -43,8 +50,8 @@ def s3_environment(s3: LocalS3, monkeypatch: pytest.MonkeyPatch) -> dict[str, st
     return environment
 
 
-def keys(s3: LocalS3, prefix: S3Uri) -> list[str]:
-    listed = s3.client().list_objects_v2(Bucket=prefix.bucket, Prefix=prefix.prefix)
+def keys(s3: LocalS3, prefix: S3Uri, client: Any = None) -> list[str]:
+    listed = (client or s3.client()).list_objects_v2(Bucket=prefix.bucket, Prefix=prefix.prefix)
     return sorted(item["Key"][len(prefix.prefix) :] for item in listed.get("Contents", []))
 
 
@@ -63,8 +70,8 @@ def steps_from(run: TrainerRun, first: int) -> dict[int, float]:
 def test_a_dcp_checkpoint_round_trips_through_the_s3_connector(s3: LocalS3, s3_environment: dict[str, str]) -> None:
     uri = S3Uri(BUCKET, "round-trip/step_00000001")
     saved = {"weights": torch.arange(12, dtype=torch.float32).reshape(3, 4), "step": torch.tensor(7)}
-    dcp.save(saved, storage_writer=S3Writer(uri), no_dist=True)
-    assert keys(s3, uri) == [".metadata", "__0_0.distcp"]
+    dcp.save(saved, storage_writer=S3Writer(uri, writers=1), no_dist=True)
+    assert keys(s3, uri) == [".metadata", "00/__0_0.distcp"]  # the rank's shard under its own prefix
 
     loaded = {"weights": torch.zeros(3, 4), "step": torch.tensor(0)}
     reader = CountingS3Reader(uri)
@@ -90,20 +97,35 @@ def test_only_checkpoints_with_meta_json_are_complete_and_a_prune_deletes_the_re
     assert keys(s3, root) == ["step_00000002/.metadata", "step_00000002/__0_0.distcp", "step_00000002/meta.json"]
 
 
-def test_two_ranks_save_to_s3_in_the_background_committed_by_meta_json_and_pruned(
-    s3: LocalS3, reference_run: TrainerRun, tmp_path: Path
+def test_two_ranks_throttled_and_held_to_the_pods_policy_commit_every_checkpoint_and_export_the_model(
+    reference_run: TrainerRun, tmp_path: Path
 ) -> None:
-    artifacts = S3Uri(BUCKET, "two-ranks")
-    args = [*with_flags(TINY, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every="2", keep_checkpoints="2",
-                        artifacts_uri=str(artifacts)), "--async-checkpoint"]  # fmt: skip
-    run = run_trainer(args, tmp_path, nproc=2, env=s3.client_environment())
-    assert run.returncode == 0, run.output
+    """The S3 API as AWS answers a burst (tests/harness/s3_server.py): every fourth write and the first 4 of every 40
+    answered 503 SlowDown, and IAM enforced on the pods' own policy documents (infra/s3_access.py artifacts_policy,
+    the run's prefix alone), assumed as a role. Two ranks save in the background every 2 steps: every save is
+    committed by meta.json, older ones pruned, each rank's shard under its own prefix, and the model exported with
+    its manifest last; training is as without S3."""
+    bucket, run_key = "fsdp-eks-dev-artifacts-throttled", "fsdp-eks/dev/run-1/"
+    artifacts = S3Uri(bucket, run_key.rstrip("/"))
+    with guarded_s3() as guarded:
+        guarded.s3.create_bucket(Bucket=bucket)
+        pods = guarded.role_session("pods", [artifacts_policy("aws", bucket, run_key)])
+        throttle(guarded.server, ThrottlePlan(every=4, burst_every=40, burst_length=4))
+        args = [*with_flags(TINY, checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every="2", keep_checkpoints="2",
+                            artifacts_uri=str(artifacts)), "--async-checkpoint"]  # fmt: skip
+        run = run_trainer(args, tmp_path, nproc=2, env={**guarded.server.client_environment(), **pods}, timeout=240)
+        assert run.returncode == 0, run.output
+        count = throttle_count(guarded.server)
+        root, model = artifacts.join("checkpoints"), model_uri(str(artifacts))
+        listed = keys(guarded.server, root, guarded.s3)
+        complete = read_manifest(model, guarded.s3)
+        model_objects = list_objects(model, guarded.s3)
+    assert count.throttled >= count.writes // 4 and count.longest_run >= 4, count
     assert_same_losses(run.losses(), reference_run.losses())
-    shards = [".metadata", "__0_0.distcp", "__1_0.distcp", META_FILE]
-    step_4, step_6 = checkpoint_name(4), checkpoint_name(6)
-    assert keys(s3, artifacts.join("checkpoints")) == [f"{step_4}/{k}" for k in shards] + [
-        f"{step_6}/{k}" for k in shards
-    ]
+    shards = [".metadata", "00/__0_0.distcp", "10/__1_0.distcp", META_FILE]
+    assert listed == [f"{checkpoint_name(step)}/{key}" for step in (4, 6) for key in shards]
+    assert complete is not None and complete.matches(model, model_objects)
+    assert {f.name for f in complete.files} >= {"config.json", "model.safetensors"}
     last = run.metrics[-1]
     assert last["checkpoint_s3_bytes"] > 0 and last["checkpoint_s3_save_s"] > 0
     assert last["checkpoint_s3_failed_saves"] == 0

@@ -145,7 +145,7 @@ class DurableTier:
         try:
             from trainer.s3.dcp import S3Writer  # the S3 connector: only where a run writes checkpoints to S3
 
-            dcp.save(state, storage_writer=S3Writer(upload.uri, self.threads), process_group=self.io)
+            dcp.save(state, storage_writer=S3Writer(upload.uri, self.io.size(), self.threads), process_group=self.io)
             if self.is_leader:
                 if cleared is not None:
                     raise cleared

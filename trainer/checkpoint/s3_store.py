@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, checkpoint_step
-from trainer.s3.transfer import call, list_objects
+from trainer.s3.transfer import S3Error, call, list_objects
 from trainer.s3.transfer import client as s3_client
 from trainer.s3.uri import S3Uri
 
@@ -98,7 +98,19 @@ class S3Checkpoints:
         rest = [key for key in keys if key != meta.key]
         for start in range(0, len(rest), DELETE_BATCH):
             batch = {"Objects": [{"Key": key} for key in rest[start : start + DELETE_BATCH]], "Quiet": True}
-            call(checkpoint, lambda batch=batch: self.client.delete_objects(Bucket=checkpoint.bucket, Delete=batch))
+            answer = call(
+                checkpoint, lambda batch=batch: self.client.delete_objects(Bucket=checkpoint.bucket, Delete=batch)
+            )
+            refused = answer.get("Errors") or []
+            if refused:
+                # DeleteObjects answers 200 and lists each key it did not delete (Amazon S3 API reference,
+                # DeleteObjects: Errors, each with its Key, Code and Message).
+                first = refused[0]
+                raise S3Error(
+                    f"s3://{checkpoint.bucket}/{first.get('Key')}: {first.get('Code')}: {first.get('Message')} "
+                    f"({len(refused)} of {len(batch['Objects'])} keys not deleted)",
+                    str(first.get("Code") or ""),
+                )
 
     def prune(self, keep: int) -> list[S3Checkpoint]:
         """Keep the newest `keep` complete checkpoints; delete older ones and every incomplete one (called after a

@@ -16,7 +16,8 @@ takes effect is retried (trainer/launch/aws_retry.py) for up to WAIT_SECONDS (WA
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 from trainer.errors import InputError
 from trainer.launch.aws_retry import DEFAULT_WAIT_SECONDS, AwsError, wait_seconds, with_retries
 from trainer.s3.endpoint import endpoint_url, force_path_style, region
+from trainer.s3.limits import BOTOCORE_MAX_ATTEMPTS, PART_BYTES
 from trainer.s3.uri import S3Uri
 
 TORCH_FREE = True  # staging and the model's source read S3 before torch is imported
@@ -56,7 +58,10 @@ def client() -> Any:
 
     config = Config(
         s3={"addressing_style": "path" if force_path_style() else "auto"},
-        retries={"mode": "standard"},  # throttling and 5xx retried by botocore itself, with backoff
+        # Throttling (SlowDown) and 5xx retried by botocore itself, with backoff, for as long as limits.py sizes.
+        retries={"mode": "standard", "total_max_attempts": BOTOCORE_MAX_ATTEMPTS},
+        # The endpoint is endpoint.py's answer, the connector's too: no other configured one (a profile's).
+        ignore_configured_endpoint_urls=True,
     )
     return boto3.client("s3", endpoint_url=endpoint_url(), region_name=region(), config=config)
 
@@ -65,9 +70,11 @@ def _transfer_config() -> Any:
     from boto3.s3.transfer import TransferConfig
 
     # The classic transfer manager on every instance: boto3 switches to the CRT one on instances it deems optimised
-    # (boto3/s3/transfer.py _should_use_crt, e.g. p4d, p5), whose failures are not ClientErrors; multipart over 8 MiB
-    # and 10 threads are the classic manager's defaults.
-    return TransferConfig(preferred_transfer_client="classic")
+    # (boto3/s3/transfer.py _should_use_crt, e.g. p4d, p5), whose failures are not ClientErrors. Multipart in parts of
+    # limits.py's PART_BYTES (the manager's default is 8 MiB), 10 threads (its default).
+    return TransferConfig(
+        preferred_transfer_client="classic", multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES
+    )
 
 
 def s3_error(uri: S3Uri | str, error: BaseException) -> S3Error:
@@ -133,13 +140,37 @@ def read_text(uri: S3Uri, s3: Any = None) -> str:
     return call(uri, lambda: s3.get_object(Bucket=uri.bucket, Key=uri.key)["Body"].read().decode("utf-8"))
 
 
-def download(uri: S3Uri, path: Path, s3: Any = None) -> None:
-    """The object into `path`, whole or not at all (written beside it, then renamed into place)."""
+@contextmanager
+def if_match(s3: Any, uri: S3Uri, etag: str) -> Iterator[None]:
+    """Every HeadObject and GetObject of `uri` through `s3` carries If-Match `etag` while this lasts: S3 answers 412
+    PreconditionFailed once the object is no longer that version. boto3's transfer manager takes no IfMatch argument
+    (s3transfer/constants.py ALLOWED_DOWNLOAD_ARGS) and pins only the ETag its own HeadObject finds, on ranged GETs
+    alone; a handler of the client's parameter-build events sets the one recorded, on every request."""
+
+    def pin(params: dict[str, Any], **_: Any) -> None:
+        if params.get("Bucket") == uri.bucket and params.get("Key") == uri.key:
+            params["IfMatch"] = etag
+
+    events = [f"before-parameter-build.s3.{operation}" for operation in ("HeadObject", "GetObject")]
+    for event in events:
+        s3.meta.events.register(event, pin)
+    try:
+        yield
+    finally:
+        for event in events:
+            s3.meta.events.unregister(event, pin)
+
+
+def download(uri: S3Uri, path: Path, s3: Any = None, etag: str | None = None) -> None:
+    """The object into `path`, whole or not at all (written beside it, then renamed into place). With `etag`, only
+    that version of it: an S3Error with code PreconditionFailed (or 412) when the object has changed since."""
     s3 = s3 or client()
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+    pinned = if_match(s3, uri, etag) if etag is not None else nullcontext()
     try:
-        call(uri, lambda: s3.download_file(uri.bucket, uri.key, str(partial), Config=_transfer_config()))
+        with pinned:
+            call(uri, lambda: s3.download_file(uri.bucket, uri.key, str(partial), Config=_transfer_config()))
         partial.replace(path)
     finally:
         partial.unlink(missing_ok=True)
