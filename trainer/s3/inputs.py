@@ -11,7 +11,8 @@ A key that ends in .jsonl, .json or .txt names an object; any other key names a 
     <data-cache-dir>/s3/<digest of the URI>/files/<key below the prefix>     the objects, as named in S3
     <data-cache-dir>/s3/<digest of the URI>/manifest.json                   each object's key, ETag and size
 
-The manifest is written last: its presence means the files are complete. Staging again lists the objects and
+The manifest is written last: its presence means the files are complete. Each object is downloaded If-Match the ETag
+its listing found, so the files are the versions the manifest names. Staging again lists the objects and
 downloads only those whose ETag or size changed, so an unchanged object is never downloaded twice. The workers never
 call S3 for these: they read the manifest (the data set's identity in trainer/data/cache.py includes every ETag, so a
 changed object is tokenised again) and the files. Without --data-cache-dir an s3:// data set or model is refused:
@@ -27,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from trainer.errors import InputError
-from trainer.s3.transfer import S3Object, client, describe, download, list_objects
+from trainer.s3.transfer import S3Error, S3Object, client, describe, download, list_objects
 from trainer.s3.uri import S3Uri
 
 TORCH_FREE = True  # the model's source (trainer/model/source.py) finds a staged model with it
@@ -41,6 +42,9 @@ MODEL_SUFFIXES = (".json", ".safetensors", ".model", ".txt", ".jinja")
 STAGED = "s3"
 MANIFEST = "manifest.json"
 FILES = "files"
+# S3's answer to a GET whose If-Match names another ETag (Amazon S3 API reference, GetObject; a HEAD answers 412
+# without a body, so without the code).
+PRECONDITION_FAILED = "PreconditionFailed"
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def stage_objects(uri: S3Uri, objects: list[S3Object], cache_dir: str | Path, fl
         return wanted
     (root / MANIFEST).unlink(missing_ok=True)  # from here until the new manifest, the directory is incomplete
     for item, name in changed:
-        download(S3Uri(uri.bucket, item.key), root / FILES / name, s3)
+        download_listed(uri, item, root / FILES / name, flag, s3)
     for name in set(kept) - set(wanted.names):
         (root / FILES / name).unlink(missing_ok=True)
     root.mkdir(parents=True, exist_ok=True)
@@ -110,6 +114,20 @@ def stage_objects(uri: S3Uri, objects: list[S3Object], cache_dir: str | Path, fl
     partial.write_text(wanted.to_json())
     partial.replace(root / MANIFEST)
     return wanted
+
+
+def download_listed(uri: S3Uri, item: S3Object, path: Path, flag: str, s3: Any) -> None:
+    """The very version of `item` that the listing found (If-Match its ETag): the manifest records that ETag, and the
+    workers' data cache is keyed by it. An object written again since fails staging, naming it."""
+    try:
+        download(S3Uri(uri.bucket, item.key), path, s3, etag=item.etag)
+    except S3Error as error:
+        if error.code != PRECONDITION_FAILED and error.status != 412:
+            raise
+        raise InputError(
+            f"{flag} {uri}: s3://{uri.bucket}/{item.key} changed while it was being staged (its ETag is no longer "
+            f"{item.etag}); stage again once nothing writes to it"
+        ) from None
 
 
 def dataset_objects(uri: S3Uri, s3: Any) -> list[S3Object]:
