@@ -20,7 +20,8 @@ from local.s3 import LocalS3
 from stack.names import ARTIFACTS_BUCKET_VARIABLE, artifacts_bucket_prefix
 from trainer.checkpoint.s3_store import S3Checkpoint, S3Checkpoints, checkpoints_root
 from trainer.errors import InputError
-from trainer.s3.model_upload import model_uri
+from trainer.s3.model_upload import model_uri, read_manifest
+from trainer.s3.transfer import list_objects
 from trainer.s3.uri import S3Uri, bucket_name_problem
 
 LOCAL_BUCKET_SUFFIX = "local"  # in place of the unique suffix the provider adds to the stack's own bucket's prefix
@@ -61,8 +62,8 @@ class RunArtifacts:
     """What a run left under its --artifacts-uri, as listed in the local S3 API."""
 
     uri: S3Uri
-    model: S3Uri | None  # <uri>/model/ when it holds objects
-    model_files: tuple[str, ...]  # their names relative to it
+    model: S3Uri | None  # <uri>/model/ when its export is complete: its manifest there, naming what is there
+    model_files: tuple[str, ...]  # the manifest's files, relative to it
     checkpoints: tuple[S3Checkpoint, ...]  # complete ones (meta.json written), oldest first
 
     @property
@@ -70,7 +71,7 @@ class RunArtifacts:
         return self.checkpoints[-1] if self.checkpoints else None
 
     def lines(self) -> list[str]:
-        model = f"{self.model} ({len(self.model_files)} files)" if self.model else f"none under {self.uri}"
+        model = f"{self.model} ({len(self.model_files)} files)" if self.model else f"none complete under {self.uri}"
         newest = self.newest_checkpoint
         checkpoint = f"{newest.uri} (step {newest.step})" if newest else f"none under {self.uri}"
         return [f"model in S3:    {model}", f"S3 checkpoint:  {checkpoint}"]
@@ -114,11 +115,14 @@ class LocalStorage:
         return complete[-1].step if complete else None
 
     def artifacts(self, artifacts_uri: str) -> RunArtifacts:
-        model = model_uri(artifacts_uri)
-        files = tuple(key[len(model.prefix) :] for key in self.s3.keys(model))
+        """What the run left, read as any reader would: the model only if its manifest names exactly what is there."""
+        model, client = model_uri(artifacts_uri), self.s3.client()
+        manifest = read_manifest(model, client)
+        complete = manifest is not None and manifest.matches(model, list_objects(model, client))
+        files = tuple(f.name for f in manifest.files) if manifest is not None and complete else ()
         checkpoints = tuple(self.checkpoints(artifacts_uri).complete())
         uri = S3Uri.parse(artifacts_uri, "--artifacts-uri")
-        return RunArtifacts(uri, model if files else None, files, checkpoints)
+        return RunArtifacts(uri, model if complete else None, files, checkpoints)
 
     def stop(self) -> None:
         self.s3.stop()

@@ -173,6 +173,7 @@ def test_a_model_from_s3_trains_and_the_final_model_lands_in_s3(s3: LocalS3, tmp
     assert f"model in s3://{ARTIFACTS_BUCKET}/runs/dev/run-1/model/" in run.output
     assert sorted(keys(s3, f"s3://{ARTIFACTS_BUCKET}/runs/dev/run-1/model/")) == [
         "runs/dev/run-1/model/config.json",
+        "runs/dev/run-1/model/export-manifest.json",
         "runs/dev/run-1/model/model.safetensors",
     ]
 
@@ -333,7 +334,7 @@ def test_a_model_upload_that_fails_names_the_uri_and_the_aws_error(
     for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
         monkeypatch.setenv(name, value)
     (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(S3Error, match=r"s3://no-such-artifacts/run-1/model/config\.json: NoSuchBucket: The specified"):
+    with pytest.raises(S3Error, match=r"s3://no-such-artifacts/run-1/model/: NoSuchBucket: The specified"):
         upload_model(tmp_path, "s3://no-such-artifacts/run-1")
 
 
@@ -357,5 +358,74 @@ def test_a_model_exported_again_leaves_no_file_of_the_earlier_export(
     upload_model(second, run)
     assert sorted(keys(s3, f"{run}/model/")) == [
         "runs/again/run-1/model/config.json",
+        "runs/again/run-1/model/export-manifest.json",
         "runs/again/run-1/model/model.safetensors",
     ]
+
+
+def test_the_model_is_complete_once_its_manifest_names_every_file_as_s3_lists_it(
+    s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainer.s3.model_upload import MANIFEST, model_uri, read_manifest, upload_model
+    from trainer.s3.transfer import list_objects
+
+    for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
+        monkeypatch.setenv(name, value)
+    run = f"s3://{ARTIFACTS_BUCKET}/runs/manifest/run-1"
+    for name, size in (("config.json", 10), ("model.safetensors", 3000)):
+        (tmp_path / name).write_bytes(b"x" * size)
+    model = upload_model(tmp_path, run)
+    manifest = read_manifest(model)
+    listed = list_objects(model)
+    assert manifest is not None and manifest.matches(model, listed)
+    assert [(f.name, f.size) for f in manifest.files] == [("config.json", 10), ("model.safetensors", 3000)]
+    assert {f.etag for f in manifest.files} == {o.etag for o in listed if not o.key.endswith(MANIFEST)}
+    assert model == model_uri(run)
+
+
+def test_an_export_that_fails_midway_leaves_no_manifest_behind(
+    s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest goes first: from then on, until the new one is written last, no reader takes the model for whole,
+    whatever mixture of two exports the prefix holds."""
+    from trainer.s3 import model_upload
+    from trainer.s3.transfer import S3Error, call
+
+    for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
+        monkeypatch.setenv(name, value)
+    run = f"s3://{ARTIFACTS_BUCKET}/runs/midway/run-1"
+    (tmp_path / "config.json").write_text("{}")
+    model = model_upload.upload_model(tmp_path, run)
+    assert model_upload.read_manifest(model) is not None
+
+    def one_file_then_fail(directory: Path, target: S3Uri, client: Any) -> list[S3Uri]:
+        uri = target.join("config.json")
+        call(uri, lambda: client.put_object(Bucket=uri.bucket, Key=uri.key, Body=b'{"new": 1}'))
+        raise S3Error(f"{target.join('model.safetensors')}: SlowDown: Please reduce your request rate.", "SlowDown")
+
+    monkeypatch.setattr(model_upload, "upload_directory", one_file_then_fail)
+    with pytest.raises(S3Error, match="SlowDown"):
+        model_upload.upload_model(tmp_path, run)
+    assert model_upload.read_manifest(model) is None
+
+
+def test_an_object_written_again_after_its_listing_is_not_staged_as_the_listed_version(
+    s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Staging downloads each object If-Match the ETag its listing found, the one the manifest records: an object
+    written again in between fails staging, naming it, and no manifest claims the files complete."""
+    from trainer.errors import InputError
+    from trainer.s3.inputs import dataset_objects, read_manifest, stage_objects
+    from trainer.s3.transfer import client
+
+    for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
+        monkeypatch.setenv(name, value)
+    uri = S3Uri.parse(f"s3://{DATA_BUCKET}/changing.jsonl")
+    put(s3, str(uri), jsonl(RECORDS[:1]))
+    listed = dataset_objects(uri, client())
+    put(s3, str(uri), jsonl(RECORDS[:2]))
+    with pytest.raises(InputError, match=rf"{uri} changed while it was being staged \(its ETag is no longer"):
+        stage_objects(uri, listed, tmp_path, "--dataset", client())
+    assert read_manifest(tmp_path, uri) is None
+    staged = stage_objects(uri, dataset_objects(uri, client()), tmp_path, "--dataset", client())
+    assert read_manifest(tmp_path, uri) == staged
