@@ -3,7 +3,7 @@
 EKS allows one Pod Identity association per service account (EKS API reference, CreatePodIdentityAssociation:
 ResourceInUseException when the namespace and service account already have one), so the token secret's read and the
 S3 access are one role with a customer managed policy each: the token's secret (infra/hub_token_access.py), when
-job.hfTokenSecret names one; the stack's runs in the artifacts bucket (infra/s3_access.py artifacts_policy); and the
+job.hfTokenSecret names one; the job's own run in the artifacts bucket (infra/s3_access.py artifacts_policy); and the
 s3:// inputs elsewhere, read-only (read_only_policy). The role trusts EKS Pod Identity for the job's namespace,
 service account and cluster alone (infra/iam.py pod_identity_trust_policy). No inline policy: the deploy role may not
 write one (ci/deploy_policy.py); every policy and the role live under IAM_PATH with the stack's tag (infra/iam_scope.py
@@ -44,10 +44,10 @@ class TrainerAccessArgs:
     stack: str
     # The artifacts bucket's name: artifacts.bucket as given, or the stack's own bucket's (an Output).
     artifacts_bucket: pulumi.Input[str]
-    # <prefix>/<stack>/ (stack/artifacts.py stack_key): where the pods may write.
-    stack_key: str
-    # artifacts.bucket as given, None for the stack's own bucket: an input inside the stack's key there needs no
-    # read policy of its own.
+    # <prefix>/<stack>/run-<n>/ (stack/artifacts.py run_key): where the pods may write, and all they may list there.
+    run_key: str
+    # artifacts.bucket as given, None for the stack's own bucket: an input inside the run's key there needs no read
+    # policy of its own.
     given_bucket: str | None = None
     # The s3:// inputs (job.dataset, job.validation.dataset, job.model, job.resumeFrom that are s3:// URIs): read-only.
     inputs: Sequence[str] = ()
@@ -81,13 +81,13 @@ class TrainerAccess(pulumi.ComponentResource):
         role = aws.iam.Role(f"{name}-role", path=IAM_PATH, assume_role_policy=trust, tags=tags, opts=child)
         documents: dict[str, tuple[str, pulumi.Input[str]]] = {
             "artifacts": (
-                "Read and write the stack's runs in the artifacts bucket",
+                "Read and write the job's run in the artifacts bucket",
                 pulumi.Output.all(partition.partition, args.artifacts_bucket).apply(
-                    lambda v: artifacts_policy(v[0], v[1], args.stack_key)
+                    lambda v: artifacts_policy(v[0], v[1], args.run_key)
                 ),
             )
         }
-        outside = inputs_outside(args.inputs, args.given_bucket, args.stack_key)
+        outside = inputs_outside(args.inputs, args.given_bucket, args.run_key)
         if outside:
             documents["inputs"] = (
                 "Read the training job's s3:// inputs",

@@ -162,7 +162,7 @@ class TrainingJob(pulumi.ComponentResource):
                 region=spec.artifacts.region,
                 stack=spec.stack,
                 artifacts_bucket=bucket,
-                stack_key=spec.artifacts.stack_key,
+                run_key=spec.artifacts.run_key,
                 given_bucket=spec.artifacts.bucket,
                 inputs=spec.artifacts.inputs,
                 hub_token_secret=spec.hub_token.secret if spec.hub_token is not None else None,

@@ -103,7 +103,7 @@ class HubTokenSource:
 @dataclass(frozen=True)
 class ArtifactsTarget:
     """Where the run keeps its durable artifacts (stack/artifacts.py) and what it reads from S3. The pods' role may
-    write under `stack_key` and read `inputs` (infra/trainer_access.py); the trainer's --artifacts-uri names the
+    write under `run_key` and read `inputs` (infra/trainer_access.py); the trainer's --artifacts-uri names the
     bucket through the container's variable (stack/names.py ARTIFACTS_BUCKET_VARIABLE), whose value is `bucket`, or,
     for the bucket the stack creates, its name once created (workloads/job/component.py)."""
 
