@@ -8,8 +8,9 @@ bucket in artifacts.bucket to go on using it from this stack, after `up`, or fro
 
 The bucket is private and encrypted, as the policy pack checks (policy/s3_buckets.py): all four public access blocks,
 ACLs off (BucketOwnerEnforced), SSE-S3 by default, a policy that refuses requests without TLS. Versioning keeps an
-overwritten or deleted object for NONCURRENT_VERSION_DAYS; multipart uploads a writer left behind (a checkpoint cut
-short by a failure) are aborted after ABANDONED_UPLOAD_DAYS, so their parts stop costing storage.
+overwritten or deleted object for NONCURRENT_VERSION_DAYS, after which the delete markers left alone are removed;
+multipart uploads a writer left behind (a checkpoint cut short by a failure) are aborted after ABANDONED_UPLOAD_DAYS,
+so their parts stop costing storage.
 
 The policy documents are pure functions; the component only wires them to resources. Inputs and outputs are pulumi-aws
 7.51.1's (pulumi_aws/s3/bucket.py and the bucket_* configuration resources beside it).
@@ -60,12 +61,17 @@ def tls_only_policy(arn: str) -> str:
 
 def lifecycle_rules() -> list[aws.s3.BucketLifecycleConfigurationRuleArgsDict]:
     """One rule over the whole bucket (an empty filter; pulumi-aws s3.BucketLifecycleConfiguration docs, "Specifying
-    an empty filter"): noncurrent versions expire, abandoned multipart uploads are aborted. Current objects stay."""
+    an empty filter"): noncurrent versions expire, then the delete markers they leave (a delete marker with no
+    noncurrent version left is "expired", and ExpiredObjectDeleteMarker removes it: Amazon S3 user guide, "Removing
+    expired object delete markers"; without it every pruned checkpoint's 128+ markers stay, each listed by every
+    ListObjectVersions), abandoned multipart uploads are aborted. Current objects stay: ExpiredObjectDeleteMarker
+    takes no Days or Date beside it (S3 API reference, LifecycleExpiration)."""
     return [
         {
             "id": "expire-noncurrent-versions-and-abandoned-uploads",
             "status": "Enabled",
             "filter": {},
+            "expiration": {"expired_object_delete_marker": True},
             "noncurrent_version_expiration": {"noncurrent_days": NONCURRENT_VERSION_DAYS},
             "abort_incomplete_multipart_upload": {"days_after_initiation": ABANDONED_UPLOAD_DAYS},
         }

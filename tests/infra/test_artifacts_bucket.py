@@ -12,7 +12,14 @@ import parliament
 import pytest
 
 from infra.artifacts import ABANDONED_UPLOAD_DAYS, NONCURRENT_VERSION_DAYS, tls_only_policy
-from infra.s3_access import READ_ACTIONS, WRITE_ACTIONS, artifacts_policy, read_only_policy
+from infra.s3_access import (
+    READ_ACTIONS,
+    WRITE_ACTIONS,
+    artifacts_policy,
+    input_patterns,
+    inputs_outside,
+    read_only_policy,
+)
 from infra.trainer_access import FORMER_TYPE, former_name
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
@@ -25,6 +32,7 @@ from stack.names import (
     artifacts_bucket_prefix,
 )
 from tests.harness.pulumi_program import ProgramRun, Registered, run_program
+from trainer.s3.model_upload import download_command
 from trainer.s3.uri import S3Uri, bucket_name_problem
 from workloads.job.spec import trainer_service_account
 
@@ -109,12 +117,13 @@ def test_the_bucket_is_versioned_encrypted_private_and_owner_enforced() -> None:
 
 
 @pytest.mark.program
-def test_old_versions_and_abandoned_uploads_expire_and_current_objects_stay() -> None:
+def test_old_versions_their_delete_markers_and_abandoned_uploads_expire_and_current_objects_stay() -> None:
     (rule,) = own_bucket().one(S3_CONFIGURATION["lifecycle"]).inputs["rules"]
     assert rule["status"] == "Enabled" and rule["filter"] == {}
     assert rule["noncurrentVersionExpiration"] == {"noncurrentDays": NONCURRENT_VERSION_DAYS}
     assert rule["abortIncompleteMultipartUpload"] == {"daysAfterInitiation": ABANDONED_UPLOAD_DAYS}
-    assert "expiration" not in rule
+    # Only the markers left with no noncurrent version: no Days or Date, which would expire current objects.
+    assert rule["expiration"] == {"expiredObjectDeleteMarker": True}
 
 
 @pytest.mark.program
@@ -138,27 +147,54 @@ def test_a_given_bucket_is_used_as_it_is_and_nothing_s3_is_created() -> None:
 
 
 @pytest.mark.program
-def test_the_pods_write_only_their_stacks_prefix_of_the_artifacts_bucket() -> None:
+def test_the_pods_write_and_list_only_their_own_run_in_the_artifacts_bucket() -> None:
     run = own_bucket()
     name = run.one(BUCKET).outputs["bucket"]
     write, listing, location = statements(policy_named(run, "artifacts").inputs["policy"])
-    assert write["Action"] == list(WRITE_ACTIONS) and write["Resource"] == f"arn:aws:s3:::{name}/fsdp-eks/dev/*"
+    assert write["Action"] == list(WRITE_ACTIONS) and write["Resource"] == f"arn:aws:s3:::{name}/fsdp-eks/dev/run-1/*"
     assert listing["Action"] == "s3:ListBucket" and listing["Resource"] == f"arn:aws:s3:::{name}"
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["fsdp-eks/dev/", "fsdp-eks/dev/*"]}}
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["fsdp-eks/dev/run-1/*"]}}
     assert location["Action"] == "s3:GetBucketLocation"
     assert not [p for p in run.of_type(POLICY) if "inputs" in p.name]  # no s3:// input: nothing to read elsewhere
 
 
+def test_a_run_prefix_without_its_slash_is_refused_as_it_would_match_run_10() -> None:
+    with pytest.raises(ValueError, match="run-10"):
+        artifacts_policy("aws", "fsdp-eks-dev-artifacts-0001", "fsdp-eks/dev/run-1")
+
+
 @pytest.mark.program
-def test_an_s3_dataset_elsewhere_is_read_only() -> None:
+def test_an_s3_dataset_elsewhere_is_read_only_and_exactly_its_key() -> None:
     run = given_bucket_with_s3_dataset()
     read, listing = statements(policy_named(run, "inputs").inputs["policy"])
     assert read["Action"] == list(READ_ACTIONS) == ["s3:GetObject"]
-    assert read["Resource"] == "arn:aws:s3:::team-data/corpora/dialogs.jsonl*"
+    key = "corpora/dialogs.jsonl"
+    assert read["Resource"] == [f"arn:aws:s3:::team-data/{key}", f"arn:aws:s3:::team-data/{key}/*"]
     assert listing["Action"] == "s3:ListBucket" and listing["Resource"] == "arn:aws:s3:::team-data"
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [key, f"{key}/*"]}}
     everything = [s for p in run.of_type(POLICY) for s in statements(p.inputs["policy"])]
     writes = [s for s in everything if {"s3:PutObject", "s3:DeleteObject"} & set(s["Action"])]
-    assert [w["Resource"] for w in writes] == [f"arn:aws:s3:::{GIVEN_BUCKET}/teams/ml/dev/*"]
+    assert [w["Resource"] for w in writes] == [f"arn:aws:s3:::{GIVEN_BUCKET}/teams/ml/dev/run-1/*"]
+
+
+@pytest.mark.parametrize(
+    ("key", "patterns"),
+    [
+        ("data", ["data", "data/*"]),  # never data*: s3://b/data-private/ stays closed
+        ("data/", ["data/*"]),
+        ("sets/train.jsonl", ["sets/train.jsonl", "sets/train.jsonl/*"]),
+        ("", ["*"]),
+    ],
+)
+def test_an_inputs_grant_is_its_key_and_what_is_below_it(key: str, patterns: list[str]) -> None:
+    assert input_patterns(key) == patterns
+
+
+def test_another_run_of_the_stack_is_an_input_read_only_and_this_run_is_not() -> None:
+    bucket = "fsdp-eks-dev-artifacts-0001"
+    older = f"s3://{bucket}/fsdp-eks/dev/run-1/checkpoints"
+    own = f"s3://{bucket}/fsdp-eks/dev/run-2/checkpoints"
+    assert inputs_outside([older, own], bucket, "fsdp-eks/dev/run-2/") == [S3Uri.parse(older)]
 
 
 @pytest.mark.program
@@ -202,14 +238,14 @@ def test_the_outputs_name_the_run_and_the_commands_that_list_and_download_it() -
     assert S3Uri.parse(uri).key == "fsdp-eks/dev/run-1/"
     commands = run.outputs["nextCommands"]
     assert commands["artifacts"].startswith(f"aws s3 ls {uri}")
-    assert commands["downloadModel"] == f"aws s3 cp --recursive {uri}model/ ./model"
+    assert commands["downloadModel"] == download_command(S3Uri.parse(f"{uri}model/"))
     assert "kubeconfig" in commands  # the platform's commands stay
 
 
 @pytest.mark.parametrize(
     "document",
     [
-        artifacts_policy("aws", "fsdp-eks-dev-artifacts-0001", "fsdp-eks/dev/"),
+        artifacts_policy("aws", "fsdp-eks-dev-artifacts-0001", "fsdp-eks/dev/run-1/"),
         read_only_policy("aws", [S3Uri.parse(DATASET), S3Uri.parse("s3://models/llama/")]),
     ],
 )
