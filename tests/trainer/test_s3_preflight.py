@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from infra.s3_access import artifacts_policy
 from local.s3 import LocalS3
 from tests.harness.moto_iam import guarded_s3
 from tests.harness.trainer_runs import TINY, with_flags
@@ -21,7 +23,8 @@ from trainer.model.presets import PRESETS
 
 ARTIFACTS = "fsdp-eks-dev-artifacts-preflight"
 ELSEWHERE = "fsdp-eks-dev-artifacts-frankfurt"
-RUN = f"s3://{ARTIFACTS}/fsdp-eks/dev/run-1"
+RUN_KEY = "fsdp-eks/dev/run-1/"
+RUN = f"s3://{ARTIFACTS}/{RUN_KEY.rstrip('/')}"
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +45,11 @@ def run_args(tmp_path: Path, **flags: str) -> list[str]:
 
 
 def keys(s3: LocalS3, bucket: str) -> list[str]:
-    return [item["Key"] for item in s3.client().list_objects_v2(Bucket=bucket).get("Contents", [])]
+    return keys_of(s3.client(), bucket)
+
+
+def keys_of(client: Any, bucket: str) -> list[str]:
+    return [item["Key"] for item in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
 
 
 def put_checkpoint(s3: LocalS3, prefix: str, step: int, shape_name: str) -> str:
@@ -115,6 +122,36 @@ def test_a_bucket_the_pods_may_read_but_not_write_ends_staging_naming_the_connec
     line = last_line(result)
     assert line.startswith(f"python -m trainer.stage: error: {RUN}/.write-probe-"), line
     assert "the S3 connector could not write" in line
+
+
+def test_the_pods_own_policy_passes_the_preflight_with_iam_enforced(tmp_path: Path) -> None:
+    """The role the stack gives the pods (infra/s3_access.py artifacts_policy: the run's prefix alone), assumed, against
+    an S3 API that enforces it and answers a HEAD of a missing key 404 only to a caller who may list it."""
+    with guarded_s3() as guarded:
+        guarded.s3.create_bucket(Bucket=ARTIFACTS)
+        pods = guarded.role_session("pods", [artifacts_policy("aws", ARTIFACTS, RUN_KEY)])
+        result = stage(run_args(tmp_path), {**s3_env(guarded.server), **pods})
+        left = keys_of(guarded.s3, ARTIFACTS)
+    assert result.returncode == 0, result.stderr
+    assert left == []  # the write probe deleted; the missing key's HEAD wrote nothing
+
+
+def test_a_role_that_may_not_list_the_runs_checkpoints_ends_staging_naming_the_denied_head(tmp_path: Path) -> None:
+    """The same role with ListBucket narrowed to the run's model/: every write is allowed, but S3 answers DCP's HEAD
+    of a save's missing .metadata with 403, and every save would fail. Staging says so before any GPU work."""
+    narrowed = json.loads(artifacts_policy("aws", ARTIFACTS, RUN_KEY))
+    for statement in narrowed["Statement"]:
+        if statement["Action"] == "s3:ListBucket":
+            statement["Condition"] = {"StringLike": {"s3:prefix": [f"{RUN_KEY}model/*"]}}
+    with guarded_s3() as guarded:
+        guarded.s3.create_bucket(Bucket=ARTIFACTS)
+        pods = guarded.role_session("pods", [json.dumps(narrowed)])
+        result = stage(run_args(tmp_path), {**s3_env(guarded.server), **pods})
+    assert result.returncode == EXIT_STAGING_FAILED, result.stderr
+    line = last_line(result)
+    assert line.startswith(f"python -m trainer.stage: error: {RUN}/checkpoints/.absent-probe-"), line
+    assert "a HEAD of this missing key was answered" in line and "not 'not found'" in line
+    assert "s3:ListBucket" in line
 
 
 def test_a_resume_from_in_another_region_ends_staging(s3: LocalS3, tmp_path: Path) -> None:
