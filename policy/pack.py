@@ -31,6 +31,7 @@ from policy import (
     pytorchjob,
     role_trust,
     s3_buckets,
+    s3_grants,
     training_runtime,
 )
 from policy.props import UNKNOWN, StackResource
@@ -185,6 +186,13 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
         "Every S3 bucket of the stack blocks public access (all four settings), has default server-side encryption, "
         "and no bucket policy or ACL grants to everyone.",
         _ignore_config(s3_buckets.s3_bucket_stack_violations),
+    ),
+    resource_policy(
+        "s3-bucket-policy-within-account",
+        "No bucket policy allows a principal outside the stack's account(s): another account, '*' or a service not "
+        "pinned to the stack's account, NotPrincipal, a federated or canonical-user principal.",
+        s3_grants.cross_account_violations,
+        config_schema=s3_grants.CONFIG_SCHEMA,
     ),
     stack_policy(
         "gpu-cost-per-hour-budget",
