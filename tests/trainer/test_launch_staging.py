@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,7 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import ROOT, TINY, trainer_env, with_flags
+from trainer.launch import hub_token, launcher
+from trainer.launch.agent import STOP_SIGNALS
 from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_STAGING_FAILED, REASON_PREFIX
+from trainer.launch.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE, SecretRead
 from trainer.launch.launcher import staging_ending
 from trainer.launch.stage import (
     STAGE_INPUTS_OPTION,
@@ -175,3 +179,48 @@ def test_sigterm_while_staging_stops_staging_and_exits_143(tmp_path: Path) -> No
         server.shutdown()
     assert launcher.returncode == 143, stderr
     assert stderr.strip().splitlines()[-1].startswith(f"{REASON_PREFIX}exit 143 (SIGTERM), retryable: stopped by")
+
+
+@pytest.fixture
+def launcher_signals() -> Iterator[None]:
+    """stage_then_launch installs its own SIGTERM and SIGINT handlers (and ignores both once torchrun is over):
+    this process's are put back afterwards."""
+    saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def test_the_secrets_token_reaches_staging_and_never_the_workers(
+    monkeypatch: pytest.MonkeyPatch, launcher_signals: None
+) -> None:
+    """The launcher reads the secret, staging (which downloads) gets the token, torchrun's workers (offline on what
+    was staged) do not, not even the one the container was given directly."""
+    seen: dict[str, str | None] = {}
+    monkeypatch.setenv(SECRET_VARIABLE, "fsdp-eks/hf-token")
+    monkeypatch.setenv(TOKEN_VARIABLE, "hf_the_containers_own")
+    monkeypatch.setattr(hub_token, "_get_secret_value", lambda secret, region: SecretRead("hf_from_the_secret"))
+
+    def staged(flags: list[str], environ: dict[str, str]) -> Staged:
+        seen["staging"] = environ.get(TOKEN_VARIABLE)
+        return Staged(0, "")
+
+    monkeypatch.setattr(launcher, "stage_inputs", staged)
+    monkeypatch.setattr(launcher.torchrun, "main", lambda argv: seen.update(workers=os.environ.get(TOKEN_VARIABLE)))
+    end, error = launcher.stage_then_launch([*LAUNCH, "-m", "trainer", "--model", "tiny"], stage=True)
+    assert (end.code, error) == (0, None)
+    assert seen == {"staging": "hf_from_the_secret", "workers": None}
+
+
+def test_without_staging_the_workers_download_and_get_the_token(
+    monkeypatch: pytest.MonkeyPatch, launcher_signals: None
+) -> None:
+    seen: dict[str, str | None] = {}
+    monkeypatch.setenv(SECRET_VARIABLE, "fsdp-eks/hf-token")
+    monkeypatch.delenv(TOKEN_VARIABLE, raising=False)
+    monkeypatch.setattr(hub_token, "_get_secret_value", lambda secret, region: SecretRead("hf_from_the_secret"))
+    monkeypatch.setattr(launcher.torchrun, "main", lambda argv: seen.update(workers=os.environ.get(TOKEN_VARIABLE)))
+    launcher.stage_then_launch([*LAUNCH, "-m", "trainer", "--model", "tiny"], stage=False)
+    assert seen == {"workers": "hf_from_the_secret"}

@@ -7,8 +7,9 @@ name or ARN) and AWS_REGION, and its service account a Pod Identity role allowed
 reads the AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE that EKS sets on a pod whose
 service account has a Pod Identity association (AWS SDKs and Tools reference guide, "Container credential
 provider"; EKS user guide, "Understand how EKS Pod Identity works"). The
-launcher puts the token into its own environment as HF_TOKEN (the variable huggingface_hub reads first,
-huggingface_hub/utils/_auth.py), so that the staging child and torchrun's workers inherit it.
+launcher puts the token as HF_TOKEN (the variable huggingface_hub reads first, huggingface_hub/utils/_auth.py) into
+the environment of the staging child alone, which downloads the model and the data set: torchrun's workers run
+offline on what it staged and never hold the token (trainer/launch/launcher.py keep_token_from_workers).
 
 A secret that cannot be read (missing, denied, not a string, empty) fails the job for good: no new pod would find it
 any different, so the launcher exits EXIT_STAGING_FAILED before any download or rendezvous, naming the secret and

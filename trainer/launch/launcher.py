@@ -5,8 +5,9 @@ process, ending with an exit code the Training Operator reads right (the codes: 
         --rdzv-endpoint=HOST:2379 --rdzv-id=JOB --max-restarts=3 --shutdown-timeout=105 -m trainer --model ...
 
 First, where the pod names a Secrets Manager secret (HF_TOKEN_SECRET), the launcher reads the Hugging Face token
-from it into HF_TOKEN, which staging and the workers inherit (trainer/launch/hub_token.py); a secret it cannot read ends
-the launcher with 4 (EXIT_STAGING_FAILED), naming the secret and AWS's error.
+from it into HF_TOKEN for the staging child alone (trainer/launch/hub_token.py): the workers run offline on what
+staging downloaded, and never see it (keep_token_from_workers; only a launch without --stage-inputs hands it to them).
+A secret it cannot read ends the launcher with 4 (EXIT_STAGING_FAILED), naming the secret and AWS's error.
 
 --stage-inputs, the launcher's own option, stages the trainer's inputs first (`python -m trainer.stage` with the
 flags after `-m trainer`; trainer/launch/stage.py says why here and not in an init container). A staging failure
@@ -52,6 +53,7 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from types import FrameType
 
@@ -81,7 +83,7 @@ from trainer.launch.exits import (
     is_retryable,
 )
 from trainer.launch.gang import restarts_spent
-from trainer.launch.hub_token import HubTokenError, load_hub_token
+from trainer.launch.hub_token import TOKEN_VARIABLE, HubTokenError, load_hub_token
 from trainer.launch.node_taint import taint_own_node
 from trainer.launch.rendezvous import held_rendezvous_shutdowns
 from trainer.launch.stage import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
@@ -187,14 +189,26 @@ def staging_ending(staged: Staged) -> Ending | None:
     )
 
 
-def hub_token_ending() -> Ending | None:
-    """Read the Hugging Face token where the pod names its secret (None: read, or none named). A secret that cannot
-    be read is final, as no new pod would read it any different: the job fails once, before any GPU work."""
+def hub_token_ending(environ: MutableMapping[str, str]) -> Ending | None:
+    """Read the Hugging Face token into `environ` where the pod names its secret (None: read, or none named). A
+    secret that cannot be read is final, as no new pod would read it any different: the job fails once, before any
+    GPU work."""
     try:
-        load_hub_token()
+        load_hub_token(environ)
     except HubTokenError as error:
         return Ending(EXIT_STAGING_FAILED, str(error), closes_rendezvous=False)
     return None
+
+
+def keep_token_from_workers(staging: Mapping[str, str], staged: bool) -> None:
+    """The token where only the processes that download see it. With staging, that is the staging child alone: the
+    workers run offline on what it staged (trainer/launch/stage.py), so this process's environment, which torchrun's
+    workers inherit, loses the token, also one the container was given directly (the local run's). Without staging,
+    the workers download for themselves and get it."""
+    if staged:
+        os.environ.pop(TOKEN_VARIABLE, None)
+    elif staging.get(TOKEN_VARIABLE):
+        os.environ[TOKEN_VARIABLE] = staging[TOKEN_VARIABLE]
 
 
 def stage_then_launch(argv: list[str], stage: bool) -> tuple[Ending, BaseException | None]:
@@ -208,14 +222,15 @@ def stage_then_launch(argv: list[str], stage: bool) -> tuple[Ending, BaseExcepti
     spent = restarts_spent(os.environ)
     if spent is not None:  # before the token, staging and any rendezvous: nothing of this attempt starts
         return Ending(EXIT_GANG_RESTARTS_SPENT, spent, closes_rendezvous=False), None
-    token_end = hub_token_ending()
+    staging = dict(os.environ)  # the token goes here, for staging; the workers get it only without staging
+    token_end = hub_token_ending(staging)
     if token_end is not None:
         return token_end, None
     for signum in STOP_SIGNALS:
         signal.signal(signum, _raise_signal_exception)
     if stage and flags is not None:
         try:
-            staged = stage_inputs(flags)
+            staged = stage_inputs(flags, staging)
         except SignalException as stopped:  # before any rendezvous: nothing to leave open or close
             name = signal.Signals(stopped.sigval).name
             reason = f"stopped by {name} while staging the inputs, which was stopped first"
@@ -223,6 +238,7 @@ def stage_then_launch(argv: list[str], stage: bool) -> tuple[Ending, BaseExcepti
         end = staging_ending(staged)
         if end is not None:
             return end, None
+    keep_token_from_workers(staging, staged=stage)
     error: BaseException | None = None
     with held_rendezvous_shutdowns() as handlers, final_worker_exits_end_the_run():
         try:

@@ -61,8 +61,8 @@ def trainer_flags(module: bool, script: str, script_args: Sequence[str]) -> list
 
 
 def staging_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The launcher's environment (HF_TOKEN, which the launcher read from Secrets Manager first; HF_HOME, ...) with
-    the hub online."""
+    """The launcher's environment (HF_HOME, ...) with the token it read from Secrets Manager (HF_TOKEN, which only
+    staging gets) and the hub online."""
     environ = dict(os.environ if environ is None else environ)
     for name in OFFLINE_VARIABLES:
         environ.pop(name, None)
@@ -77,13 +77,14 @@ class Staged:
     last_line: str
 
 
-def stage_inputs(flags: Sequence[str]) -> Staged:
-    """Run `python -m trainer.stage <flags>` to its end, its stderr passed through (and its last line kept for the
-    launcher's reason). Any exception here (the launcher's SignalException: the pod is being stopped) stops the child
-    first and goes on."""
+def stage_inputs(flags: Sequence[str], environ: dict[str, str] | None = None) -> Staged:
+    """Run `python -m trainer.stage <flags>` to its end in `environ` (default: this process's; the launcher passes
+    its own with the hub token added, trainer/launch/launcher.py), its stderr passed through (and its last line kept
+    for the launcher's reason). Any exception here (the launcher's SignalException: the pod is being stopped) stops
+    the child first and goes on."""
     child = subprocess.Popen(
         [sys.executable, "-m", STAGE_MODULE, *flags],
-        env=staging_environment(),
+        env=staging_environment(environ),
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
