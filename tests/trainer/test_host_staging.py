@@ -27,6 +27,7 @@ from trainer.checkpoint.layout import checkpoint_name
 from trainer.checkpoint.writers import assign_replicas, replicas_of
 from trainer.config import ArtifactsConfig, CheckpointConfig, OptimConfig
 from trainer.env import DistEnv
+from trainer.errors import InputError
 from trainer.loss_scale import LossScaler
 from trainer.optim import build_optimizer, build_scheduler
 from trainer.parallel.distributed import io_group
@@ -213,3 +214,26 @@ def test_the_writers_and_the_weights_readers_count_replicas_by_one_rule() -> Non
     assert replicas_of([4, 4, 1]) == 4
     with pytest.raises(ValueError, match=r"replicated \[2, 4\] times"):
         replicas_of([4, 2, 4])
+
+
+def test_a_model_loads_from_the_durable_tier_only_from_a_complete_checkpoint(
+    world_of_one: None, saved: Path, s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_model (--keep-best's export) reads a checkpoint missing from the fast tier from S3: the complete one, and
+    never one without meta.json, whose objects may be half a save's."""
+    for name, value in s3.client_environment().items():
+        monkeypatch.setenv(name, value)
+    artifacts = ArtifactsConfig(uri=f"s3://{BUCKET}/run")
+    client, complete = s3.client(), f"run/checkpoints/{checkpoint_name(ASYNC_STEP)}/"
+    partial = f"run/checkpoints/{checkpoint_name(ASYNC_STEP + 1)}/"
+    for item in client.list_objects_v2(Bucket=BUCKET, Prefix=complete)["Contents"]:
+        if not item["Key"].endswith("meta.json"):
+            source = {"Bucket": BUCKET, "Key": item["Key"]}
+            client.copy_object(Bucket=BUCKET, Key=partial + item["Key"][len(complete) :], CopySource=source)
+    model = make_model()
+    fully_shard(model, mesh=init_device_mesh("cpu", (1,), mesh_dim_names=("dp_shard",)))
+    config = CheckpointConfig(directory=str(tmp_path))
+    checkpointer = Checkpointer(config, DistEnv(), "cpu", {}, DEFAULT_GROUP, None, artifacts)
+    assert str(checkpointer.load_model(model, ASYNC_STEP)) == f"s3://{BUCKET}/{complete.rstrip('/')}"
+    with pytest.raises(InputError, match=rf"{checkpoint_name(ASYNC_STEP + 1)} is complete in neither tier"):
+        checkpointer.load_model(model, ASYNC_STEP + 1)

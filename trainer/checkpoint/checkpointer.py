@@ -565,15 +565,17 @@ class Checkpointer:
 
     def load_model(self, model: nn.Module, step: int) -> Source:
         """The trained weights of checkpoint `step` into `model` (every rank: a collective), from the fast tier, else
-        this run's durable tier: the model part of its state dict alone (DCP reads only the keys asked for:
-        torch/distributed/checkpoint/default_planner.py create_default_local_load_plan plans the given state dict's
-        keys), under LoRA the adapters. Where they came from."""
+        this run's durable tier where it is complete there (its meta.json): the model part of its state dict alone
+        (DCP reads only the keys asked for: torch/distributed/checkpoint/default_planner.py
+        create_default_local_load_plan plans the given state dict's keys), under LoRA the adapters. Where they came
+        from."""
         path = self.directory / checkpoint_name(step)
         source: Source = path
         if not (path / META_FILE).is_file():
             if self.durable is None:
                 raise InputError(f"--checkpoint-dir {self.directory}: checkpoint {path.name} is missing")
             source = self.durable.store_uri(step)
+            self._require_complete_on_s3(source, path)
         options = _state_dict_options_of(model)
         saved = {"model": get_model_state_dict(model, options=options)}
         load_state(saved, source, self.io, self.replicas)
@@ -593,6 +595,24 @@ class Checkpointer:
         skipped: on a 70B model, minutes of every node per restart for weights overwritten at once."""
         point = self.resume_point()
         return point is not None and not point.meta.get("lora")
+
+    def _require_complete_on_s3(self, uri: S3Uri, missing: Path) -> None:
+        """Rank 0 asks S3 whether the checkpoint's meta.json is there (written last: the checkpoint is complete) and
+        tells the others: one answer for all, an InputError naming both tiers when it is not."""
+        assert self.durable is not None
+        problem: list[str | None] = [None]
+        if self.env.is_leader:
+            try:
+                if not self.durable.store.is_complete(uri):
+                    problem[0] = (
+                        f"checkpoint {missing.name} is complete in neither tier: not in --checkpoint-dir "
+                        f"{self.directory}, and {uri} has no {META_FILE} (a save cut short, or one being pruned)"
+                    )
+            except InputError as error:  # trainer/s3/transfer.py S3Error: the URI and S3's error
+                problem[0] = f"checkpoint {missing.name}: cannot ask the durable tier: {error}"
+        dist.broadcast_object_list(problem, group=self.io, group_src=0)
+        if problem[0] is not None:
+            raise InputError(problem[0])
 
     def _resume_point(self) -> ResumePoint | None:
         checkpoints = complete_checkpoints(self.directory)  # every rank reads the shared file system alike
