@@ -6,7 +6,7 @@ Composition only: every resource lives in a component. `pulumi up` / `pulumi des
 
 import pulumi
 
-from infra.artifacts import ArtifactsBucket, ArtifactsBucketArgs
+from infra.artifacts import ArtifactsBucket, ArtifactsBucketArgs, guard_created_bucket
 from infra.autoscaler_access import AutoscalerAccess, AutoscalerAccessArgs
 from infra.bad_node_cleanup import bad_node_cleanup
 from infra.cluster import Cluster, ClusterArgs
@@ -17,7 +17,7 @@ from infra.iam_scope import IamScope, scope_iam_resources
 from infra.lustre import CheckpointStorage, CheckpointStorageArgs
 from infra.network import Network, NetworkArgs
 from infra.prices import node_price
-from stack.artifacts import run_uri
+from stack.artifacts import CREATED_BUCKET_OUTPUT, REGION_OUTPUT, run_uri
 from stack.endpoint_access import paths, route_of, unreachable_problem
 from stack.fit import checkpoint_warning, sizing_summary
 from stack.gpu_autoscaling import autoscaled
@@ -119,6 +119,7 @@ else:
 # The runs' durable artifacts: artifacts.bucket as it is, or a bucket of the stack's own that `pulumi destroy` keeps.
 created_bucket: pulumi.Output[str] | None = None
 if config.artifacts.bucket is None:
+    guard_created_bucket(config.stack, config.region)  # preview refuses to replace the bucket an earlier up created
     artifacts = ArtifactsBucket("artifacts", ArtifactsBucketArgs(config.stack))
     created_bucket = artifacts.bucket_name
     job_runtime.append(artifacts)
@@ -152,7 +153,7 @@ if config.job.enabled:
     pulumi.export("rendezvousId", job.rendezvous_id)
 
 pulumi.export("clusterName", config.cluster_name)
-pulumi.export("region", config.region)
+pulumi.export(REGION_OUTPUT, config.region)
 pulumi.export("totalGpus", config.total_gpus)
 pulumi.export("estimatedCostPerHour", round(config.gpu_nodes.count * gpu_price.usd_per_hour, 2))
 pulumi.export("gpuNodePrice", gpu_price.to_output())  # where the price comes from, and of when
@@ -164,6 +165,7 @@ for warning in (checkpoint_warning(config), kubernetes_version_warning(config, t
 for warning in job_warnings(config.job) if config.job.enabled else []:
     pulumi.log.warn(warning)
 pulumi.export("artifactsUri", artifacts_uri)
+pulumi.export(CREATED_BUCKET_OUTPUT, created_bucket)  # the next preview reads it back (guard_created_bucket)
 # Each S3 command its own Output: a first preview, before the bucket has its name, still shows the other commands.
 s3_commands = {
     key: artifacts_uri.apply(lambda uri, key=key: artifacts_commands(uri)[key]) for key in artifacts_commands("")

@@ -25,6 +25,8 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.iam_scope import stack_tags
+from stack.artifacts import CREATED_BUCKET_OUTPUT, REGION_OUTPUT, bucket_replacement_problem
+from stack.fields import ConfigError
 from stack.names import artifacts_bucket_prefix
 
 # SSE-S3 rather than SSE-KMS: S3 encrypts every object with its own keys, so neither the pods' role nor the CI
@@ -76,6 +78,27 @@ def lifecycle_rules() -> list[aws.s3.BucketLifecycleConfigurationRuleArgsDict]:
             "abort_incomplete_multipart_upload": {"days_after_initiation": ABANDONED_UPLOAD_DAYS},
         }
     ]
+
+
+def guard_created_bucket(stack: str, region: str) -> pulumi.Output[None]:
+    """Fails the preview (and `up`) with a ConfigError when creating the stack's bucket would replace the one its
+    last `up` created: a renamed stack, or another region. The stack reads its own outputs back through a
+    StackReference to itself (a read, which a preview makes too; pulumi/pulumi#3722 shows the pattern), as nothing
+    else in a program sees the state: the Pulumi engine replaces a bucket whose name prefix changed without a word, and
+    retainOnDelete keeps the old one out of sight. The check is an apply, so the program waits for it (the Python
+    SDK awaits every outstanding output and re-raises what it raised: pulumi/runtime/stack.py wait_for_rpcs)."""
+    itself = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    previous = pulumi.StackReference("previous-outputs", itself)
+
+    def check(outputs: dict[str, object]) -> None:
+        created, where = outputs.get(CREATED_BUCKET_OUTPUT), outputs.get(REGION_OUTPUT)
+        problem = bucket_replacement_problem(
+            created if isinstance(created, str) else None, where if isinstance(where, str) else None, stack, region
+        )
+        if problem:
+            raise ConfigError([problem])
+
+    return previous.outputs.apply(check)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ a value yet (an output of a resource still to be created, such as the pushed ima
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,3 +107,15 @@ class StackResource:
     parent: str | None = None
     dependencies: tuple[str, ...] = ()  # URNs of every resource this one depends on
     property_dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # input name -> URNs
+
+
+def policy_document(document: Any) -> Any:
+    """An IAM or bucket policy document as pulumi-aws takes it (a JSON string, or an object), parsed: the object; None
+    where there is none; UNKNOWN where any of it is unknown during the preview. json.JSONDecodeError (a ValueError)
+    for a string that is not JSON."""
+    if is_unknown(document) or (not isinstance(document, str | Mapping) and has_unknown(document)):
+        return UNKNOWN
+    if document is None:
+        return None
+    parsed = json.loads(document) if isinstance(document, str) else document
+    return UNKNOWN if has_unknown(parsed) else parsed

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policy.props import StackResource, get, has_unknown, is_unknown, not_checked
+from policy.props import StackResource, get, has_unknown, is_unknown, not_checked, policy_document
 
 BUCKET = "aws:s3/bucket:Bucket"
 PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
@@ -196,16 +196,14 @@ def _pins_the_caller(condition: Any) -> bool:
 
 def policy_document_violations(label: str, where: str, document: Any, blocked: bool) -> list[str]:
     """A bucket policy document (a JSON string, as pulumi-aws takes it, or an object)."""
-    if is_unknown(document) or (not isinstance(document, str | Mapping) and has_unknown(document)):
-        return [] if blocked else [_unknown_content(label, where)]
-    if document is None:
-        return []
     try:
-        parsed = json.loads(document) if isinstance(document, str) else document
+        parsed = policy_document(document)
     except json.JSONDecodeError:
         return [f"{label}: {where} is not JSON, so whether it makes the bucket public cannot be read"]
-    if has_unknown(parsed):
+    if is_unknown(parsed):
         return [] if blocked else [_unknown_content(label, where)]
+    if parsed is None:
+        return []
     public = public_statements(parsed) if isinstance(parsed, Mapping) else []
     return (
         [

@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from policy.props import get, has_unknown, is_unknown, not_checked
+from policy.props import get, is_unknown, not_checked, policy_document
 from policy.role_trust import CONFIG_SCHEMA as TRUST_CONFIG_SCHEMA
 
 BUCKET = "aws:s3/bucket:Bucket"
@@ -132,13 +132,11 @@ def _outside(where: str, what: str, named: set[str], accounts: frozenset[str]) -
 
 def document_problems(where: str, document: Any, accounts: frozenset[str]) -> list[str]:
     """A bucket policy (a JSON string, as pulumi-aws takes it, or an object); [] for one not known yet."""
-    if document is None or is_unknown(document) or (not isinstance(document, str) and has_unknown(document)):
-        return []
     try:
-        parsed = json.loads(document) if isinstance(document, str) else document
+        parsed = policy_document(document)
     except json.JSONDecodeError:
         return [f"{where} is not JSON, so whom it allows cannot be read"]
-    if has_unknown(parsed):
+    if parsed is None or is_unknown(parsed):
         return []
     statements = _items(get(parsed, "Statement"))
     found = [p for i, s in enumerate(statements) for p in statement_problems(f"{where}, statement {i}", s, accounts)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from stack.names import ARTIFACTS_BUCKET_VARIABLE
+from stack.names import ARTIFACTS_BUCKET_VARIABLE, artifacts_bucket_prefix
 from trainer.s3.uri import S3Uri
 
 DEFAULT_PREFIX = "fsdp-eks"
@@ -19,6 +19,10 @@ DEFAULT_PREFIX = "fsdp-eks"
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 MODEL_DIRECTORY = "model"  # trainer: the exported HF model under the run's URI
 CHECKPOINT_DIRECTORY = "checkpoints"  # trainer: step_<N>/ under it
+# The stack's outputs that say which bucket it created and where (__main__.py exports them; a preview reads the last
+# `up`'s back, infra/artifacts.py guard_created_bucket).
+CREATED_BUCKET_OUTPUT = "createdArtifactsBucket"
+REGION_OUTPUT = "region"
 
 
 def prefix_problem(prefix: str) -> str | None:
@@ -60,3 +64,30 @@ def artifacts_flag(prefix: str, stack: str, run: int) -> str:
 def model_uri(run: S3Uri) -> S3Uri:
     """The final model of a run, a directory of safetensors and config in Hugging Face format."""
     return run.join(MODEL_DIRECTORY)
+
+
+def bucket_replacement_problem(created: str | None, created_region: str | None, stack: str, region: str) -> str | None:
+    """Why creating the stack's bucket now would replace the one its last `up` created (`created`, in
+    `created_region`), or None. The bucket's inputs that force a new bucket: its name's prefix, made from the stack's
+    name (a renamed stack gets another), and its region (pulumi-aws 7: a bucket's `region` defaults to the provider's,
+    aws:region). A replacement would create an empty bucket and drop the old one, every run's checkpoints and
+    models in it, from the stack (retainOnDelete keeps it in AWS): the runs would start over."""
+    if not created:
+        return None
+    reasons = []
+    if not created.startswith(artifacts_bucket_prefix(stack)):
+        reasons.append(f"its name does not start with {artifacts_bucket_prefix(stack)!r}, the stack's now (renamed?)")
+    if created_region and created_region != region:
+        reasons.append(f"it is in {created_region} and the stack now in {region}")
+    if not reasons:
+        return None
+    keep = (
+        f"to go on with it, name it: pulumi config set --path fsdp-eks:artifacts.bucket {created}"
+        if not created_region or created_region == region
+        else f"name a bucket in {region} in fsdp-eks:artifacts.bucket (copy what you need from {created} first)"
+    )
+    return (
+        f"fsdp-eks:artifacts.bucket: unset, and this stack created {created} before, which this change would replace "
+        f"({'; '.join(reasons)}): pulumi up would create a new, empty bucket and leave {created}, with every run's "
+        f"checkpoints and models, outside the stack; {keep}"
+    )

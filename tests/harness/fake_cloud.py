@@ -10,6 +10,8 @@ as an UNMODELED marker, so a program that passes such a value on shows it in som
 from __future__ import annotations
 
 import base64
+import json
+import os
 import string
 from typing import Any
 
@@ -27,6 +29,10 @@ RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
 RANDOM_ID = "random:index/randomId:RandomId"
 DOCKER_IMAGE = "docker-build:index:Image"
 GET_CLUSTER = "aws:eks/getCluster:getCluster"
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+# What a StackReference reads: the referenced stack's outputs of its last `up`, as JSON; none unless a test says
+# (a stack not deployed yet, or deployed before the output it asks for existed).
+PREVIOUS_OUTPUTS_VARIABLE = "FSDP_EKS_MOCK_STACK_OUTPUTS"
 
 
 def unmodeled(type_token: str, output: str) -> str:
@@ -40,7 +46,7 @@ def refuse_unmodeled(typ: str, custom: bool | None) -> None:
         return
     if typ in AWS_MODELS or typ in PULUMI_EKS_COMPONENTS or typ in (RANDOM_PASSWORD, RANDOM_ID) or typ == DOCKER_IMAGE:
         return
-    if typ.startswith(("pulumi:providers:", "kubernetes:")):
+    if typ.startswith(("pulumi:providers:", "kubernetes:")) or typ == STACK_REFERENCE:
         return
     raise NotImplementedError(f"the fake cloud does not model {typ}; add what its provider returns")
 
@@ -60,7 +66,7 @@ class FakeCloud(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
         inputs = dict(args.inputs)
         refuse_unmodeled(args.typ, args.custom)
-        if not args.custom and resource_class(args.typ) is None:
+        if not args.custom and resource_class(args.typ) is None and args.typ != STACK_REFERENCE:  # a read: no custom
             return "", {}  # the program's own component: no provider, no outputs but those it registers
         resource_id, computed = self._model(args.typ, args.name, inputs)
         state = {**inputs, **computed}
@@ -91,6 +97,11 @@ class FakeCloud(mocks.Mocks):
             return self.current_urn, node_group_outputs(name, inputs, self.region, cluster, template)
         if typ.startswith("pulumi:providers:"):
             return key_uuid(name, typ), {}
+        if typ == STACK_REFERENCE:
+            # The engine reads the stack named by the `name` input; its id is that name, its outputs the stack's
+            # (pulumi sdk stack_reference.py: `outputs`, `secretOutputNames`).
+            previous = json.loads(os.environ.get(PREVIOUS_OUTPUTS_VARIABLE) or "{}")
+            return inputs["name"], {"outputs": previous, "secretOutputNames": []}
         if typ.startswith("kubernetes:"):
             return _kubernetes(typ, name, inputs)
         if typ.startswith("random:"):

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from pulumi.runtime import mocks
 
-from tests.harness.fake_cloud import FakeCloud, refuse_unmodeled
+from tests.harness.fake_cloud import STACK_REFERENCE, FakeCloud, refuse_unmodeled
 
 
 class FirstPreviewCloud(FakeCloud):
     """Nothing exists yet: no ids, no computed outputs, no outputs of components."""
 
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict]:
+        if args.typ == STACK_REFERENCE:
+            return super().new_resource(args)  # a read: a preview reads the referenced stack's outputs as they are
         refuse_unmodeled(args.typ, args.custom)
         inputs = dict(args.inputs)
         self.inputs[(args.typ, args.name)] = inputs

@@ -164,8 +164,9 @@ class S3Rules:
         body = self.app(environ, lambda status, headers, *rest: answered.append((status, headers, rest)))
         status, headers, rest = answered[0] if answered else ("500 Internal Server Error", [], ())
         if str(status).startswith("404") and not allowed(policy, "s3:ListBucket", arn, {"s3:prefix": key}):
-            if hasattr(body, "close"):
-                body.close()
+            close = getattr(body, "close", None)  # a WSGI iterable may hold resources until closed (PEP 3333)
+            if callable(close):
+                close()
             return _error(environ, start_response, ACCESS_DENIED)
         start_response(status, headers, *rest)
         return body
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import run_simple
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, required=True)
     parser.add_argument("--iam-rules", action="store_true")

@@ -21,6 +21,7 @@ from infra.s3_access import (
     read_only_policy,
 )
 from infra.trainer_access import FORMER_TYPE, former_name
+from stack.artifacts import CREATED_BUCKET_OUTPUT
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
 from stack.names import (
@@ -31,7 +32,15 @@ from stack.names import (
     TRAINING_NAMESPACE,
     artifacts_bucket_prefix,
 )
-from tests.harness.pulumi_program import ProgramRun, Registered, run_program
+from tests.harness.fake_cloud import PREVIOUS_OUTPUTS_VARIABLE
+from tests.harness.pulumi_program import (
+    ProgramRun,
+    Registered,
+    engine_config,
+    run_in_process,
+    run_program,
+    with_deployers_address,
+)
 from trainer.s3.model_upload import download_command
 from trainer.s3.uri import S3Uri, bucket_name_problem
 from workloads.job.spec import trainer_service_account
@@ -264,3 +273,46 @@ def test_the_bucket_prefix_fits_the_provider_and_the_ci_roles_scope(stack: str) 
     prefix = artifacts_bucket_prefix(stack)
     assert prefix.startswith(ARTIFACTS_BUCKET_PREFIX) and len(prefix) <= BUCKET_PREFIX_MAX_LENGTH
     assert bucket_name_problem(prefix + "2" * 26) is None  # the provider's 26-character suffix
+
+
+def run_after_an_up_that_exported(stack: str, outputs: dict[str, Any], preview: str) -> ProgramRun:
+    """The program previewed after an `up` whose outputs were `outputs`: its StackReference to itself reads them."""
+    raw = raw_stack_config(stack)
+    env = {
+        "PULUMI_CONFIG": engine_config(with_deployers_address(raw) if preview == "first" else raw),
+        "PULUMI_CONFIG_SECRET_KEYS": "[]",
+        PREVIOUS_OUTPUTS_VARIABLE: json.dumps(outputs),
+    }
+    return run_in_process("tests.harness.mock_runner", stack, env, preview)
+
+
+def test_the_stack_exports_the_bucket_it_created_and_none_for_a_given_one() -> None:
+    assert own_bucket().outputs[CREATED_BUCKET_OUTPUT] == own_bucket().one(BUCKET).outputs["bucket"]
+    assert given_bucket_with_s3_dataset().outputs[CREATED_BUCKET_OUTPUT] is None
+
+
+@pytest.mark.parametrize("preview", ["first", "update"])
+def test_a_preview_after_the_up_that_created_the_bucket_passes(preview: str) -> None:
+    created = own_bucket().one(BUCKET).outputs["bucket"]
+    run = run_after_an_up_that_exported("dev", {CREATED_BUCKET_OUTPUT: created, "region": "us-east-1"}, preview)
+    assert run.error is None, run.error
+
+
+@pytest.mark.parametrize("preview", ["first", "update"])
+def test_a_renamed_stack_is_refused_before_it_replaces_its_bucket(preview: str) -> None:
+    """`pulumi stack rename old dev` keeps the state and its outputs; the bucket's prefix is now dev's, which would
+    replace the bucket old created and leave every run's checkpoints outside the stack."""
+    kept = f"{artifacts_bucket_prefix('old')}{'1' * 26}"
+    run = run_after_an_up_that_exported("dev", {CREATED_BUCKET_OUTPUT: kept, "region": "us-east-1"}, preview)
+    assert run.error is not None and run.error["kind"] == "ConfigError"
+    (problem,) = run.error["problems"]
+    assert f"this stack created {kept} before, which this change would replace" in problem
+    assert f"pulumi config set --path fsdp-eks:artifacts.bucket {kept}" in problem
+
+
+def test_a_stack_moved_to_another_region_is_refused_before_it_replaces_its_bucket() -> None:
+    created = own_bucket().one(BUCKET).outputs["bucket"]
+    run = run_after_an_up_that_exported("dev", {CREATED_BUCKET_OUTPUT: created, "region": "eu-west-1"}, "update")
+    assert run.error is not None
+    (problem,) = run.error["problems"]
+    assert "it is in eu-west-1 and the stack now in us-east-1" in problem and "name a bucket in us-east-1" in problem

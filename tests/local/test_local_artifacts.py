@@ -15,6 +15,8 @@ from local.launch import local_plan
 from local.s3 import LocalS3
 from stack.names import ARTIFACTS_BUCKET_VARIABLE
 from trainer.s3.endpoint import ENDPOINT_VARIABLE
+from trainer.s3.model_upload import ModelManifest, manifest_uri, model_uri
+from trainer.s3.transfer import list_objects
 from trainer.s3.uri import S3Uri, bucket_name_problem
 from workloads.job.pod import expand_references
 from workloads.job.pytorchjob import pytorchjob_manifest
@@ -112,12 +114,19 @@ def test_artifacts_list_the_model_and_only_complete_checkpoints(s3: LocalS3) -> 
     for key in ["model/config.json", "model/model.safetensors", "checkpoints/step_00000010/.metadata",
                 "checkpoints/step_00000010/meta.json", "checkpoints/step_00000020/.metadata"]:  # fmt: skip
         client.put_object(Bucket=storage.bucket, Key=f"fsdp-eks/test/run-1/{key}", Body=b"{}")
+    incomplete = storage.artifacts(run)  # the model's files, but no manifest yet: an export in flight, or failed
+    assert incomplete.model is None and incomplete.lines()[0] == f"model in S3:    none complete under {run}"
+    model = model_uri(run)
+    manifest = ModelManifest.of(model, list_objects(model, client))
+    client.put_object(Bucket=storage.bucket, Key=manifest_uri(model).key, Body=manifest.to_json().encode())
     artifacts = storage.artifacts(run)
     assert str(artifacts.model) == f"{run}/model/"
     assert artifacts.model_files == ("config.json", "model.safetensors")
     assert [checkpoint.step for checkpoint in artifacts.checkpoints] == [10]  # step 20 has no meta.json yet
     assert storage.newest_checkpoint_step(run) == 10
     assert artifacts.lines()[0] == f"model in S3:    {run}/model/ (2 files)"
+    client.put_object(Bucket=storage.bucket, Key="fsdp-eks/test/run-1/model/stray.json", Body=b"{}")
+    assert storage.artifacts(run).model is None  # the manifest no longer names what is there
 
 
 def test_creating_a_bucket_twice_keeps_its_objects(s3: LocalS3) -> None:

@@ -7,10 +7,18 @@ from typing import Any
 
 import pytest
 
-from stack.artifacts import artifacts_flag, prefix_problem, run_key, run_uri, stack_key
+from stack.artifacts import (
+    artifacts_flag,
+    bucket_replacement_problem,
+    prefix_problem,
+    run_key,
+    run_uri,
+    stack_key,
+)
 from stack.fields import ConfigError
 from stack.files import raw_stack_config
 from stack.gated_models import gated_repo, hf_token_problems, hub_repo
+from stack.names import artifacts_bucket_prefix
 from stack.parse import parse_stack_config
 
 ARTIFACTS = "fsdp-eks:artifacts"
@@ -122,3 +130,23 @@ def test_a_ci_deployed_stack_writes_only_to_a_bucket_its_boundary_allows() -> No
         parsed({**ci, ARTIFACTS: {"bucket": "fsdp-eks-kept-artifacts"}}).artifacts.bucket == "fsdp-eks-kept-artifacts"
     )
     assert parsed({ARTIFACTS: {"bucket": "team-ml-artifacts"}}).artifacts.bucket == "team-ml-artifacts"  # not CI's
+
+
+CREATED = f"{artifacts_bucket_prefix('dev')}{'7' * 26}"
+
+
+@pytest.mark.parametrize(
+    ("created", "region"),
+    [(None, None), (CREATED, "us-east-1"), (CREATED, None)],  # nothing created before; the same bucket
+)
+def test_creating_the_bucket_again_as_before_is_no_replacement(created: str | None, region: str | None) -> None:
+    assert bucket_replacement_problem(created, region, "dev", "us-east-1") is None
+
+
+@pytest.mark.parametrize(
+    ("stack", "region", "reason"),
+    [("dev2", "us-east-1", "the stack's now (renamed?)"), ("dev", "eu-west-1", "it is in us-east-1")],
+)
+def test_a_new_name_or_region_would_replace_the_bucket(stack: str, region: str, reason: str) -> None:
+    problem = bucket_replacement_problem(CREATED, "us-east-1", stack, region)
+    assert problem is not None and reason in problem and CREATED in problem
