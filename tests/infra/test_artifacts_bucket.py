@@ -286,11 +286,13 @@ def run_after_an_up_that_exported(stack: str, outputs: dict[str, Any], preview: 
     return run_in_process("tests.harness.mock_runner", stack, env, preview)
 
 
+@pytest.mark.program
 def test_the_stack_exports_the_bucket_it_created_and_none_for_a_given_one() -> None:
     assert own_bucket().outputs[CREATED_BUCKET_OUTPUT] == own_bucket().one(BUCKET).outputs["bucket"]
     assert given_bucket_with_s3_dataset().outputs[CREATED_BUCKET_OUTPUT] is None
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("preview", ["first", "update"])
 def test_a_preview_after_the_up_that_created_the_bucket_passes(preview: str) -> None:
     created = own_bucket().one(BUCKET).outputs["bucket"]
@@ -298,6 +300,7 @@ def test_a_preview_after_the_up_that_created_the_bucket_passes(preview: str) -> 
     assert run.error is None, run.error
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("preview", ["first", "update"])
 def test_a_renamed_stack_is_refused_before_it_replaces_its_bucket(preview: str) -> None:
     """`pulumi stack rename old dev` keeps the state and its outputs; the bucket's prefix is now dev's, which would
@@ -310,6 +313,7 @@ def test_a_renamed_stack_is_refused_before_it_replaces_its_bucket(preview: str) 
     assert f"pulumi config set --path fsdp-eks:artifacts.bucket {kept}" in problem
 
 
+@pytest.mark.program
 def test_a_stack_moved_to_another_region_is_refused_before_it_replaces_its_bucket() -> None:
     created = own_bucket().one(BUCKET).outputs["bucket"]
     run = run_after_an_up_that_exported("dev", {CREATED_BUCKET_OUTPUT: created, "region": "eu-west-1"}, "update")
