@@ -187,10 +187,18 @@ def test_a_grant_that_takes_effect_after_the_pod_starts_is_waited_for(secrets_ma
         text=True,
     )
     try:
-        time.sleep(3)  # denied at least once
+        # Granted only once the launcher has been denied and said it retries: a fixed sleep lost that race whenever
+        # the launcher's start took longer than the sleep.
+        assert launcher.stderr is not None
+        before_grant = []
+        for line in launcher.stderr:
+            before_grant.append(line)
+            if "reading the token's secret; retry in" in line:
+                break
         document = {"Version": "2012-10-17", "Statement": [READ_STATEMENT]}
         iam.put_user_policy(UserName="late-reader", PolicyName="read", PolicyDocument=json.dumps(document))
-        stdout, stderr = launcher.communicate(timeout=240)
+        stdout, after_grant = launcher.communicate(timeout=240)
+        stderr = "".join(before_grant) + after_grant
     finally:
         if launcher.poll() is None:
             launcher.kill()
