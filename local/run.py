@@ -23,11 +23,14 @@ from local.launch import AgentLaunch, LocalPlan, ManifestError, WorkerOptions, l
 from local.modelled_fields import UnmodelledFieldError
 from local.nodes import LocalNodes, elastic_minimum, nodes_for
 from local.pytorchjob_webhook import AdmissionDeniedError, admit_pytorchjob
-from local.report import MetricsFollower, Record, Recovery, Summary, progress_line, recovery, summarize, write_chart
+from local.report import MetricsFollower, Recovery, progress_line, recovery
 from stack.config import StackConfig
 from stack.fields import ConfigError
 from stack.paths import PROJECT_ROOT
 from trainer.errors import InputError
+from trainer.metrics_file import Record
+from trainer.run_chart import CHART_FILE, write_chart
+from trainer.run_summary import Summary, summarize
 from trainer.s3.uri import is_s3_uri
 from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
@@ -462,7 +465,7 @@ def supervise(
     uri = plan.trainer.artifacts.uri
     chart = None
     if follower.records:
-        chart = write_chart(follower.records, work_dir / "loss_and_throughput.png", f"{plan.job} {rule.chart_title}")
+        chart = write_chart(follower.records, work_dir / CHART_FILE, f"{plan.job} {rule.chart_title}")
     result = LocalResult(
         succeeded=succeeded,
         reason=reason,

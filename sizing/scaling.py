@@ -32,10 +32,10 @@ from typing import Any
 from sizing.catalog import InstanceType
 from sizing.estimate import SizingError, make_job, resolve_instance, resolve_shape
 from sizing.memory import Job
-from sizing.metrics_file import MetricsFileError, read_records
 from sizing.throughput import Assumptions, MeasuredFabric, expected_fabric, scaling_efficiency
 from trainer.config import SHARDING_STRATEGIES
 from trainer.launch.exits import EXIT_BAD_INPUT
+from trainer.metrics_file import MetricsFileError, read_records
 from trainer.units import GIB
 
 # The metrics' preflight fields (trainer/metrics.py METRIC_FIELDS) the model's links are read from.

@@ -1,4 +1,4 @@
-"""The local run follows the trainer's metrics file with the project's one reader of it (sizing/metrics_file.py)."""
+"""The local run follows the trainer's metrics file with the project's one reader of it (trainer/metrics_file.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from local.report import MetricsFollower
-from sizing.metrics_file import MetricsFileError, read_records
 from trainer.metrics import PREFLIGHT_FIELDS, append_record, preflight_failure_record
+from trainer.metrics_file import MetricsFileError, read_records
 
 
 def record(step: int) -> str:

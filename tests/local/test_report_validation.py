@@ -8,11 +8,15 @@ import json
 import math
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
-from local.report import loss_series, progress_line, summarize, write_chart
-from sizing.metrics_file import read_records
+from local.report import progress_line
 from trainer.checkpoint.layout import PROVENANCE_FILE
+from trainer.metrics_file import read_records
+from trainer.run_chart import write_chart
+from trainer.run_summary import loss_series, summarize
 
+SVG = "{http://www.w3.org/2000/svg}"
 # (step, training loss, validation loss at that step or None)
 RUN = [(10, 3.0, None), (20, 2.5, 2.8), (30, 2.2, None), (40, 2.0, 2.6), (50, 1.8, None), (60, 1.6, 2.7)]
 
@@ -44,8 +48,10 @@ def test_the_loss_chart_plots_the_training_loss_and_each_evaluations_validation_
     series = loss_series(records)
     assert series["training"] == ([10, 20, 30, 40, 50, 60], [3.0, 2.5, 2.2, 2.0, 1.8, 1.6])
     assert series["validation"] == ([20, 40, 60], [2.8, 2.6, 2.7])
-    chart = write_chart(records, tmp_path / "chart.png", "validation")
-    assert chart.read_bytes().startswith(b"\x89PNG")
+    chart = ElementTree.parse(write_chart(records, tmp_path / "chart.svg", "validation")).getroot()
+    lines = {line.get("class"): line.get("points", "").split() for line in chart.iter(f"{SVG}polyline")}
+    assert [len(lines["training"]), len(lines["validation"])] == [6, 3]
+    assert [star.get("class") for star in chart.iter(f"{SVG}text") if star.text == "\u2605"] == ["best"]
 
 
 def test_without_a_held_out_set_the_chart_has_the_training_loss_only(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from matplotlib import image
 
-from sizing.metrics_file import MetricsFileError, read_records
 from sizing.scaling import main, scaling_points
+from trainer.metrics_file import MetricsFileError, read_records
 
 
 def record(step: int, world_size: int, tokens_per_second: float, **extra: float) -> dict:

@@ -1,7 +1,7 @@
 """The one reader of the trainer's --metrics-file: one JSON object per logged step, a line each (trainer/metrics.py
 writes it), and one for each start the fabric preflight ended (step 0, no training figures), which it leaves out.
-The scaling report reads whole files with it; the local run reads the lines appended since its last look
-(local/report.py).
+The run's record (trainer/run_record.py) and the scaling report (sizing/scaling.py) read whole files with it; the
+local run reads the lines appended since its last look (local/report.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer.metrics import PREFLIGHT_FAILED_FIELD
+
+TORCH_FREE = True  # the scaling report, the local run and the run's record read metrics files with it
 
 Record = dict[str, Any]
 # What every record the trainer writes carries, and what the reports cannot do without.
