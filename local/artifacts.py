@@ -13,13 +13,16 @@ reaches it through the same s3:// code paths as on AWS, with the endpoint in AWS
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from local.s3 import LocalS3
 from stack.names import ARTIFACTS_BUCKET_VARIABLE, artifacts_bucket_prefix
 from trainer.checkpoint.s3_store import S3Checkpoint, S3Checkpoints, checkpoints_root
 from trainer.errors import InputError
+from trainer.run_record import SUMMARY_FILE, record_uri
 from trainer.s3.model_upload import model_uri, read_manifest
 from trainer.s3.transfer import list_objects
 from trainer.s3.uri import S3Uri, bucket_name_problem
@@ -65,6 +68,9 @@ class RunArtifacts:
     model: S3Uri | None  # <uri>/model/ when its export is complete: its manifest there, naming what is there
     model_files: tuple[str, ...]  # the manifest's files, relative to it
     checkpoints: tuple[S3Checkpoint, ...]  # complete ones (meta.json written), oldest first
+    record: S3Uri | None = None  # <uri>/record/ when it holds objects
+    record_files: tuple[str, ...] = ()  # their names relative to it
+    record_summary: dict[str, Any] | None = None  # its summary.json
 
     @property
     def newest_checkpoint(self) -> S3Checkpoint | None:
@@ -74,7 +80,8 @@ class RunArtifacts:
         model = f"{self.model} ({len(self.model_files)} files)" if self.model else f"none complete under {self.uri}"
         newest = self.newest_checkpoint
         checkpoint = f"{newest.uri} (step {newest.step})" if newest else f"none under {self.uri}"
-        return [f"model in S3:    {model}", f"S3 checkpoint:  {checkpoint}"]
+        record = f"{self.record} ({', '.join(self.record_files)})" if self.record else f"none under {self.uri}"
+        return [f"model in S3:    {model}", f"S3 checkpoint:  {checkpoint}", f"record in S3:   {record}"]
 
 
 class LocalStorage:
@@ -122,7 +129,15 @@ class LocalStorage:
         files = tuple(f.name for f in manifest.files) if manifest is not None and complete else ()
         checkpoints = tuple(self.checkpoints(artifacts_uri).complete())
         uri = S3Uri.parse(artifacts_uri, "--artifacts-uri")
-        return RunArtifacts(uri, model if complete else None, files, checkpoints)
+        record = record_uri(artifacts_uri)
+        kept = tuple(key[len(record.prefix) :] for key in self.s3.keys(record))
+        summary = None
+        if SUMMARY_FILE in kept:
+            summary = json.loads(
+                client.get_object(Bucket=record.bucket, Key=record.join(SUMMARY_FILE).key)["Body"].read()
+            )
+        model_kept = model if complete else None
+        return RunArtifacts(uri, model_kept, files, checkpoints, record if kept else None, kept, summary)
 
     def stop(self) -> None:
         self.s3.stop()

@@ -72,3 +72,7 @@ def test_the_quickstart_commands_are_the_stacks_next_commands() -> None:
     (download,) = [line.strip() for line in QUICKSTART.splitlines() if "downloadModel" in line and "|" in line]
     assert download.startswith("pulumi stack output nextCommands --json |") and download.endswith("| bash")
     assert '["downloadModel"]' in download and "downloadModel" in artifacts_commands("")
+    record = "aws s3 cp --recursive $(pulumi stack output artifactsUri)record/ ./record"
+    assert record in QUICKSTART
+    uri = "s3://fsdp-eks-my-run-artifacts-abc/fsdp-eks/my-run/run-1/"
+    assert artifacts_commands(uri)["downloadRecord"] == record.replace("$(pulumi stack output artifactsUri)", uri)

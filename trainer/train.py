@@ -70,6 +70,7 @@ from trainer.parallel.distributed import init_distributed, io_group, leave_distr
 from trainer.parallel.parallelize import build_mesh, parallelize, precompute_fp8_scales
 from trainer.parallel.plan import RunPlan, make_plan
 from trainer.reporting import StepReporter, StepResult, validation_figures
+from trainer.run_record import keep_record, restore_metrics
 from trainer.s3.model_upload import upload_model
 from trainer.s3.transfer import S3Error
 from trainer.shutdown import SigtermHandler
@@ -391,6 +392,8 @@ def train(
     order = SampleOrder(data.num_samples, config.schedule.seed)
     state = session.state
     adapters = sum(p.numel() for p in state.model.parameters() if p.requires_grad) if config.lora.rank else 0
+    if env.is_leader:  # a run carrying on without its metrics file (a new file system) takes its record's back
+        restore_metrics(config.metrics.file, config.artifacts.uri)
     reporter = StepReporter(config, env, source.shape, plan.global_batch_size, device, adapters)
     log_start(config, env, source, plan, data, state.progress.step)
     total, every = config.schedule.steps, config.checkpoint.every
@@ -436,6 +439,8 @@ def train(
                 note_validation(checkpointer, best, config.validation, with_held_out=validator is not None)
                 with sigterm.held():  # a SIGTERM now settles this save once it is under way (trainer/shutdown.py)
                     checkpointer.save(state)
+                if env.is_leader:  # the run's record in S3 as of this checkpoint (trainer/run_record.py)
+                    keep_record(config.metrics.file, config.artifacts.uri, total)
                 reporter.restart_clock(step)
             maybe_fault("kill_after_step", step)
             if stopping:
@@ -493,6 +498,7 @@ def export(config: TrainConfig, session: Session, env: DistEnv, tokenizer: Token
     if artifacts and env.is_leader:
         try:
             upload_model(Path(directory), artifacts)
+            keep_record(config.metrics.file, artifacts, config.schedule.steps, directory)  # with what the export holds
         except (S3Error, OSError) as error:
             failure = str(error)
         finally:

@@ -22,6 +22,8 @@ from tests.local.runs import RUN_TIMEOUT_S, TEST_TIMEOUT_S, log_of, processes_me
 from trainer.checkpoint.s3_store import checkpoint_uri, checkpoints_root
 from trainer.data.packing import synthetic_records
 from trainer.launch.exits import EXIT_STAGING_FAILED
+from trainer.run_chart import CHART_FILE
+from trainer.run_record import METRICS_FILE, SUMMARY_FILE, record_uri
 from trainer.s3.model_upload import model_uri
 from trainer.s3.uri import S3Uri
 
@@ -109,6 +111,15 @@ def test_dev_run_summary_prints_the_models_s3_uri_and_the_last_checkpoint(
     assert f"S3 checkpoint:  {last} (step {STEPS})" in summary
 
 
+def test_dev_run_keeps_its_record_beside_the_model(dev_run: LocalResult, printed: list[str]) -> None:
+    """metrics, summary and chart in <artifactsUri>record/, where pulumi destroy does not reach."""
+    assert dev_run.artifacts is not None and dev_run.artifacts.record == record_uri(artifacts_uri(dev_run))
+    assert sorted(dev_run.artifacts.record_files) == sorted([CHART_FILE, METRICS_FILE, SUMMARY_FILE])
+    summary = dev_run.artifacts.record_summary
+    assert summary is not None and (summary["steps"], summary["total_steps"]) == (STEPS, STEPS)
+    assert f"record in S3:   {record_uri(artifacts_uri(dev_run))} (" in printed[-1]
+
+
 def test_dev_run_writes_under_the_stacks_run_prefix_in_the_local_bucket(dev_run: LocalResult) -> None:
     assert artifacts_uri(dev_run).startswith("s3://fsdp-eks-dev-artifacts-local/fsdp-eks/dev/run-")
 
@@ -152,6 +163,15 @@ def test_lost_storage_job_finishes_at_another_world_size_with_the_model_in_s3(lo
     assert summary is not None and summary.steps == DRILL_STEPS
     assert summary.world_sizes == [2, 1]
     assert lost_storage_run.artifacts is not None and lost_storage_run.artifacts.model is not None
+
+
+def test_lost_storage_record_holds_the_steps_before_and_after_the_file_system_was_lost(
+    lost_storage_run: LocalResult,
+) -> None:
+    """The new file system starts without the metrics file; the run takes its record's back before it logs again."""
+    assert lost_storage_run.artifacts is not None
+    summary = lost_storage_run.artifacts.record_summary
+    assert summary is not None and summary["steps"] == DRILL_STEPS and summary["world_sizes"] == [2, 1]
 
 
 def test_lost_storage_run_stops_every_process_it_started(lost_storage_run: LocalResult) -> None:

@@ -20,6 +20,7 @@ from stack.names import (
     TRAINING_NAMESPACE,
     job_name,
 )
+from trainer.run_record import RECORD_DIRECTORY
 from trainer.s3.model_upload import download_command
 from trainer.s3.uri import S3Uri
 from workloads.job.api import Controller, job_api_for
@@ -110,12 +111,14 @@ def platform_objects(config: StackConfig) -> list[dict[str, Any]]:
 def artifacts_commands(run_uri: str) -> dict[str, str]:
     """The run's artifacts in S3 (`run_uri`, s3://bucket/prefix/stack/run-n/, the stack's artifactsUri; "" before the
     bucket has its name, for the keys alone): what is there, and the final model downloaded in Hugging Face format
-    once its export is complete (trainer/s3/model_upload.py download_command)."""
+    once its export is complete (trainer/s3/model_upload.py download_command), and the run's record: metrics, summary
+    and chart (trainer/run_record.py)."""
     run = S3Uri.parse(run_uri, "artifactsUri") if run_uri else S3Uri(UNCREATED_BUCKET)
-    model = run.join(MODEL_DIRECTORY)
+    model, record = run.join(MODEL_DIRECTORY), run.join(RECORD_DIRECTORY)
     return {
         "artifacts": f"aws s3 ls {run_uri} && aws s3 ls {run_uri}{CHECKPOINT_DIRECTORY}/",
         "downloadModel": download_command(S3Uri(model.bucket, model.prefix)),
+        "downloadRecord": f"aws s3 cp --recursive {S3Uri(record.bucket, record.prefix)} ./record",
     }
 
 
