@@ -6,27 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from preflight.aws import AwsClients, aws_clients
+from tests.harness.moto_in_process import moto_in_process
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's account
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[AwsClients]:
-    from moto import mock_aws
-
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    with mock_aws():
+def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[AwsClients]:
+    with moto_in_process(monkeypatch, tmp_path, REGION):
         yield aws_clients(REGION)
 
 

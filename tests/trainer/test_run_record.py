@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.harness.moto_in_process import moto_in_process
 from trainer.run_record import keep_record, record_uri, restore_metrics
 
 BUCKET = "fsdp-eks-dev-artifacts-test"
@@ -25,15 +26,8 @@ RECORDS = [
 @pytest.fixture
 def s3(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
     from boto3.session import Session
-    from moto import mock_aws
 
-    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    with mock_aws():
+    with moto_in_process(monkeypatch, tmp_path, "us-east-1"):
         client = Session(region_name="us-east-1").client("s3")
         client.create_bucket(Bucket=BUCKET)
         yield client
