@@ -40,7 +40,7 @@ TERM_LABELS = {
     "unsharded_gradients": "full grads",
     "communication_buffers": "comm bufs",
     "activations": "activations",
-    "loss_buffers": "logits+loss",
+    "loss_buffers": "loss",
     "optimizer_temporaries": "adam temp",
 }
 

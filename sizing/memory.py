@@ -1,7 +1,8 @@
 """Peak memory per rank of the trainer's FSDP2 fine-tuning step, buffer by buffer. Pure Python, no torch.
 
 What is modelled is what trainer/ builds (trainer/parallel/parallelize.py, trainer/train.py, trainer/optim.py):
-- each decoder layer is one FSDP2 unit, the input embedding one more (gathered for its forward only: its
+- each decoder layer is one FSDP2 unit (the last kept gathered from its forward to its backward), the input
+  embedding one more (gathered for its forward only: its
   backward needs no weight), the final norm with the output layer another (the head: gathered from its forward
   to the end of its backward, its gradients reduce-scattered right after); with tied embeddings the root holds
   embedding, norm and output together, gathered throughout and reduced last; SHARD_GRAD_OP and NO_SHARD keep
@@ -12,8 +13,9 @@ What is modelled is what trainer/ builds (trainer/parallel/parallelize.py, train
 - the model is transformers' LlamaForCausalLM; its attention keeps each packed record to itself
   (trainer/model/attention.py): on a GPU flex attention, which saves what flash SDPA saves (the output and a
   log-sum-exp per head) and reads a BlockMask of a few integers per 128 x 128 tile (kilobytes: not counted); the CPU
-  path's boolean mask (batch x seq^2 bytes per micro batch) is not modelled, the model sizes GPUs; the loss is an
-  fp32 cross-entropy;
+  path's boolean mask (batch x seq^2 bytes per micro batch) is not modelled, the model sizes GPUs; the loss is the
+  chunked fp32 cross-entropy of trainer/model/loss.py, which makes the output layer's gradients in its forward and
+  holds one chunk's logits at a time (loss_bytes counts every tensor it allocates);
 - with LoRA (--lora-rank, trainer/model/lora.py) the base is frozen and held in the compute dtype (no gradient,
   no optimizer state, nothing of it reduced: the head and the embedding reduce nothing at all), and only the fp32
   adapters have gradients and AdamW moments; each layer gathers its adapters with its base, and saves each
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 
 from trainer.config import LORA_TARGETS, ParallelConfig, TrainConfig
 from trainer.env import DistEnv
+from trainer.model.loss_chunks import CHUNK_TOKENS, VECTOR_BYTES_PER_TOKEN, accumulator_precision
 from trainer.model.presets import ModelShape
 from trainer.parallel.plan import mesh_shape
 from trainer.units import DTYPE_BYTES
@@ -251,6 +254,42 @@ def recomputed_layer_bytes(shape: ModelShape, tokens: int, compute_bytes: int, m
 
 
 @dataclass(frozen=True)
+class LossBytes:
+    """What trainer/model/loss.py's chunked cross-entropy allocates in a training step, in bytes."""
+
+    retained: int
+    """Alive from the loss's forward into backward: the output layer's input gradient (compute dtype), its weight
+    gradient (in the accumulator's precision; none for a frozen weight) and the loss."""
+    weight_gradient: int
+    """The weight gradient's share of `retained`."""
+    chunk: int
+    """The most alive at once above `retained` during the forward: a chunk's logits in fp32 beside their compute-dtype
+    matmul output (or, later, beside their gradient in the compute dtype), or, for fp16, that gradient beside one
+    chunk's weight-gradient product and its fp32 copy; plus the per-token vectors' bound."""
+    cast: int
+    """Backward's one allocation: under fp16 the weight gradient cast back to fp16 beside its fp32 sum."""
+
+
+def loss_bytes(
+    shape: ModelShape, tokens: int, precision: str, trains_weight: bool, chunk_tokens: int = CHUNK_TOKENS
+) -> LossBytes:
+    """The chunked loss over `tokens` tokens of one micro batch, the output layer in `precision`."""
+    e, v, h = DTYPE_BYTES[precision], shape.vocab_size, shape.hidden_size
+    summed = DTYPE_BYTES[accumulator_precision(precision)]
+    chunk = min(chunk_tokens, tokens)
+    logits = FP32 * chunk * v + (e * chunk * v if e != FP32 else 0)  # .float() copies unless already fp32
+    # fp16: the chunk's gradient, its weight-gradient product and that product's fp32 copy, then added to the sum.
+    product = e * chunk * v + (e + FP32) * v * h if trains_weight and summed != e else 0
+    weight_gradient = summed * v * h if trains_weight else 0
+    return LossBytes(
+        retained=e * tokens * h + weight_gradient + FP32,
+        weight_gradient=weight_gradient,
+        chunk=max(logits, product) + VECTOR_BYTES_PER_TOKEN * chunk,
+        cast=e * v * h if trains_weight and summed != e else 0,
+    )
+
+
+@dataclass(frozen=True)
 class _Sizes:
     """The per-rank quantities every moment is built from (bytes unless named numel)."""
 
@@ -276,10 +315,9 @@ class _Sizes:
     recomputed_layer: int  # what recomputing one checkpointed layer adds in its backward
     shared_saved: int  # RoPE cos/sin, token ids, and the final norm's saved tensors
     in_flight_grads: int  # gradients of activations inside one layer's backward
-    logits: int
-    log_softmax: int
+    loss: LossBytes
+    head_input_grad: int  # the gradient the head hands to the last layer (compute dtype)
     optimizer_temporaries: int
-    all_gather_temporary: int  # what the collective itself allocates while one layer is all-gathered
     reduce_scatter_temporary: int  # ... while one layer's gradients are reduce-scattered
     head_reduce_scatter_temporary: int
     embedding_reduce_scatter_temporary: int
@@ -287,6 +325,7 @@ class _Sizes:
     held_head_grad: int
     held_embedding_grad: int
     keeps_layers_gathered: bool
+    last_layer_kept: int  # the last layer's unsharded parameters from its forward to its backward (if resharded)
 
 
 def _sizes(job: Job, ranks: Ranks) -> _Sizes:
@@ -347,10 +386,9 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
         # Inside a layer's backward: the MLP's product, SiLU and up gradients and the residual gradient, or
         # the q/k/v gradients of SDPA, whichever is larger.
         in_flight_grads=tokens * e * max(2 * i + h, shape.q_width + h + 2 * kv),
-        logits=e * v * tokens,  # the trainer keeps `logits` until the step's backward is done
-        log_softmax=FP32 * v * tokens,  # fp32 log-probabilities, saved by cross-entropy
+        loss=loss_bytes(shape, tokens, job.mixed_precision, trains_weight=not lora),
+        head_input_grad=e * tokens * h,
         optimizer_temporaries=optimizer_temporaries,
-        all_gather_temporary=e * shard * layer_shard if gloo else 0,
         reduce_scatter_temporary=FP32 * shard * layer_trained if gloo else 0,
         head_reduce_scatter_temporary=FP32 * shard * head_trained if gloo else 0,
         embedding_reduce_scatter_temporary=FP32 * shard * embedding_trained if gloo else 0,
@@ -361,12 +399,13 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
         held_embedding_grad=e * numel(embedding) if shard > 1 and not lora else 0,
         # trainer/parallel/parallelize.py: reshard_after_forward only for FULL_SHARD and HYBRID_SHARD.
         keeps_layers_gathered=job.sharding_strategy in ("SHARD_GRAD_OP", "NO_SHARD"),
+        # trainer/parallel/parallelize.py apply_fsdp: never resharded after its forward.
+        last_layer_kept=0 if job.sharding_strategy in ("SHARD_GRAD_OP", "NO_SHARD") else e * shard * layer_shard,
     )
 
 
 MOMENTS = (
-    "loss backward",
-    "last layer prefetch",
+    "loss",
     "output layer backward",
     "head reduce-scatter",
     "last layer backward",
@@ -453,60 +492,51 @@ def _step(job: Job, ranks: Ranks, runtime_bytes: int) -> _Step:
 
 
 def _loss_and_head_moments(s: _Step) -> list[MemoryEstimate]:
-    """From the loss's backward to the head's reduce-scatter: MOMENTS[0:4]."""
-    z, job = s.z, s.job
+    """From the loss to the head's reduce-scatter: MOMENTS[0:3]. The last layer is gathered throughout (resharded
+    units), so the head's backward prefetches nothing."""
+    z, loss = s.z, s.z.loss
+    gathered = s.all_gathered + z.last_layer_kept
     head_reduce = _reduce_scatter(
         z.head_grad, z.reduce_scatter_head, FP32 * z.head_trained, z.head_reduce_scatter_temporary, z.held_head_grad
     )
-    head_reduce["communication_buffers"] += s.prefetch_buffer
     return [
-        # Cross-entropy backward: nll_loss's dense gradient and log_softmax's input gradient, both fp32, next to
-        # the saved fp32 log-probabilities and the logits.
+        # The loss's forward: every layer's activations saved, the output layer's input and weight gradients made,
+        # one chunk's logits alive.
         s.moment(
             MOMENTS[0],
             0,
-            unsharded_parameters=z.gathered_head + s.all_gathered,
+            unsharded_parameters=z.gathered_head + gathered,
+            unsharded_gradients=loss.weight_gradient,
             activations=s.saved(z.layers),
-            loss_buffers=z.logits + z.log_softmax + 2 * FP32 * job.shape.vocab_size * job.tokens,
+            loss_buffers=loss.retained - loss.weight_gradient + loss.chunk,
         ),
-        # Once the logits' gradient (compute dtype) exists, the head's pre-backward all-gathers layer L-1 ...
+        # The output layer's backward hands on its gradients (under fp16 the weight's cast back beside its fp32 sum).
         s.moment(
             MOMENTS[1],
             0,
-            unsharded_parameters=z.gathered_head + s.all_gathered,
-            communication_buffers=s.prefetch_buffer + (0 if z.keeps_layers_gathered else z.all_gather_temporary),
+            unsharded_parameters=z.gathered_head + gathered,
+            unsharded_gradients=loss.weight_gradient + loss.cast,
             activations=s.saved(z.layers),
-            loss_buffers=2 * z.logits,
+            loss_buffers=loss.retained - loss.weight_gradient,
         ),
-        # ... and the output layer's backward makes its unsharded weight gradient.
+        # Untied: the head's reduce-scatter, its parameters resharded first. Tied: nothing is reduced yet. Either
+        # way the head's input gradient waits for the last layer's backward.
         s.moment(
             MOMENTS[2],
             0,
-            unsharded_parameters=z.gathered_head + s.all_gathered,
-            unsharded_gradients=z.output_layer_grad,
-            communication_buffers=s.prefetch_buffer,
-            activations=s.saved(z.layers),
-            loss_buffers=2 * z.logits,
-        ),
-        # Untied: the head's reduce-scatter, its parameters resharded first, layer L-1 prefetched. Tied: nothing
-        # is reduced yet, as at the output layer's backward.
-        s.moment(
-            MOMENTS[3],
-            0,
-            unsharded_parameters=s.all_gathered,
+            unsharded_parameters=gathered,
             **head_reduce,
             activations=s.saved(z.layers),
-            loss_buffers=z.logits,
+            loss_buffers=z.head_input_grad,
         )
         if z.split
         else s.moment(
-            MOMENTS[3],
+            MOMENTS[2],
             0,
-            unsharded_parameters=z.gathered_head + s.all_gathered,
+            unsharded_parameters=z.gathered_head + gathered,
             unsharded_gradients=z.output_layer_grad,
-            communication_buffers=s.prefetch_buffer,
             activations=s.saved(z.layers),
-            loss_buffers=z.logits,
+            loss_buffers=z.head_input_grad,
         ),
     ]
 
@@ -525,12 +555,11 @@ def _layer_backward(s: _Step, name: str, index: int) -> MemoryEstimate:
         unsharded_gradients=s.output_grad_after_backward,
         communication_buffers=(s.prefetch_buffer if index > 0 else 0) + kept_input,
         activations=s.saved(index + 1) + z.recomputed_layer + z.in_flight_grads,
-        loss_buffers=z.logits,
     )
 
 
 def _last_reductions_and_update(s: _Step) -> list[MemoryEstimate]:
-    """From layer 0's reduce-scatter to the optimizer step: MOMENTS[6:10]."""
+    """From layer 0's reduce-scatter to the optimizer step: MOMENTS[5:9]."""
     z = s.z
     first_layer_reduce = _reduce_scatter(
         z.layer_grad, z.reduce_scatter_layer, FP32 * z.layer_trained, z.reduce_scatter_temporary, z.held_layer_grad
@@ -548,31 +577,24 @@ def _last_reductions_and_update(s: _Step) -> list[MemoryEstimate]:
     return [
         # Layer 0's reduce-scatter: its parameters are resharded before the fp32 input is allocated.
         s.moment(
-            MOMENTS[6],
+            MOMENTS[5],
             s.head_reduced + (z.layers - 1) * z.layer_trained,
             unsharded_parameters=s.head_after_backward,
             **first_layer_reduce,
             activations=z.shared_saved,
-            loss_buffers=z.logits,
         ),
         # Embedding backward: its whole unsharded gradient exists (its weight is not gathered for it; a tied root's
         # is); layer 0's reduce-scatter input is kept until the next reduce-scatter.
         s.moment(
-            MOMENTS[7],
+            MOMENTS[6],
             s.head_reduced + layer_shards,
             unsharded_parameters=s.head_after_backward,
             unsharded_gradients=last_grad,
             communication_buffers=z.reduce_scatter_layer,
-            loss_buffers=z.logits,
         ),
         # The last reduce-scatter of the step: the embedding's (or the tied root's, after it is resharded).
-        s.moment(MOMENTS[8], s.head_reduced + layer_shards, **last_reduce, loss_buffers=z.logits),
-        s.moment(
-            MOMENTS[9],
-            s.trained_shard,
-            loss_buffers=z.logits,
-            optimizer_temporaries=z.optimizer_temporaries,
-        ),
+        s.moment(MOMENTS[7], s.head_reduced + layer_shards, **last_reduce),
+        s.moment(MOMENTS[8], s.trained_shard, optimizer_temporaries=z.optimizer_temporaries),
     ]
 
 
@@ -582,8 +604,8 @@ def memory_moments(job: Job, ranks: Ranks, runtime_bytes: int = 0) -> list[Memor
     s = _step(job, ranks, runtime_bytes)
     return [
         *_loss_and_head_moments(s),
-        _layer_backward(s, MOMENTS[4], s.z.layers - 1),
-        _layer_backward(s, MOMENTS[5], 0),
+        _layer_backward(s, MOMENTS[3], s.z.layers - 1),
+        _layer_backward(s, MOMENTS[4], 0),
         *_last_reductions_and_update(s),
     ]
 

@@ -27,11 +27,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import FSDPModule
-from torch.nn.functional import cross_entropy
 
 from trainer.config import DataConfig, ValidationConfig
 from trainer.data.packed import IGNORE_INDEX, PackedData, Sample, stack
 from trainer.model.attention import document_inputs
+from trainer.model.loss import labels_for_loss
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +44,11 @@ def summed_token_loss(
 ) -> torch.Tensor:
     """The sum of the per-token cross-entropy over the tokens that count (labels not IGNORE_INDEX): the one loss of
     training (trainer/train.py train_step) and of evaluation. Each packed record is seen alone: its positions restart
-    at 0 and its attention stays within it (trainer/model/attention.py). The logits are not kept in a name:
-    cross-entropy saves what its backward needs (its log-softmax), and the logits themselves (batch x seq x vocab)
-    are freed before the backward starts."""
-    return cross_entropy(
-        model(input_ids=inputs, **document_inputs(positions)).logits.float().flatten(0, 1),
-        targets.flatten(),
-        ignore_index=IGNORE_INDEX,
-        reduction="sum",
-    )
+    at 0 and its attention stays within it (trainer/model/attention.py). The output layer computes the loss chunk by
+    chunk of tokens, never holding the logits of every token (trainer/model/loss.py), and returns it as the model's
+    `logits`."""
+    with labels_for_loss(model, targets):
+        return model(input_ids=inputs, **document_inputs(positions)).logits
 
 
 def evaluation_rounds(num_samples: int, batch_size: int, dp_size: int) -> int:

@@ -64,6 +64,7 @@ from trainer.model.build import (
     load_pretrained_weights,
 )
 from trainer.model.lora import apply_lora
+from trainer.model.loss import use_chunked_loss
 from trainer.model.source import ModelSource
 from trainer.optim import build_optimizer, build_scheduler
 from trainer.parallel.distributed import init_distributed, io_group, leave_distributed, pick_device
@@ -121,6 +122,7 @@ def build_model(
     where `restored`: the checkpoint the run resumes from overwrites every weight)."""
     model_config = hf_config(source)
     model = build_meta_model(model_config)
+    use_chunked_loss(model)
     if config.lora.rank:
         apply_lora(model, config.lora, TORCH_DTYPES[config.parallel.mixed_precision])
     parallelize(model, config.parallel, mesh, tokens_per_rank=config.schedule.batch_size * config.data.seq_len)

@@ -21,7 +21,7 @@ MEMORY_COLUMNS = {
     "full gradients": ("memory_bytes", "unsharded_gradients"),
     "communication": ("memory_bytes", "communication_buffers"),
     "activations": ("memory_bytes", "activations"),
-    "logits and loss": ("memory_bytes", "loss_buffers"),
+    "loss": ("memory_bytes", "loss_buffers"),
     "peak allocated": ("peak_allocated_bytes",),
     "needed": ("needed_bytes",),
 }

@@ -117,13 +117,14 @@ def test_the_output_layer_and_final_norm_are_one_unit_gathered_once(monkeypatch:
 
 
 @pytest.mark.usefixtures("world_of_one")
-@pytest.mark.parametrize(("reshard", "layer_gathers"), [(True, 2), (False, 1)], ids=["reshard", "keep"])
-def test_decoder_layers_are_gathered_again_for_backward_only_when_resharded(
-    reshard: bool, layer_gathers: int, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("reshard", "first_layer_gathers"), [(True, 2), (False, 1)], ids=["reshard", "keep"])
+def test_decoder_layers_but_the_last_are_gathered_again_for_backward_only_when_resharded(
+    reshard: bool, first_layer_gathers: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The last layer's backward follows the output layer's at once: it stays gathered from its forward to it."""
     model = sharded_tiny(reshard_after_forward=reshard)
     gathered = all_gathers_per_unit(model, monkeypatch)
-    assert gathered["model.layers.0"] == gathered["model.layers.1"] == layer_gathers
+    assert (gathered["model.layers.0"], gathered["model.layers.1"]) == (first_layer_gathers, 1)
 
 
 class GraphBreakingLayer(nn.Module):

@@ -230,9 +230,9 @@ def apply_fsdp(
     reshard_after_forward: bool,
     tokens_per_rank: int,
 ) -> None:
-    """Shard each decoder layer as its own unit (one all-gather per layer), the input embedding by vocabulary rows
-    or as one more unit, the final norm with the output layer as another, then the root (which then holds no
-    parameters of its own).
+    """Shard each decoder layer as its own unit (one all-gather per layer; the last one kept gathered from its forward
+    to its backward), the input embedding by vocabulary rows or as one more unit, the final norm with the output layer
+    as another, then the root (which then holds no parameters of its own).
 
     - When fewer tokens than vocabulary rows are in flight on a 1-D mesh (embedding_by_rows), the embedding is
       never gathered: each rank looks up the tokens in its rows and the ranks exchange token embeddings and their
@@ -244,8 +244,12 @@ def apply_fsdp(
       rather than with the embedding's at the end of the step.
     With tied embeddings the two share one weight, which must be one unit: the root holds it, gathered throughout.
     """
-    for layer in decoder_layers(model):
-        fully_shard(layer, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
+    layers = decoder_layers(model)
+    for index, layer in enumerate(layers):
+        # The last layer's backward comes first, right after the output layer's: resharded after its forward, it
+        # would be all-gathered again at once (torchtitan's apply_fsdp keeps it gathered too).
+        last = index == len(layers) - 1
+        fully_shard(layer, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward and not last)
     # A transformers PreTrainedModel: nn.Module's type does not show its embedding accessors.
     hf_model: Any = model
     embeddings, output = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
