@@ -115,3 +115,12 @@ def test_the_image_has_torchao_for_fp8_built_for_its_torch() -> None:
     assert torchao.name == "torchao" and str(torchao.specifier) == "==0.17.0"
     torch_version = must_search(r"pytorch:(\d+\.\d+\.\d+)-", TRAINER_BASE_IMAGE).group(1)
     assert Version(torch_version) >= Version("2.11.0")
+
+
+def test_the_image_takes_no_transformers_that_brings_kernels() -> None:
+    """transformers 5.25 requires kernels (>=0.19.1,<0.20); with it installed, transformers' Llama attention runs
+    through kernels' forward wrapper (use_kernelized_func), which sets a ContextVar on every call: torch.compile of a
+    checkpointed layer refuses that side effect, so --compile with any activation checkpointing fails."""
+    (transformers,) = [requirement for requirement in REQUIREMENTS if requirement.name == "transformers"]
+    assert "5.24.0" in transformers.specifier and "5.25.0" not in transformers.specifier
+    assert "5.17.0" in transformers.specifier  # the lent GPU machine's (tests/harness/floor.py)
