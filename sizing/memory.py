@@ -12,8 +12,8 @@ What is modelled is what trainer/ builds (trainer/parallel/parallelize.py, train
 - AdamW keeps two fp32 moments per parameter (torch.optim.AdamW: exp_avg and exp_avg_sq);
 - the model is transformers' LlamaForCausalLM; its attention keeps each packed record to itself
   (trainer/model/attention.py): on a GPU flex attention, which saves what flash SDPA saves (the output and a
-  log-sum-exp per head) and reads a BlockMask of a few integers per 128 x 128 tile (kilobytes: not counted); the CPU
-  path's boolean mask (batch x seq^2 bytes per micro batch) is not modelled, the model sizes GPUs; the loss is the
+  log-sum-exp per head) and reads a BlockMask of a few integers per 128 x 128 tile (kilobytes: not counted); on a
+  CPU each layer's SDPA saves the records' mask in the compute dtype (batch x seq^2 values); the loss is the
   chunked fp32 cross-entropy of trainer/model/loss.py, which makes the output layer's gradients in its forward and
   holds one chunk's logits at a time (loss_bytes counts every tensor it allocates);
 - with LoRA (--lora-rank, trainer/model/lora.py) the base is frozen and held in the compute dtype (no gradient,
@@ -353,6 +353,10 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
     # buffer of that size each; all_reduce works in place).
     gloo = ranks.device == "cpu" and shard > 1
     lora_saved = lora_saved_bytes(shape, tokens, e, job.lora_rank, job.lora_targets, job.activation_checkpointing)
+    # On a CPU the records' attention mask is SDPA's (trainer/model/attention.py boolean_mask): each layer's SDPA turns
+    # the boolean [batch, 1, seq, seq] mask into one of the compute dtype and saves it for its backward (a layer
+    # recomputed under checkpointing makes it again). A GPU's flex attention reads a BlockMask of kilobytes instead.
+    cpu_mask = job.batch_size * job.seq_len**2 * e if ranks.device == "cpu" else 0
     return _Sizes(
         layers=shape.num_layers,
         layer_shard=layer_shard,
@@ -372,7 +376,9 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
         reduce_scatter_layer=FP32 * shard * layer_trained,
         reduce_scatter_head=FP32 * shard * head_trained,
         reduce_scatter_embedding=FP32 * shard * embedding_trained,
-        saved_layer=checkpointed_layer_bytes(shape, tokens, e, job.activation_checkpointing) + lora_saved,
+        saved_layer=checkpointed_layer_bytes(shape, tokens, e, job.activation_checkpointing)
+        + lora_saved
+        + (cpu_mask if job.activation_checkpointing == "none" else 0),
         # A recomputed layer saves its adapters' r-wide intermediates again: every checkpointing mode recomputes the
         # adapters' matmuls (the selective ones too, trainer/parallel/parallelize.py is_narrow_matmul).
         recomputed_layer=recomputed_layer_bytes(shape, tokens, e, job.activation_checkpointing)
@@ -380,7 +386,8 @@ def _sizes(job: Job, ranks: Ranks) -> _Sizes:
             lora_saved_bytes(shape, tokens, e, job.lora_rank, job.lora_targets, "none")
             if job.activation_checkpointing != "none"
             else 0
-        ),
+        )
+        + (cpu_mask if job.activation_checkpointing != "none" else 0),
         # cos and sin (one per position, shared by all layers), token ids, final norm (as a layer's norm).
         shared_saved=2 * job.seq_len * shape.head_dim * e + INT64 * tokens + tokens * (4 * h + 2 * e * h + 4),
         # Inside a layer's backward: the MLP's product, SiLU and up gradients and the residual gradient, or
