@@ -8,7 +8,8 @@ operators" and "Multivalued context keys"): all operators and keys of a block mu
 match (OR). Operators: the String, Arn, Bool and Numeric families, Null, and the ForAnyValue:/ForAllValues: set
 prefixes over multivalued keys. A key missing from the request context makes a positive operator false and a negated
 one (StringNotEquals, ArnNotLike, ...) true; ForAllValues: is true over a missing key and ForAnyValue: false; Null is
-true for "true" when the key is missing.
+true for "true" when the key is missing. An operator with the IfExists suffix (any but Null) is true when its key is
+missing and is the operator without the suffix when the key is there ("...IfExists condition operators").
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ NUMERIC: dict[str, Callable[[float, float], bool]] = {
     "NumericGreaterThanEquals": operator.ge,
 }
 SET_PREFIXES = ("ForAnyValue:", "ForAllValues:")
+IF_EXISTS = "IfExists"
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -60,6 +62,10 @@ def _key_holds(operator_name: str, expected: list[Any], context: Mapping[str, An
     if operator_name == "Null":
         (wanted,) = expected
         return (key not in context) == (str(wanted).lower() == "true")
+    if operator_name == f"Null{IF_EXISTS}":
+        raise ValueError("Null takes no IfExists suffix")
+    if operator_name.endswith(IF_EXISTS):
+        return key not in context or _key_holds(operator_name.removesuffix(IF_EXISTS), expected, context, key)
     prefix = next((p for p in SET_PREFIXES if operator_name.startswith(p)), "")
     base = operator_name.removeprefix(prefix)
     if key not in context:
@@ -80,7 +86,9 @@ def _conditions_hold(conditions: Mapping[str, Mapping[str, Any]], context: Mappi
     )
 
 
-def _applies(statement: Mapping[str, Any], action: str, resource: str, context: Mapping[str, Any]) -> bool:
+def applies(statement: Mapping[str, Any], action: str, resource: str, context: Mapping[str, Any]) -> bool:
+    """Whether a statement's actions, resources and conditions cover the request; a resource policy's Principal is
+    judged apart (tests/ci/iam_request.py)."""
     if "Action" in statement:
         if not any(_matches(p, action, case_sensitive=False) for p in _as_list(statement["Action"])):
             return False
@@ -97,7 +105,7 @@ def _applies(statement: Mapping[str, Any], action: str, resource: str, context: 
 def allowed(
     policy: Mapping[str, Any], action: str, resource: str = "*", context: Mapping[str, Any] | None = None
 ) -> bool:
-    statements = [s for s in policy["Statement"] if _applies(s, action, resource, context or {})]
+    statements = [s for s in policy["Statement"] if applies(s, action, resource, context or {})]
     if any(s["Effect"] == "Deny" for s in statements):
         return False
     return any(s["Effect"] == "Allow" for s in statements)

@@ -92,6 +92,27 @@ def test_every_key_of_a_condition_block_must_hold() -> None:
     assert not allowed(policy, "s3:GetObject", "*", {"a": "1", "b": "3", "c": "x"})
 
 
+@pytest.mark.parametrize(
+    "context,expected",
+    [({}, True), ({"aws:PrincipalAccount": "111111111111"}, False), ({"aws:PrincipalAccount": "222222222222"}, True)],
+)
+def test_if_exists_holds_over_a_missing_key_and_is_the_plain_operator_over_a_present_one(
+    context: dict[str, str], expected: bool
+) -> None:
+    policy = _policy({"StringNotEqualsIfExists": {"aws:PrincipalAccount": "111111111111"}})
+    assert allowed(policy, "s3:GetObject", "*", context) is expected
+
+
+@pytest.mark.parametrize("context,expected", [({}, True), ({"k": "false"}, True), ({"k": "true"}, False)])
+def test_bool_if_exists(context: dict[str, str], expected: bool) -> None:
+    assert allowed(_policy({"BoolIfExists": {"k": "false"}}), "s3:GetObject", "*", context) is expected
+
+
+def test_null_takes_no_if_exists() -> None:
+    with pytest.raises(ValueError, match="Null"):
+        allowed(_policy({"NullIfExists": {"k": "true"}}), "s3:GetObject")
+
+
 def test_an_operator_it_does_not_know_is_refused_not_guessed() -> None:
     with pytest.raises(ValueError, match="DateLessThan"):
         allowed(
