@@ -4,7 +4,8 @@
     python -m ci ... --owner-id 1111 --repository-id 2222   # repositories with immutable OIDC subject claims
 
 Nothing here calls AWS or GitHub: read the documents, then run the printed `aws iam` and `gh api` commands with an
-administrator's credentials. docs/ci.md explains each step.
+administrator's credentials, and the `aws organizations` ones in the organization's management account. docs/ci.md
+explains each step.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ci.bucket_perimeter import (
+    RCP_FILE,
+    bucket_perimeter_commands,
+    bucket_perimeter_policy,
+    without_organizations_command,
+)
 from ci.deploy_policy import Account, deploy_policy
 from ci.environment import Reviewer, api_paths, branch_policy, environment_settings
 from ci.github_oidc import (
@@ -42,6 +49,7 @@ def documents(repository: Repository, account: Account, reviewers: list[Reviewer
         "deploy-role-trust.json": trust_policy(account.account_id, deploy_subjects(repository), account.partition),
         "deploy-role-policy.json": deploy_policy(account),
         "role-boundary-policy.json": role_boundary(account.account_id, account.partition, account.data_buckets),
+        RCP_FILE: bucket_perimeter_policy(account),
         "pulumi-up-environment.json": environment_settings(reviewers),
         "pulumi-up-branch-policy.json": branch_policy(),
     }
@@ -73,6 +81,18 @@ def commands(repository: Repository, account: Account, out: Path) -> list[str]:
         # subject claims).
         f"gh api -X PUT repos/{repository.full_name}/actions/oidc/customization/sub "
         f"--input {out}/oidc-subject-customization.json",
+    ]
+
+
+def organization_step(account: Account, out: Path) -> list[str]:
+    """The stacks' buckets held to this account by a resource control policy (ci/bucket_perimeter.py)."""
+    return [
+        f"# in the organization's management account: no principal outside {account.account_id} reaches the stacks' "
+        f"buckets ({account.artifacts_bucket_prefix}*), whatever a bucket policy grants",
+        *bucket_perimeter_commands(account, out),
+        "# without an organization with all features, or with the stacks in its management account, no RCP holds; "
+        "instead, in each region the stacks deploy to, an analyzer that reports a grant outside the account:",
+        f"# {without_organizations_command()}",
     ]
 
 
@@ -138,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / name).write_text(json.dumps(document, indent=2) + "\n")
     print("\n".join(commands(repository, account, args.out)))
     print(pulumi_cloud_step(args.out))
+    print("\n".join(organization_step(account, args.out)))
     print(f"# then set fsdp-eks:cluster.rolePermissionsBoundary to {account.boundary_arn} on every stack CI deploys")
     # The deploy role manages only clusters so named (ci/deploy_policy.py Account.cluster_name_prefix).
     print(

@@ -35,10 +35,11 @@ own:
   and neither can a hostile plan. No ACL writes (the bucket's ownership controls disable ACLs) and no object access
   at all, denied explicitly so that no bucket policy the role writes can grant it: the pods read and write objects
   through their own role, never the deploy role. What a bucket policy grants to others (another account) IAM cannot
-  see: the policy pack refuses a public one in the reviewed plan, and the plan's review the rest. A stack that names an
-  existing bucket (artifacts.bucket) needs nothing here: the program only reads the name it is given. The pods'
-  policy on the bucket is a customer managed policy under IAM_PATH, created and attached by the IAM statements below
-  like the token's.
+  see, on any bucket so named, kept ones included (no condition key covers a policy's content): the policy pack
+  refuses such a grant in the reviewed plan (policy/s3_grants.py), and in an account of an AWS Organization the
+  resource control policy of ci/bucket_perimeter.py makes it inert. A stack that names an existing bucket
+  (artifacts.bucket) needs nothing here: the program only reads the name it is given. The pods' policy on the bucket
+  is a customer managed policy under IAM_PATH, created and attached by the IAM statements below like the token's.
 - EC2 and FSx stay service-wide: a stack's VPC, subnets, gateways, security groups and launch templates are dozens of
   resource types whose ARNs are only known once created, and neither infra/network.py nor infra/lustre.py tags them
   with the stack's tag; the EC2 actions that reach into instances, disks and images the stacks do not own (user data,

@@ -1,8 +1,9 @@
 """Every IAM document of the project linted with parliament (duo-labs/parliament, the AWS Service Authorization
-Reference bundled as its iam_definition.json): the CI roles' policies and trust, the permissions boundary, and every
-document the program registers (role trust policies, customer managed policies, the KMS key policy) for every shipped
-stack. A finding fails unless it is in ALLOWED, keyed by (document, statement Sid, finding) with the reason; an
-entry no document produces fails too, so the list cannot outlive what it excuses.
+Reference bundled as its iam_definition.json): the CI roles' policies and trust, the permissions boundary, the
+resource control policy over the stacks' buckets, and every document the program registers (role trust policies,
+customer managed policies, the KMS key policy) for every shipped stack. A finding fails unless it is in ALLOWED, keyed
+by (document, statement Sid, finding) with the reason; an entry no document produces fails too, so the list cannot
+outlive what it excuses.
 
 Each statement is linted alone, so a finding names its statement.
 """
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from parliament import analyze_policy_string
 
+from ci.bucket_perimeter import bucket_perimeter_policy
 from ci.deploy_policy import Account, deploy_policy
 from ci.github_oidc import Repository, deploy_subjects, preview_subjects, trust_policy
 from ci.preview_policy import preview_policy
@@ -58,7 +60,8 @@ ALLOWED: dict[Finding, str] = {
     ("deploy", "CreateAndConfigureTheStacksBuckets", "RESOURCE_POLICY_PRIVILEGE_ESCALATION"): (
         "the deploy role writes the artifacts bucket's deny-only TLS policy (s3:PutBucketPolicy) and has no object "
         "access: a bucket policy it wrote could grant it some, but NoObjectAccessEvenThroughABucketPolicy denies every "
-        "object action explicitly, which wins over any bucket policy's allow (tests/ci/test_s3_access.py)"
+        "object action explicitly, which wins over any bucket policy's allow (tests/ci/test_s3_access.py); a grant it "
+        "wrote to another account is inert under the stacks' buckets' RCP (ci/bucket_perimeter.py)"
     ),
     ("boundary", "WhatTheStacksPoliciesUse", "RESOURCE_STAR"): (
         "a permissions boundary caps actions; the resources are the attached policies' to name"
@@ -101,6 +104,7 @@ def ci_documents() -> Iterator[tuple[str, dict[str, Any]]]:
     yield "deploy", deploy_policy(ACCOUNT)
     yield "boundary", role_boundary(ACCOUNT.account_id, ACCOUNT.partition)
     yield "preview", preview_policy()
+    yield "rcp", bucket_perimeter_policy(ACCOUNT)
     for subjects in (preview_subjects(REPO), deploy_subjects(REPO)):
         yield "github-trust", trust_policy(ACCOUNT.account_id, subjects)
 

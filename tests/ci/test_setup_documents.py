@@ -72,6 +72,7 @@ def test_the_command_writes_every_document_and_prints_the_commands(tmp_path: Pat
         "deploy-role-trust.json",
         "deploy-role-policy.json",
         "role-boundary-policy.json",
+        "stack-buckets-rcp.json",
         "pulumi-up-environment.json",
         "pulumi-up-branch-policy.json",
         "oidc-subject-customization.json",
@@ -82,6 +83,10 @@ def test_the_command_writes_every_document_and_prints_the_commands(tmp_path: Pat
     assert f"one allow policy per entry of {tmp_path}/pulumi-oidc-policies.json" in result.stdout
     assert "rolePermissionsBoundary" in result.stdout
     assert f"{Account('123456789012').cluster_name_prefix}*" in result.stdout  # the clusters the deploy role manages
+    assert "create-policy --type RESOURCE_CONTROL_POLICY" in result.stdout
+    assert "attach-policy --target-id 123456789012" in result.stdout
+    assert "--policy-type RESOURCE_CONTROL_POLICY" in result.stdout
+    assert "# aws accessanalyzer create-analyzer" in result.stdout  # the fallback, commented out
 
 
 def test_an_account_id_must_be_twelve_digits(tmp_path: Path) -> None:
