@@ -167,6 +167,9 @@ class StepReporter:
         peaks = [peak_memory_bytes(self.device), peak_reserved_bytes(self.device)]
         memory = torch.tensor(peaks, dtype=torch.int64, device=self.device)
         dist.all_reduce(memory, op=dist.ReduceOp.MAX)  # the busiest rank is the one that limits the job
+        # Read before the clock: on a GPU it waits for the interval's queued work, which the interval's time must
+        # include (the host runs ahead of the device by up to a queue of kernels).
+        loss_value = float(loss)
         steps = step - self.last_step
         step_time = (time.perf_counter() - self.last_time) / steps
         cpu_time = (time.process_time() - self.last_cpu_time) / steps
@@ -175,7 +178,7 @@ class StepReporter:
         per_gpu = tokens_per_second / self.env.world_size
         metrics = StepMetrics(
             step=step,
-            loss=float(loss),
+            loss=loss_value,
             tokens_per_second=tokens_per_second,
             tokens_per_second_per_gpu=per_gpu,
             mfu=model_flops_utilisation(per_gpu, self.flops_per_token, self.peak) if self.peak else None,
