@@ -1,242 +1,294 @@
-"""Tokens/s per GPU and MFU of the trainer on Llama-2-7B-shaped decoder layers, on one GPU (H100/H200).
+"""The prepared GPU command: our trainer against torchtitan on one GPU, same torch, same machine, one run.
 
-The full 7B model with AdamW state does not fit one GPU without offloading, so this trains the real trainer
-loop (FSDP2 on a 1-GPU mesh, bf16 compute, fp32 master weights and optimizer) on a model with the 7B shape
-(hidden 4096, MLP 11008, 32 heads, vocab 32000, seq 4096) and fewer layers. Then torchtitan's own trainer, in its
-environment (bench/torchtitan_setup.py), on the same shape, batch and dtypes, compiled (torch.compile of its model
-and loss, as its configs run it) and with its defaults otherwise (fused AdamW, chunked loss): one run gives both
-rows. MFU counts 6N + 12LHT FLOPs per token (trainer/metrics.py) for both, against the chip's dense bf16 peak
-(trainer/hardware.py). Goal: ours above 45% and ahead of torchtitan's compiled figure.
+    python3 bench/gpu_mfu.py --out "$OUT"                    # on the lent H200, bench/.wheels carried (<= 8 minutes)
+    python bench/carried_torchtitan.py                       # here, first: the wheels it installs there
+    python bench/gpu_mfu.py --dry-run --out /tmp/gpu-mfu     # the same logic on the CPU with the tiny shape
 
-    python bench/gpu_mfu.py                                  # 4 layers, batch 2, seq 4096
-    python bench/gpu_mfu.py --layers 8 --compile             # more layers, ours compiled per layer too
-    python bench/gpu_mfu.py --matrix                         # the prepared GPU check: see below
-    python bench/gpu_mfu.py --dry-run                        # tiny shape on CPU in fp32: exercises this script only
+The work: a Llama 3.1 8B-shaped decoder cut to the most layers (16 down to 12) that fit the GPU without activation
+checkpointing by the sizing model (sizing/memory.py), seq 4096, batch 2, bf16 compute with fp32 master weights and
+AdamW, FSDP2 on the one GPU, SDPA's flash kernel alone enabled (bench/gpu_rows.py pin_flash_attention): torchtitan's
+attention is SDPA; ours is the trainer's own, flex attention over each block's records on a GPU, fed one record per
+block so that both do causal attention over 4096 positions (bench/gpu_ours_row.py one_long_record). What ran is read
+from each row's profiled step (operators and GPU kernels) and printed. Four rows: ours eager, torchtitan eager, ours
+compiled, torchtitan compiled (torchtitan 0.2.2, the release that runs on torch 2.11, carried as a wheel and installed
+without dependencies over the machine's torch; bench/carried_torchtitan.py). Each row is a process of its own: warm-up
+steps (compilation), then timed windows, each closed when the GPU has finished. Rounds run the rows in that order and
+then reversed, as many rounds as the time budget allows (the first always), so the rows interleave; each row's figure is
+the median over all its windows, with their spread. FLOPs per token are 6 x the model's own parameters in matmuls
+(counted in the built model, the input embedding left out) + 12 L H T; MFU divides by the chip's dense bf16 peak
+(trainer/hardware.py) and, beside it, by the bf16 matmul rate measured on the machine. Versions, clocks (read every 2 s
+per row by nvidia-smi, never set) and every figure go to $OUT/gpu_mfu.json, the table to $OUT/gpu_mfu.md, each row's
+output to $OUT/rows.log. Nothing is downloaded: pip installs the carried wheels with --no-index.
 
---matrix is the one script to run when a GPU is lent: ours eager and compiled, each with activation checkpointing
-none, selective and selective-mm (each run a process of its own, so compile caches and allocator state start
-fresh), then torchtitan's trainer eager and compiled, all in one table. --all-reduce-dtype bf16 (with
---sharding-strategy HYBRID_SHARD) selects the bf16 all-reduce across replicas; on one GPU that all-reduce runs over
-a single replica, so it only shows that the path runs: its gain is between nodes (under torchrun on several).
+The goal it judges (printed last): ours compiled at least torchtitan compiled in tokens/s, and at least 45% MFU.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
-
-from bench.torchtitan_setup import VENV, set_up
-from trainer.config import ACTIVATION_CHECKPOINTING, ALL_REDUCE_DTYPES, SHARDING_STRATEGIES, TrainConfig, parse_args
-from trainer.env import read_env
-from trainer.hardware import PEAK_BF16_FLOPS, chip_for_device_name
-from trainer.main import resolve_device
-from trainer.metrics import training_flops_per_token
-from trainer.model.presets import PRESETS, ModelShape
-from trainer.model.source import ModelSource
-from trainer.validate import validate
-
 ROOT = Path(__file__).resolve().parent.parent
-MATRIX_CHECKPOINTING = ("none", "selective", "selective-mm")
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+
+from bench.carried_torchtitan import TORCHTITAN, WHEELS, install  # noqa: E402
+from bench.gpu_machine import ClockSampler, driver, now  # noqa: E402
+from bench.gpu_rows import RowResult, Work  # noqa: E402
+from sizing.memory import Job, Ranks, peak_memory  # noqa: E402
+from trainer.hardware import PEAK_BF16_FLOPS, chip_for_device_name  # noqa: E402
+from trainer.model.presets import PRESETS  # noqa: E402
+from trainer.units import GIB  # noqa: E402
+
+GOAL_MFU = 0.45
+LAYER_CHOICES = (16, 15, 14, 13, 12)
+ROWS = (("ours", False), ("torchtitan", False), ("ours", True), ("torchtitan", True))
+HEADROOM = 1.1  # the sizing model's allocator headroom, plus its 2 GiB of runtime (docs/sizing.md "Fits")
+
+
+@dataclass(frozen=True)
+class RowRun:
+    trainer: str
+    compile: bool
+    round: int
+    seconds: float
+    result: RowResult | None
+    failure: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.trainer} {'compiled' if self.compile else 'eager'}"
 
 
 def bench_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--layers", type=int, default=4, help="decoder layers of the Llama-2-7B shape")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out/gpu-mfu")))
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="seconds for all rows together (default: 430 on a GPU, 1800 on a dry run)")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="most rounds (the budget may allow fewer)")
+    parser.add_argument("--layers", type=int, default=None, help="default: the most of 16..12 that fit")
     parser.add_argument("--seq-len", type=int, default=4096)
     parser.add_argument("--batch-size", type=int, default=2)
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps (compilation, allocator warmup)")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps, a multiple of --warmup")
-    parser.add_argument("--compile", action="store_true", help="torch.compile each decoder layer")
-    parser.add_argument("--activation-checkpointing", default="none", choices=ACTIVATION_CHECKPOINTING)
-    parser.add_argument("--sharding-strategy", default="FULL_SHARD", choices=SHARDING_STRATEGIES)
-    parser.add_argument("--replicate-groups", type=int, default=None, help="HYBRID_SHARD's replica groups")
-    parser.add_argument("--all-reduce-dtype", default="fp32", choices=ALL_REDUCE_DTYPES, help="HYBRID_SHARD only")
-    parser.add_argument(
-        "--matrix", action="store_true",
-        help=f"ours with and without --compile for each of {', '.join(MATRIX_CHECKPOINTING)}, then torchtitan's "
-        "with and without compile",
-    )  # fmt: skip
-    parser.add_argument("--row-file", type=Path, default=None, help=argparse.SUPPRESS)  # --matrix's runs report here
-    parser.add_argument("--peak-tflops", type=float, default=None, help="override the chip's bf16 peak")
-    parser.add_argument("--dry-run", action="store_true", help="tiny shape on CPU in fp32, a few steps")
-    parser.add_argument("--no-torchtitan", action="store_true", help="ours only")
-    parser.add_argument("--venv", type=Path, default=VENV, help="torchtitan's environment")
+    parser.add_argument("--warmup-steps", type=int, default=3)
+    parser.add_argument("--window-steps", type=int, default=5)
+    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--wheels", type=Path, default=WHEELS, help="the carried wheels")
+    parser.add_argument("--dry-run", action="store_true", help="the tiny shape on the CPU, a few short windows")
     return parser.parse_args(argv)
 
 
-def bench_model(args: argparse.Namespace) -> ModelSource:
-    if args.dry_run:
-        return ModelSource(kind="preset", name="tiny", shape=PRESETS["tiny"])
-    shape = replace(PRESETS["llama2-7b"], name=f"llama2-7b-shape-{args.layers}-layers", num_layers=args.layers)
-    return ModelSource(kind="preset", name=shape.name, shape=shape)
+def fitting_layers(gpu_memory_bytes: int, seq_len: int, batch_size: int) -> tuple[int, float]:
+    """The most layers of LAYER_CHOICES whose peak, by the sizing model, fits with its headroom; and that peak."""
+    for layers in LAYER_CHOICES:
+        shape = replace(PRESETS["llama3.1-8b"], num_layers=layers)
+        peak = peak_memory(Job(shape, seq_len, batch_size, "FULL_SHARD", "bf16", "none"), Ranks(1, 1)).total
+        if peak * HEADROOM + 2 * GIB <= gpu_memory_bytes:
+            return layers, peak
+    raise SystemExit(f"not even {LAYER_CHOICES[-1]} layers fit {gpu_memory_bytes / GIB:.0f} GiB")
 
 
-def bench_config(args: argparse.Namespace, metrics_file: str) -> TrainConfig:
-    argv = ["--tokenizer", "byte", "--seq-len", str(args.seq_len), "--batch-size", str(args.batch_size),
-            "--global-batch-size", str(args.batch_size), "--steps", str(args.warmup + args.steps),
-            "--log-every", str(args.warmup), "--activation-checkpointing", args.activation_checkpointing,
-            "--metrics-file", metrics_file, "--lr", "1e-5", "--sharding-strategy", args.sharding_strategy,
-            "--all-reduce-dtype", args.all_reduce_dtype]  # fmt: skip
-    if args.replicate_groups:
-        argv += ["--replicate-groups", str(args.replicate_groups)]
+def work_for(args: argparse.Namespace, layers: int, compiled: bool) -> Work:
     if args.dry_run:
-        argv += ["--device", "cpu", "--mixed-precision", "fp32", "--peak-tflops", "1"]
+        return Work(layers=PRESETS["tiny"].num_layers, seq_len=64, batch_size=2, warmup_steps=2, window_steps=2,
+                    windows=2, compile=compiled, device="cpu")  # fmt: skip
+    return Work(layers=layers, seq_len=args.seq_len, batch_size=args.batch_size, warmup_steps=args.warmup_steps,
+                window_steps=args.window_steps, windows=args.windows, compile=compiled, device="cuda")  # fmt: skip
+
+
+def row_command(trainer: str, work: Work, result: Path) -> list[str]:
+    row = [*work.to_argv(), "--result", str(result)]
+    if trainer == "ours":
+        return [sys.executable, str(ROOT / "bench" / "gpu_ours_row.py"), *row]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
+            str(ROOT / "bench" / "gpu_titan_row.py"), *row]  # fmt: skip
+
+
+def run_row(trainer: str, work: Work, round_: int, site: Path, log: Path, timeout: float) -> RowRun:
+    """One row in a process of its own, its output appended to `log`; a failure or a timeout is a row saying so."""
+    with tempfile.TemporaryDirectory() as scratch:
+        result = Path(scratch) / "row.json"
+        paths = [str(site), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "HF_HUB_OFFLINE": "1"}
+        started = time.perf_counter()
+        with log.open("a") as output:
+            output.write(f"\n===== round {round_}: {trainer} compile={work.compile} ({now()}) =====\n")
+            output.flush()
+            try:
+                done = subprocess.run(row_command(trainer, work, result), cwd=ROOT, env=env, stdout=output,
+                                      stderr=subprocess.STDOUT, timeout=max(1.0, timeout), check=False)  # fmt: skip
+                failure = None if done.returncode == 0 and result.exists() else f"exit {done.returncode}"
+            except subprocess.TimeoutExpired:
+                failure = f"stopped at the time budget ({timeout:.0f} s)"
+        seconds = time.perf_counter() - started
+        return RowRun(trainer, work.compile, round_, seconds, None if failure else RowResult.read(result), failure)
+
+
+def rounds(args: argparse.Namespace, layers: int, site: Path, sampler: ClockSampler) -> list[RowRun]:
+    """Round 0 always; each next one, its order reversed, only if the rows' last durations fit what is left."""
+    runs: list[RowRun] = []
+    deadline = time.perf_counter() + args.budget_s
+    last: dict[tuple[str, bool], float] = {}
+    log = args.out / "rows.log"
+    for round_ in range(args.rounds):
+        order = ROWS if round_ % 2 == 0 else tuple(reversed(ROWS))
+        if round_ and sum(last.values()) > deadline - time.perf_counter():
+            break
+        for trainer, compiled in order:
+            sampler.row = f"{trainer} {'compiled' if compiled else 'eager'}"
+            work = work_for(args, layers, compiled)
+            run = run_row(trainer, work, round_, site, log, deadline - time.perf_counter())
+            sampler.row = ""
+            last[(trainer, compiled)] = run.seconds
+            runs.append(run)
+            print(f"round {round_} {run.label}: {run.failure or 'done'} in {run.seconds:.0f} s", flush=True)
+    return runs
+
+
+def window_speeds(result: RowResult) -> list[float]:
+    """Tokens per second of each timed window."""
+    return [result.tokens_per_step * result.window_steps / seconds for seconds in result.window_seconds]
+
+
+def row_summary(label: str, runs: list[RowRun], peak_flops: float | None, matmul_tflops: float | None,
+                sampler: ClockSampler) -> dict:  # fmt: skip
+    """Median and spread of every timed window of the row's runs, MFU, memory, attention, clocks."""
+    done = [run for run in runs if run.label == label and run.result]
+    speeds = [speed for run in done if run.result for speed in window_speeds(run.result)]
+    first = done[0].result if done and done[0].result else None
+    mine = [run for run in runs if run.label == label]
+    failures = [f"round {run.round}: {run.failure}" for run in mine if run.failure]
+    summary: dict = {"row": label, "runs": len(mine), "windows": len(speeds), "failures": failures}
+    if not speeds or first is None:
+        return summary
+    median = statistics.median(speeds)
+    flops = first.flops_per_token
+    summary |= {
+        "tokens_per_second": median,
+        "min": min(speeds),
+        "max": max(speeds),
+        "spread": (max(speeds) - min(speeds)) / median,
+        "round_medians": [statistics.median(window_speeds(run.result)) for run in done if run.result],
+        "flops_per_token": flops,
+        "parameters": first.parameters,
+        "matmul_parameters": first.matmul_parameters,
+        "mfu": median * flops / peak_flops if peak_flops else None,
+        "mfu_of_measured_matmul": median * flops / (matmul_tflops * 1e12) if matmul_tflops else None,
+        "peak_memory_bytes": max(r.result.peak_memory_bytes for r in done if r.result),
+        "attention": first.attention,
+        "clocks": sampler.summary(label),
+    }
+    return summary
+
+
+def verdict(rows: dict[str, dict], dry_run: bool) -> list[str]:
+    """The goal's two conditions, each with its figures."""
+    ours, theirs = rows.get("ours compiled", {}), rows.get("torchtitan compiled", {})
+    lines = []
+    for mode in ("eager", "compiled"):
+        a = rows.get(f"ours {mode}", {}).get("tokens_per_second")
+        b = rows.get(f"torchtitan {mode}", {}).get("tokens_per_second")
+        lines.append(f"ours / torchtitan, {mode}: " + (f"{a / b:.3f}x" if a and b else "not measured"))
+    judged = "" if not dry_run else " (dry run on the CPU: not a judgement)"
+    if ours.get("tokens_per_second") and theirs.get("tokens_per_second"):
+        ratio = ours["tokens_per_second"] / theirs["tokens_per_second"]
+        lines.append(f"goal 1, ours compiled >= torchtitan compiled: {ratio:.3f}x -> "
+                     f"{'MET' if ratio >= 1 else 'NOT MET'}{judged}")  # fmt: skip
     else:
-        argv += ["--device", "cuda", "--mixed-precision", "bf16"]
-    if args.peak_tflops:
-        argv += ["--peak-tflops", str(args.peak_tflops)]
-    if args.compile:
-        argv.append("--compile")
-    return parse_args(argv)
+        lines.append("goal 1, ours compiled >= torchtitan compiled: not measured (a compiled row failed)")
+    mfu = ours.get("mfu")
+    if mfu is None:
+        lines.append(f"goal 2, ours compiled MFU >= {GOAL_MFU:.0%}: not measured (no known GPU peak, or no row)")
+    else:
+        met = "MET" if mfu >= GOAL_MFU else "NOT MET"
+        lines.append(f"goal 2, ours compiled MFU >= {GOAL_MFU:.0%}: {mfu:.1%} -> {met}{judged}")
+    return lines
+
+
+def percent(fraction: float | None) -> str:
+    return "n/a" if fraction is None else f"{fraction:.1%}"
+
+
+def table(rows: dict[str, dict]) -> list[str]:
+    lines = ["| row | tokens/s (median) | spread (min-max) | windows | MFU | MFU of measured matmul | peak GiB | "
+             "SM clock MHz | attention |", "|---|---:|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    for label, row in rows.items():
+        speed = row.get("tokens_per_second")
+        if speed is None:
+            lines.append(f"| {label} | failed: {'; '.join(row['failures']) or 'no window'} | | 0 | | | | | |")
+            continue
+        cells = [
+            label,
+            f"{speed:,.0f}",
+            f"{row['min']:,.0f}-{row['max']:,.0f} ({row['spread']:.1%})",
+            str(row["windows"]),
+            percent(row["mfu"]),
+            percent(row["mfu_of_measured_matmul"]),
+            f"{row['peak_memory_bytes'] / GIB:.1f}",
+            "n/a" if not row["clocks"] else f"{row['clocks']['sm_clock_mhz']:.0f}",
+            row["attention"],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     args = bench_args(argv)
+    args.budget_s = args.budget_s or (1800 if args.dry_run else 430)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = now()
+    machine = json.loads(subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_machine.py")], cwd=ROOT,
+                                        capture_output=True, text=True, check=True).stdout)  # fmt: skip
+    software, matmul = machine["software"], machine["matmul_bf16_tflops"]
+    if not args.dry_run and "gpu" not in software:
+        raise SystemExit("no CUDA device here: --dry-run runs the same logic on the CPU")
+    chip = chip_for_device_name(software.get("gpu", ""))
+    peak_flops = PEAK_BF16_FLOPS.get(chip) if chip else None
     if args.dry_run:
-        args.seq_len, args.batch_size, args.warmup, args.steps = 64, 2, 2, 4
-    if args.steps % args.warmup:
-        raise SystemExit("--steps must be a multiple of --warmup (the trainer logs every --warmup steps)")
-    source, env = bench_model(args), read_env()
-    if args.matrix:
-        with tempfile.TemporaryDirectory() as scratch:
-            rows = matrix_rows(args, source.shape, Path(scratch))
-        report(args, source, rows)
-        return
-    with tempfile.TemporaryDirectory() as scratch:
-        metrics_file = str(Path(scratch) / "metrics.jsonl")
-        config = bench_config(args, metrics_file)
-        device_type = resolve_device(config.parallel.device)
-        errors = validate(config, env, device_type, source)
-        if errors:
-            raise SystemExit("\n".join(errors))
-        from trainer.train import run
-
-        run(config, env, source, device_type)
-        records = [json.loads(line) for line in Path(metrics_file).read_text().splitlines()]
-        rows = [ours_row(args, [r for r in records if r["step"] > args.warmup])]
-        if args.row_file:
-            args.row_file.write_text(json.dumps(rows[0]))
-            return
-        if not args.no_torchtitan:
-            rows.append(torchtitan_row(args, source.shape, Path(scratch), compiled=not args.dry_run))
-    report(args, source, rows)
-
-
-def passed_on(args: argparse.Namespace) -> list[str]:
-    """The flags a --matrix run passes on to each of its runs of ours."""
-    argv = ["--layers", str(args.layers), "--seq-len", str(args.seq_len), "--batch-size", str(args.batch_size),
-            "--warmup", str(args.warmup), "--steps", str(args.steps), "--sharding-strategy", args.sharding_strategy,
-            "--all-reduce-dtype", args.all_reduce_dtype]  # fmt: skip
-    if args.replicate_groups:
-        argv += ["--replicate-groups", str(args.replicate_groups)]
-    if args.peak_tflops:
-        argv += ["--peak-tflops", str(args.peak_tflops)]
-    return argv + (["--dry-run"] if args.dry_run else [])
-
-
-def matrix_rows(args: argparse.Namespace, shape: ModelShape, scratch: Path) -> list[dict]:
-    """Ours for each checkpointing mode, eager then compiled, each in a fresh process; then torchtitan's, likewise.
-    A run that fails (out of memory, a compile error) is a row saying so, and the rest still run."""
-    rows = []
-    for compiled in (False, True):
-        for mode in MATRIX_CHECKPOINTING:
-            row_file = scratch / f"ours-{mode}-{compiled}.json"
-            command = [sys.executable, str(Path(__file__).resolve()), *passed_on(args), "--no-torchtitan",
-                       "--activation-checkpointing", mode, "--row-file", str(row_file)]  # fmt: skip
-            done = subprocess.run([*command, *(["--compile"] if compiled else [])], cwd=ROOT, check=False)
-            if done.returncode == 0:
-                rows.append(json.loads(row_file.read_text()))
-            else:
-                rows.append(failed_row("ours (python -m trainer)", mode, compiled, done.returncode))
-    if not args.no_torchtitan:
-        for compiled in (False, True):
-            try:
-                rows.append(torchtitan_row(args, shape, scratch, compiled=compiled))
-            except subprocess.CalledProcessError as error:
-                rows.append(failed_row("torchtitan 0.3.0", "none", compiled, error.returncode))
-    return rows
-
-
-def failed_row(trainer: str, mode: str, compiled: bool, returncode: int) -> dict:
-    return {"trainer": f"{trainer}: failed (exit {returncode})", "activation_checkpointing": mode, "compile": compiled,
-            "tokens_per_second_per_gpu": None, "mfu": None, "peak_memory_bytes": None}  # fmt: skip
-
-
-def ours_row(args: argparse.Namespace, timed: list[dict]) -> dict:
-    mfus = [r["mfu"] for r in timed if r["mfu"] is not None]
-    return {
-        "trainer": "ours (python -m trainer)"
-        + (f", all-reduce {args.all_reduce_dtype}" if args.all_reduce_dtype != "fp32" else ""),
-        "activation_checkpointing": args.activation_checkpointing,
-        "compile": args.compile,
-        "tokens_per_second_per_gpu": sum(r["tokens_per_second_per_gpu"] for r in timed) / len(timed),
-        "mfu": sum(mfus) / len(mfus) if mfus else None,
-        "peak_memory_bytes": max(r["peak_memory_bytes"] for r in timed),
-    }
-
-
-def peak_flops(args: argparse.Namespace) -> float | None:
-    """The per-GPU peak the MFU divides by: --peak-tflops, 1 TFLOP/s on a dry run (as ours), else the chip's."""
-    if args.peak_tflops or args.dry_run:
-        return (args.peak_tflops or 1) * 1e12
-    import torch
-
-    chip = chip_for_device_name(torch.cuda.get_device_name())
-    return PEAK_BF16_FLOPS.get(chip) if chip else None
-
-
-def torchtitan_row(args: argparse.Namespace, shape: ModelShape, scratch: Path, compiled: bool) -> dict:
-    """torchtitan's trainer on the same shape, batch and dtypes, one GPU (bench/torchtitan_run.py), compiled as its
-    configs run it (torch.compile of its model and loss) or eager; no activation checkpointing."""
-    python = set_up(args.venv)
-    result = scratch / "torchtitan.json"
-    command = [str(python), "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1",
-        str(ROOT / "bench" / "torchtitan_run.py"), "--vocab", str(shape.vocab_size), "--dim", str(shape.hidden_size),
-        "--ffn-dim", str(shape.intermediate_size), "--layers", str(shape.num_layers), "--heads", str(shape.num_heads),
-        "--kv-heads", str(shape.num_kv_heads), "--seq-len", str(args.seq_len), "--batch-size", str(args.batch_size),
-        "--warmup", str(args.warmup), "--steps", str(args.steps), "--lr", "1e-5", "--loss", "chunked",
-        "--optimizer", "fused", "--dtype", "float32" if args.dry_run else "bfloat16",
-        "--result", str(result)]  # fmt: skip
-    if compiled:
-        command.append("--compile")  # torchtitan's figure to beat is its compiled one
-    subprocess.run(command, cwd=ROOT, check=True)
-    figures = json.loads(result.read_text())
-    per_gpu = figures["tokens_per_second"]  # one GPU
-    peak = peak_flops(args)
-    return {
-        "trainer": "torchtitan 0.3.0",
-        "activation_checkpointing": "none",
-        "compile": compiled,
-        "tokens_per_second_per_gpu": per_gpu,
-        "mfu": per_gpu * training_flops_per_token(shape, args.seq_len) / peak if peak else None,
-        "peak_memory_bytes": figures["peak_memory_bytes"],
-    }
-
-
-def report(args: argparse.Namespace, source: ModelSource, rows: list[dict]) -> None:
-    print(
-        f"\n{source.name}: {source.shape.num_parameters / 1e9:.2f}B parameters, seq {args.seq_len}, batch "
-        f"{args.batch_size}, {args.sharding_strategy}, {args.steps} timed steps"
-    )
-    print("| trainer | tokens/s/GPU | MFU | peak memory | activation checkpointing | compile |")
-    print("|---|---:|---:|---:|---|---|")
-    for row in rows:
-        speed = row["tokens_per_second_per_gpu"]
-        mfu = "n/a (unknown chip: pass --peak-tflops)" if row["mfu"] is None else f"{100 * row['mfu']:.1f}%"
-        peak = "" if row["peak_memory_bytes"] is None else f"{row['peak_memory_bytes'] / 2**30:.1f} GiB"
-        print(
-            f"| {row['trainer']} | {'' if speed is None else f'{speed:,.0f}'} | {'' if speed is None else mfu} | "
-            f"{peak} | {row['activation_checkpointing']} | {'yes' if row['compile'] else 'no'} |"
-        )
-    if args.dry_run:
-        print("(dry run on CPU: the figures say nothing about a GPU)")
+        layers, predicted = PRESETS["tiny"].num_layers, None
+    elif args.layers:
+        layers, predicted = args.layers, None
+    else:
+        layers, predicted = fitting_layers(int(software["gpu_memory_bytes"]), args.seq_len, args.batch_size)
+    with tempfile.TemporaryDirectory() as site:
+        install(Path(site), args.wheels)
+        sampler = ClockSampler().start()
+        try:
+            runs = rounds(args, layers, Path(site), sampler)
+        finally:
+            sampler.stop()
+    labels = [f"{trainer} {'compiled' if compiled else 'eager'}" for trainer, compiled in ROWS]
+    rows = {label: row_summary(label, runs, peak_flops, matmul, sampler) for label in labels}
+    shape = PRESETS["tiny"] if args.dry_run else replace(PRESETS["llama3.1-8b"], num_layers=layers)
+    work = work_for(args, layers, compiled=True)
+    header = [
+        f"GPU benchmark, {started}: ours against {TORCHTITAN[0]} {TORCHTITAN[1]}, same torch, same machine, one run",
+        f"machine: {software.get('gpu', 'CPU (dry run)')}, torch {software['torch']} (CUDA {software['cuda']}, "
+        f"cuDNN {software['cudnn']}), Python {software['python']}, transformers {software['transformers']}, "
+        f"triton {software['triton']}; driver {driver()}",
+        f"model: {shape.name} shape, {layers} layers, seq {work.seq_len}, batch {work.batch_size}, FSDP2 on 1 device, "
+        f"bf16 compute, fp32 master weights and AdamW, no activation checkpointing; sizing model's peak "
+        f"{'n/a' if predicted is None else f'{predicted / GIB:.1f} GiB'}",
+        "attention: SDPA's flash kernel only (math, efficient and cuDNN disabled; ours runs its own, flex attention "
+        "over its records' mask on a GPU, one record a block here: causal, as torchtitan's); bf16 peak "
+        f"{'n/a' if peak_flops is None else f'{peak_flops / 1e12:.0f}'} TFLOP/s (datasheet), measured bf16 matmul "
+        f"{'n/a' if matmul is None else f'{matmul:.0f}'} TFLOP/s; windows of {work.window_steps} steps after "
+        f"{work.warmup_steps} warm-up steps, {len({run.round for run in runs})} round(s)",
+    ]
+    lines = [*header, "", *table(rows), "", *verdict(rows, args.dry_run)]
+    (args.out / "gpu_mfu.md").write_text("\n".join(lines) + "\n")
+    record = {"started": started, "software": software, "driver": driver(), "matmul_bf16_tflops": matmul,
+              "peak_flops": peak_flops, "layers": layers, "predicted_peak_bytes": predicted, "work": asdict(work),
+              "rows": rows, "runs": [{**asdict(run), "label": run.label} for run in runs],
+              "clock_samples": sampler.samples, "verdict": verdict(rows, args.dry_run)}  # fmt: skip
+    (args.out / "gpu_mfu.json").write_text(json.dumps(record, indent=1, default=str))
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ reachable).
   was read); the trainer reaches these through trainer/parallel/collectives.py only. They are hidden from code outside
   torch alone: torch 2.13's own modules call them.
 - Packages: MISSING_PACKAGES import as absent (`import x` raises ModuleNotFoundError, importlib.util.find_spec returns
-  None), as on that machine.
+  None), as on that machine, unless a folder on PYTHONPATH holds them, as wheels carried there and installed with
+  `pip install --target` do (bench/carried_torchtitan.py).
 - Network: a connection to any address but the loopback raises OSError, as on that machine; HF_HUB_OFFLINE is set.
 """
 
@@ -23,6 +24,7 @@ import os
 import socket
 import sys
 import types
+from importlib.machinery import PathFinder
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -77,11 +79,19 @@ def _inside_torch(frame: FrameType) -> bool:
 _TORCH_PACKAGE = ""
 
 
+def carried_paths() -> list[str]:
+    """PYTHONPATH's folders but the simulation's own: where wheels carried to the machine are installed (the GPU
+    benchmark's --target folder), whose packages are found there as here."""
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return [entry for entry in entries if entry and Path(entry).resolve() != SITE]
+
+
 def simulate() -> None:
     """In this interpreter: the torch floor, the missing packages, no network beyond the loopback."""
     global _TORCH_PACKAGE
     for name in MISSING_PACKAGES:
-        sys.modules[name] = None  # pyright: ignore[reportArgumentType]  # the import system's "not found" marker
+        if PathFinder.find_spec(name, carried_paths()) is None:
+            sys.modules[name] = None  # pyright: ignore[reportArgumentType]  # the import system's "not found" marker
     socket.socket.connect = _guarded(socket.socket.connect)
     socket.socket.connect_ex = _guarded(socket.socket.connect_ex)
     import torch
