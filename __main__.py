@@ -155,7 +155,7 @@ if config.job.enabled:
 pulumi.export("clusterName", config.cluster_name)
 pulumi.export(REGION_OUTPUT, config.region)
 pulumi.export("totalGpus", config.total_gpus)
-pulumi.export("estimatedCostPerHour", round(config.gpu_nodes.count * gpu_price.usd_per_hour, 2))
+pulumi.export("estimatedCostPerHour", gpu_price.nodes_per_hour(config.gpu_nodes.count))
 pulumi.export("gpuNodePrice", gpu_price.to_output())  # where the price comes from, and of when
 pulumi.export("estimatedRunCost", run_cost(config, gpu_price))  # a run's phases at that price (stack/run_cost.py)
 pulumi.export("jobSizing", sizing_summary(config))  # memory per GPU, fit and expected speed, from sizing.estimate

@@ -15,9 +15,10 @@ from stack.config import GpuNodesConfig
 from stack.price_list import (
     PRICE_LIST_REGION,
     SERVICE_CODE,
+    SOURCE_CATALOG,
     PriceQuote,
-    catalog_quote,
-    configured_quote,
+    PriceUnavailableError,
+    node_quote,
     on_demand_filters,
     parse_on_demand_product,
 )
@@ -39,10 +40,14 @@ class PriceList(pulumi.ComponentResource):
         self.register_outputs({"usdPerHour": self.quote.usd_per_hour, "source": self.quote.source})
 
     def _quote(self, name: str, config: GpuNodesConfig, region: str) -> PriceQuote:
-        if config.price_per_hour is not None:
-            return configured_quote(config.price_per_hour)
+        quote = node_quote(config, lambda: self._read(name, config, region))
+        if quote.source == SOURCE_CATALOG:
+            pulumi.log.warn(f"GPU node price: {quote.note}", resource=self)
+        return quote
+
+    def _read(self, name: str, config: GpuNodesConfig, region: str) -> PriceQuote:
         if region.startswith(OTHER_PARTITIONS):
-            return catalog_quote(config.instance, f"{region} is priced by another partition's price list")
+            raise PriceUnavailableError(f"{region} is priced by another partition's price list")
         provider = aws.Provider(
             name,
             region=PRICE_LIST_REGION,
@@ -56,11 +61,9 @@ class PriceList(pulumi.ComponentResource):
                 filters=[aws.pricing.GetProductFilterArgs(field=f["field"], value=f["value"]) for f in filters],
                 opts=pulumi.InvokeOptions(provider=provider, parent=self),
             )
-            return parse_on_demand_product(product.result, config.instance_type, region)
-        except Exception as error:  # the call's own failure or its answer's shape: either way the catalog's figure
-            quote = catalog_quote(config.instance, str(error).splitlines()[0] if str(error) else type(error).__name__)
-            pulumi.log.warn(f"GPU node price: {quote.note}", resource=self)
-            return quote
+        except Exception as error:  # the engine's answer to a refused or failed call: the catalog's figure instead
+            raise PriceUnavailableError(str(error).splitlines()[0] if str(error) else type(error).__name__) from error
+        return parse_on_demand_product(product.result, config.instance_type, region)  # PriceListError if off-shape
 
 
 def node_price(config: GpuNodesConfig, region: str) -> PriceQuote:

@@ -322,10 +322,6 @@ class GpuNodesConfig:
     def keeps_idle_nodes(self) -> bool:
         return self.reserved_capacity if self.keep_idle_nodes is None else self.keep_idle_nodes
 
-    @property
-    def node_price_per_hour(self) -> float:
-        return self.instance.price_per_hour_usd if self.price_per_hour is None else self.price_per_hour
-
 
 @dataclass(frozen=True)
 class StorageConfig:
@@ -640,10 +636,6 @@ class StackConfig:
     @property
     def total_gpus(self) -> int:
         return self.gpu_nodes.count * self.gpu_nodes.instance.gpus
-
-    @property
-    def cost_per_hour(self) -> float:
-        return round(self.gpu_nodes.count * self.gpu_nodes.node_price_per_hour, 2)
 
 
 # The object-valued keys under the fsdp-eks namespace, with the section dataclass each parses into.

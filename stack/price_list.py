@@ -13,16 +13,20 @@ The API answers only in a few regions (botocore data/endpoints.json, `api.pricin
 eu-central-1, ap-south-1), and the provider calls it in its own region with no per-call override (the data source's
 region is disabled, service_package_gen.go): the program asks through a provider of its own in PRICE_LIST_REGION.
 The figure travels to the policy pack on the GPU node group's PRICE_TAG_KEY tag (policy/cost.py).
+
+Which figure a stack uses is one rule, node_quote, for the preview (infra/prices.py) and the reviewer's summary
+(tools/pr_summary.py, which runs without AWS): the team's own price, else the Price List API's, else the catalog's.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sizing.catalog import CATALOG_PRICES_SET, InstanceType
+from stack.config import GpuNodesConfig
 
 SERVICE_CODE = "AmazonEC2"
 PRICE_LIST_REGION = "us-east-1"
@@ -41,11 +45,19 @@ ON_DEMAND_ATTRIBUTES = {
 SOURCE_PRICE_LIST = "AWS Price List API"
 SOURCE_CATALOG = "catalog fallback"
 SOURCE_CONFIG = "gpuNodes.pricePerHour"
+CATALOG_CAVEAT = (
+    f"the catalog's us-east-1 list price, set on {CATALOG_PRICES_SET} from AWS's figures before its June 2025 P4 and "
+    "P5 price cut, so high for those"
+)
 # The GPU node group's tag with the price a preview used: what the cost policy budgets with (policy/cost.py).
 PRICE_TAG_KEY = "fsdp-eks:usd-per-node-hour"
 
 
-class PriceListError(ValueError):
+class PriceUnavailableError(Exception):
+    """The Price List API's price cannot be had where the quote is made; the message says why."""
+
+
+class PriceListError(PriceUnavailableError, ValueError):
     """The Price List API's answer is not one on-demand hourly USD price of the product asked for."""
 
 
@@ -60,6 +72,10 @@ class PriceQuote:
 
     def to_output(self) -> dict[str, Any]:
         return {"usdPerHour": round(self.usd_per_hour, 4), "source": self.source, "asOf": self.as_of, "note": self.note}
+
+    def nodes_per_hour(self, nodes: int) -> float:
+        """What `nodes` such nodes cost per hour, to the cent (the estimatedCostPerHour output)."""
+        return round(nodes * self.usd_per_hour, 2)
 
 
 def on_demand_filters(instance_type: str, region: str) -> list[dict[str, str]]:
@@ -104,10 +120,21 @@ def catalog_quote(instance: InstanceType, why: str) -> PriceQuote:
         instance.price_per_hour_usd,
         SOURCE_CATALOG,
         CATALOG_PRICES_SET,
-        f"the catalog's us-east-1 list price, set on {CATALOG_PRICES_SET} from AWS's figures before its June 2025 "
-        f"P4 and P5 price cut, so high for those; the Price List API could not be read: {why}",
+        f"{CATALOG_CAVEAT}; the Price List API could not be read: {why}",
     )
 
 
 def configured_quote(price: float) -> PriceQuote:
     return PriceQuote(price, SOURCE_CONFIG, "", "the team's own price from the stack file")
+
+
+def node_quote(gpu_nodes: GpuNodesConfig, read_price_list: Callable[[], PriceQuote]) -> PriceQuote:
+    """One GPU node-hour's price: the team's own (gpuNodes.pricePerHour); else what `read_price_list` reads from AWS's
+    Price List API; else, when it raises PriceUnavailableError, the catalog's figure, labelled as the fallback and
+    dated, with why."""
+    if gpu_nodes.price_per_hour is not None:
+        return configured_quote(gpu_nodes.price_per_hour)
+    try:
+        return read_price_list()
+    except PriceUnavailableError as why:
+        return catalog_quote(gpu_nodes.instance, str(why))

@@ -6,9 +6,11 @@ as a PR comment, so a reviewer sees what "count: 2 -> 16" means in dollars and i
     python -m tools.pr_summary --base-ref origin/main           # with what each stack was on main
     python -m tools.pr_summary --base-ref origin/main --changed '["p5-16"]' --format json
 
-The figures come from the same code as the stack and the policy pack: the cost is the stack's exported
-`estimatedCostPerHour`, the memory is the pack's `job-memory-fits-gpu` estimate of the PyTorchJob the stack builds
-(or of the TrainJob's runtime, with job.api trainjob).
+The figures come from the same code as the stack and the policy pack: the cost is the stack's `estimatedCostPerHour`
+at the price the preview's rule gives (stack/price_list.py node_quote), the memory is the pack's `job-memory-fits-gpu`
+estimate of the PyTorchJob the stack builds (or of the TrainJob's runtime, with job.api trainjob). The summary runs
+without AWS (on forks' pull requests too, beside the previews), so where the preview reads AWS's Price List API it
+shows the catalog's figure, labelled as that fallback and dated, or the team's own price.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from policy.memory import estimate, job_shape
 from stack.fields import ConfigError
 from stack.files import load_stack_config, stack_names
 from stack.paths import PROJECT_ROOT
+from stack.price_list import CATALOG_CAVEAT, PriceQuote, PriceUnavailableError, node_quote
 from workloads.job.api import custom_resource_type, job_api_for
 from workloads.job.spec import job_spec
 
@@ -34,6 +37,7 @@ COMMENT_MARKER = "<!-- fsdp-eks:pr-summary -->"
 # job_spec wants an image reference; the summary is about shapes, and reading the image's content tag would hash
 # the trainer's sources for nothing.
 PLACEHOLDER_IMAGE = "pr-summary.invalid/trainer:summary"
+WITHOUT_AWS = "the reviewer's summary runs without AWS; the stack's preview reads it (its gpuNodePrice output)"
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class StackSummary:
     nodes: int | None = None
     gpus: int | None = None
     cost_per_hour: float | None = None
+    price_source: str | None = None  # stack/price_list.py SOURCE_*
+    price_as_of: str | None = None  # the price's date; "" for the team's own
+    price_note: str | None = None  # which price, and why not the Price List API's
     model: str | None = None
     sharding_strategy: str | None = None
     memory_per_gpu_gib: float | None = None  # None: no job, or a model the sizing does not know by name
@@ -51,18 +58,26 @@ class StackSummary:
     error: str | None = None  # the stack's config does not validate
 
 
+def _price_list_unread() -> PriceQuote:
+    raise PriceUnavailableError(WITHOUT_AWS)
+
+
 def summarize(stack: str, root: Path = PROJECT_ROOT) -> StackSummary:
     try:
         config = load_stack_config(stack, root)
     except ConfigError as error:
         return StackSummary(stack, error="; ".join(error.problems))
     gpu, job = config.gpu_nodes, config.job
+    price = node_quote(gpu, _price_list_unread)
     summary = StackSummary(
         stack,
         instance_type=gpu.instance_type,
         nodes=gpu.count,
         gpus=config.total_gpus,
-        cost_per_hour=config.cost_per_hour,
+        cost_per_hour=price.nodes_per_hour(gpu.count),
+        price_source=price.source,
+        price_as_of=price.as_of,
+        price_note=price.note,
         gpu_memory_gib=gpu.instance.gpu_memory_gib,
     )
     if not job.enabled or gpu.count < 1:
@@ -101,6 +116,10 @@ def _money(value: float | None) -> str:
     return "" if value is None else f"${value:,.2f}"
 
 
+def _price(s: StackSummary) -> str:
+    return ", ".join(part for part in (s.price_source, s.price_as_of) if part)
+
+
 def _memory(s: StackSummary) -> str:
     if s.memory_per_gpu_gib is None:
         return "n/a" if s.model else "no job"
@@ -118,6 +137,7 @@ COLUMNS: tuple[tuple[str, Column], ...] = (
     ("Nodes", lambda s: "" if s.nodes is None else str(s.nodes)),
     ("GPUs", lambda s: "" if s.gpus is None else str(s.gpus)),
     ("Est. $/hour", lambda s: _money(s.cost_per_hour)),
+    ("Price from", _price),
     ("Model", lambda s: s.model or ""),
     ("Sharding", lambda s: s.sharding_strategy or ""),
     ("Memory/GPU", _memory),
@@ -147,9 +167,12 @@ def markdown(current: Sequence[StackSummary], base: dict[str, StackSummary] | No
         lines.append(f"| ~~{stack}~~ (removed) |" + " |" * len(COLUMNS))
     lines += [
         "",
-        "Cost: GPU nodes x the catalog's on-demand price (or `gpuNodes.pricePerHour`), as the stack's "
-        "`estimatedCostPerHour` output. Memory/GPU: what `sizing.estimate` says the job needs per GPU (peak, "
-        "allocator headroom, CUDA runtime) against the GPU's memory, as the policy `job-memory-fits-gpu` checks it. "
+        "Cost: GPU nodes x one node-hour's price, by the preview's rule: `gpuNodes.pricePerHour`, else AWS's Price "
+        "List API, else the catalog's list price. This summary runs without AWS, so it shows the catalog's figure "
+        f"as that fallback, dated ({CATALOG_CAVEAT}); each changed stack's preview reads the current price and "
+        "budgets with it (its `gpuNodePrice` and `estimatedCostPerHour` outputs). Memory/GPU: what `sizing.estimate` "
+        "says the job needs per GPU (peak, allocator headroom, CUDA runtime) against the GPU's memory, as the policy "
+        "`job-memory-fits-gpu` checks it. "
         "Policy results are in each stack's Pulumi preview comment.",
     ]
     return "\n".join(lines) + "\n"

@@ -74,8 +74,3 @@ def test_the_api_endpoint_is_private_unless_public_access_is_chosen_with_its_cid
 def test_a_named_placement_group_replaces_the_one_the_stack_would_make() -> None:
     named = _config(gpuNodes={"count": 1, "placementGroupName": "training-pg"}).gpu_nodes
     assert named.placement_group_name == "training-pg" and not named.uses_placement_group
-
-
-def test_cost_uses_the_price_override() -> None:
-    assert _config(gpuNodes={"count": 2, "pricePerHour": 50}).cost_per_hour == 100.0
-    assert _config(gpuNodes={"count": 2}).cost_per_hour == round(2 * 98.32, 2)

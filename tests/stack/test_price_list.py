@@ -8,13 +8,17 @@ import json
 import pytest
 
 from sizing.catalog import CATALOG, CATALOG_PRICES_SET
+from stack.parse import parse_stack_config
 from stack.price_list import (
     ON_DEMAND_ATTRIBUTES,
     SOURCE_CATALOG,
     SOURCE_PRICE_LIST,
     PriceListError,
+    PriceQuote,
+    PriceUnavailableError,
     catalog_quote,
     configured_quote,
+    node_quote,
     on_demand_filters,
     parse_on_demand_product,
 )
@@ -79,3 +83,39 @@ def test_the_fallback_says_it_is_the_catalogs_when_it_was_set_and_why() -> None:
     assert (quote.usd_per_hour, quote.source, quote.as_of) == (98.32, SOURCE_CATALOG, CATALOG_PRICES_SET)
     assert "before its June 2025" in quote.note and quote.note.endswith("AccessDenied: pricing:GetProducts")
     assert configured_quote(55.0).to_output()["source"] == "gpuNodes.pricePerHour"
+
+
+def _gpu_nodes(**settings: object):
+    raw = {"aws:region": "us-east-1", "fsdp-eks:gpuNodes": {"instanceType": P5, "count": 2, **settings}}
+    return parse_stack_config(raw, "t").gpu_nodes
+
+
+def _read() -> PriceQuote:
+    return parse_on_demand_product(_answer(), P5, "us-east-1")
+
+
+def _unreadable(why: str):
+    def read() -> PriceQuote:
+        raise PriceUnavailableError(why)
+
+    return read
+
+
+def test_one_rule_the_teams_price_then_the_price_lists_then_the_catalogs_labelled() -> None:
+    assert node_quote(_gpu_nodes(pricePerHour=50), _read) == configured_quote(50)
+    assert node_quote(_gpu_nodes(), _read).source == SOURCE_PRICE_LIST
+    fallback = node_quote(_gpu_nodes(), _unreadable("no AWS here"))
+    assert fallback == catalog_quote(CATALOG[P5], "no AWS here") and fallback.source == SOURCE_CATALOG
+
+
+def test_an_answer_of_another_shape_falls_back_to_the_catalog_too() -> None:
+    def off_shape() -> PriceQuote:
+        return parse_on_demand_product(_edited(lambda d: d["terms"].pop("OnDemand")), P5, "us-east-1")
+
+    quote = node_quote(_gpu_nodes(), off_shape)
+    assert quote.source == SOURCE_CATALOG and "not a price list product document" in quote.note
+
+
+def test_the_cost_of_the_nodes_is_to_the_cent() -> None:
+    assert configured_quote(50).nodes_per_hour(2) == 100.0
+    assert catalog_quote(CATALOG[P5], "x").nodes_per_hour(3) == round(3 * 98.32, 2)

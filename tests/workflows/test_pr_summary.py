@@ -1,24 +1,49 @@
-"""The reviewer's summary: nodes, GPUs, cost per hour, memory per GPU and fit for each stack, before and after."""
+"""The reviewer's summary: nodes, GPUs, cost per hour and where its price comes from, memory per GPU and fit for
+each stack, before and after."""
 
 from __future__ import annotations
 
 import dataclasses
 import subprocess
+from pathlib import Path
 
+import yaml
+
+from sizing.catalog import CATALOG_PRICES_SET
+from stack.fields import NAMESPACE
 from stack.files import load_stack_config, stack_names
-from tools.pr_summary import COMMENT_MARKER, markdown, summarize
+from stack.paths import PROJECT_ROOT
+from stack.price_list import SOURCE_CATALOG, SOURCE_CONFIG
+from tools.pr_summary import COMMENT_MARKER, WITHOUT_AWS, markdown, summarize
 
 
 def test_every_stack_is_summarized_from_its_config() -> None:
     for stack in stack_names():
         summary, config = summarize(stack), load_stack_config(stack)
         assert summary.error is None
-        assert (summary.nodes, summary.gpus, summary.cost_per_hour) == (
-            config.gpu_nodes.count,
-            config.total_gpus,
-            config.cost_per_hour,
-        )
+        assert (summary.nodes, summary.gpus) == (config.gpu_nodes.count, config.total_gpus)
         assert summary.gpu_memory_gib == config.gpu_nodes.instance.gpu_memory_gib
+
+
+def test_without_aws_the_cost_is_at_the_catalogs_price_labelled_as_the_fallback_and_dated() -> None:
+    for stack in stack_names():
+        summary, config = summarize(stack), load_stack_config(stack)
+        assert config.gpu_nodes.price_per_hour is None  # no shipped stack names its own price
+        price = config.gpu_nodes.instance.price_per_hour_usd
+        assert summary.cost_per_hour == round(config.gpu_nodes.count * price, 2)
+        assert (summary.price_source, summary.price_as_of) == (SOURCE_CATALOG, CATALOG_PRICES_SET)
+        assert summary.price_note is not None and summary.price_note.endswith(WITHOUT_AWS)
+    row = next(line for line in markdown([summarize("p5-2")], None).splitlines() if line.startswith("| p5-2 |"))
+    assert f"| $196.64 | {SOURCE_CATALOG}, {CATALOG_PRICES_SET} |" in row
+
+
+def test_the_teams_own_price_is_used_and_named(tmp_path: Path) -> None:
+    stack_file = yaml.safe_load((PROJECT_ROOT / "Pulumi.p5-2.yaml").read_text())
+    stack_file["config"][f"{NAMESPACE}:gpuNodes"]["pricePerHour"] = 50
+    (tmp_path / "Pulumi.p5-2.yaml").write_text(yaml.safe_dump(stack_file))
+    summary = summarize("p5-2", tmp_path)
+    assert (summary.cost_per_hour, summary.price_source, summary.price_as_of) == (100.0, SOURCE_CONFIG, "")
+    assert f"| $100.00 | {SOURCE_CONFIG} |" in markdown([summary], None)
 
 
 def test_the_reference_job_fits_with_its_memory_per_gpu_shown() -> None:
