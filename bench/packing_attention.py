@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.nn.functional import cross_entropy
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
@@ -38,6 +37,7 @@ from trainer.data.packing import build_packed_data  # noqa: E402
 from trainer.data.tokenizer_bytes import ByteTokenizer  # noqa: E402
 from trainer.evaluation import summed_token_loss  # noqa: E402
 from trainer.model.build import build_meta_model, hf_config, init_buffers, init_weights  # noqa: E402
+from trainer.model.loss import labels_for_loss, use_chunked_loss  # noqa: E402
 from trainer.model.presets import PRESETS  # noqa: E402
 from trainer.model.source import resolve_model  # noqa: E402
 
@@ -84,8 +84,8 @@ def sides(model: torch.nn.Module, data: PackedData, batch: int) -> list[Side]:
 
     def causal(step: int) -> None:
         inputs, labels = stream_blocks(data, (step * batch) % (stream_count - batch + 1), batch)
-        logits = model(input_ids=inputs).logits.float()
-        cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum").backward()
+        with labels_for_loss(model, labels):
+            model(input_ids=inputs).logits.backward()
 
     filled = data.blocks.filled() / (data.num_samples * data.seq_len)
     return [Side(APART, apart, filled), Side(CAUSAL, causal, 1.0)]
@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     model.to_empty(device="cpu")
     init_buffers(model, torch.device("cpu"))
     init_weights(model, seed=0, std=0.02)
+    use_chunked_loss(model)  # as trainer/train.py: both sides take the loss through the same output layer
     data = build_packed_data(DataConfig(dataset=args.dataset, seq_len=args.seq_len), ByteTokenizer())
     both = sides(model, data, args.batch_size)
     positions = args.batch_size * args.seq_len

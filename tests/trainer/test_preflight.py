@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -78,6 +79,20 @@ def launch_node(name: str, port: int, log: Path, fault: str | None) -> subproces
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
 
 
+def wait_until_listening(port: int, process: subprocess.Popen[str], timeout_s: float = 60.0) -> None:
+    """Until a server accepts on 127.0.0.1:`port`: the first agent hosts the rendezvous store (the c10d backend on a
+    local endpoint: whichever agent binds it first), so the test decides which node it is."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert process.poll() is None, "the hosting node's launcher ended before it listened"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on 127.0.0.1:{port} after {timeout_s:.0f} s"
+            time.sleep(0.1)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_the_slow_nodes_pod_exits_bad_node_and_the_other_restarts_without_counting(tmp_path: Path) -> None:
@@ -86,6 +101,11 @@ def test_the_slow_nodes_pod_exits_bad_node_and_the_other_restarts_without_counti
     port = free_port()
     logs = {name: tmp_path / f"{name}.log" for name in ("node-a", "node-b")}
     healthy = launch_node("node-a", port, logs["node-a"], None)
+    try:
+        wait_until_listening(port, healthy)  # node-a hosts the store, which must outlive node-b's exit
+    except BaseException:
+        healthy.kill()
+        raise
     slow = launch_node("node-b", port, logs["node-b"], slow_preflight_fault(200))
     try:
         assert slow.wait(timeout=90) == EXIT_BAD_NODE, logs["node-b"].read_text()

@@ -174,6 +174,7 @@ def test_a_model_from_s3_trains_and_the_final_model_lands_in_s3(s3: LocalS3, tmp
     assert sorted(keys(s3, f"s3://{ARTIFACTS_BUCKET}/runs/dev/run-1/model/")) == [
         "runs/dev/run-1/model/config.json",
         "runs/dev/run-1/model/export-manifest.json",
+        "runs/dev/run-1/model/generation_config.json",
         "runs/dev/run-1/model/model.safetensors",
     ]
 

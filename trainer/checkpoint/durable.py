@@ -145,7 +145,9 @@ class DurableTier:
         try:
             from trainer.s3.dcp import S3Writer  # the S3 connector: only where a run writes checkpoints to S3
 
-            dcp.save(state, storage_writer=S3Writer(upload.uri, self.io.size(), self.threads), process_group=self.io)
+            # get_world_size: `io` may be None, torch.distributed's default group, which has no size() of its own
+            writer = S3Writer(upload.uri, dist.get_world_size(self.io), self.threads)
+            dcp.save(state, storage_writer=writer, process_group=self.io)
             if self.is_leader:
                 if cleared is not None:
                     raise cleared

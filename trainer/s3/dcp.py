@@ -1,7 +1,8 @@
 """The checkpoints' S3 tier through the Amazon S3 Connector for PyTorch: its DCP writer and reader, connected by the
 one endpoint rule (trainer/s3/endpoint.py).
 
-    dcp.save(state, storage_writer=S3Writer(uri, io.size()), process_group=io)  # <uri>/00/__0_0.distcp, <uri>/.metadata
+    writer = S3Writer(uri, dist.get_world_size(io))  # <uri>/00/__0_0.distcp, <uri>/.metadata
+    dcp.save(state, storage_writer=writer, process_group=io)
     dcp.load(state, storage_reader=S3Reader(uri), process_group=io)
 
 The connector's writer and reader build their own S3Client from a region and an S3ClientConfig only
