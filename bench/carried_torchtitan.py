@@ -29,7 +29,7 @@ from packaging.utils import parse_wheel_filename
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
-from bench.torchtitan_setup import Patch, apply_patch  # noqa: E402
+from bench.torchtitan_setup import CPU_PATCHES, Patch, apply_patch  # noqa: E402
 
 TORCHTITAN = ("torchtitan", "0.2.2")
 CARRIED = (
@@ -68,35 +68,7 @@ PATCHES = (
         "    pass\n",
         "the test environment has no tensorboard (the lent machine has)",
     ),
-    Patch(
-        "tools/utils.py",
-        'device_type = _get_available_device_type() or "cuda"',
-        'device_type = _get_available_device_type() or "cpu"',
-        "with no accelerator torchtitan assumes CUDA; the CPU is the device on a dry run",
-    ),
-    Patch(
-        "components/metrics.py",
-        "        self.device = torch.device(device)  # device object\n",
-        "        self.device = torch.device(device)  # device object\n"
-        '        if device_type == "cpu":  # no allocator statistics on CPU\n'
-        '            self.device_name, self.device_index, self.device_capacity = "cpu", 0, 1\n'
-        "            self.device_capacity_gib = 0.0\n"
-        "            return\n",
-        "its memory monitor reads CUDA allocator statistics, which a CPU does not have",
-    ),
-    Patch(
-        "components/metrics.py",
-        "        device_info = device_module.memory_stats(self.device)",
-        '        device_info = device_module.memory_stats(self.device) if device_type != "cpu" else {}',
-        "(the same)",
-    ),
-    Patch(
-        "components/metrics.py",
-        "    def reset_peak_stats(self):\n        device_module.reset_peak_memory_stats()",
-        '    def reset_peak_stats(self):\n        if device_type != "cpu":\n'
-        "            device_module.reset_peak_memory_stats()",
-        "(the same)",
-    ),
+    *CPU_PATCHES,
     Patch(
         "models/llama3/infra/parallelize.py",
         "            module.set_gradient_divide_factor(1.0)\n",
@@ -105,12 +77,6 @@ PATCHES = (
         "                module.set_force_sum_reduction_for_comms(True)\n",
         "a divide factor of 1 makes FSDP2 reduce-scatter with PREMUL_SUM(1.0), which gloo lacks; SUM is the same "
         "reduction",
-    ),
-    Patch(
-        "distributed/utils.py",
-        "    torch.distributed.barrier(device_ids=[device_module.current_device()])",
-        '    torch.distributed.barrier(device_ids=None if device_type == "cpu" else [device_module.current_device()])',
-        "torch.cpu.current_device() is the string 'cpu', which barrier() rejects",
     ),
 )
 

@@ -17,7 +17,8 @@ rank with torchtitan's partial_dtensor backend; its default spmd_types backend f
 with --interval, also the mean step time of each interval of that many timed steps (the figures our trainer's
 metrics file gives); peak memory is the busiest rank's VmHWM on CPU, torch.cuda.max_memory_allocated on a GPU.
 
-It imports only torchtitan, torch and the standard library: it runs in torchtitan's environment, not ours.
+It imports only torchtitan, torch, the standard library and bench/gpu_rows.py (torch and the standard library): it
+runs in torchtitan's environment, not ours.
 """
 
 # torchtitan is installed in its own environment (bench/torchtitan_setup.py), not in the one the type checker reads.
@@ -29,12 +30,17 @@ import argparse
 import itertools
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
+
+from bench.gpu_rows import peak_memory_bytes
 
 # The default shape: the `small` preset (trainer/model/presets.py), the work of bench/vs_torchtitan.py.
 SMALL = {"vocab": 32000, "dim": 768, "ffn_dim": 2048, "layers": 8, "heads": 12, "kv_heads": 12}
@@ -179,17 +185,6 @@ def build_config(args: argparse.Namespace, dump_folder: str):
     )
 
 
-def peak_memory_bytes() -> int:
-    """GPU: what torch allocated at most (as our trainer reports); CPU: the process's peak resident set."""
-    if torch.cuda.is_available():
-        return int(torch.cuda.max_memory_allocated())
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
 def main() -> None:
     args = bench_args()
     dump_folder = os.environ.get("TMPDIR", "/tmp") + f"/torchtitan-bench-{os.getpid()}"
@@ -216,7 +211,7 @@ def main() -> None:
     finally:
         trainer.close()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    peak = torch.tensor([peak_memory_bytes()], dtype=torch.int64, device=device)
+    peak = torch.tensor([peak_memory_bytes(device)], dtype=torch.int64, device=device)
     torch.distributed.all_reduce(peak, op=torch.distributed.ReduceOp.MAX)
     world = torch.distributed.get_world_size()
     torch.distributed.destroy_process_group()

@@ -33,21 +33,7 @@ class Patch:
     why: str
 
 
-PATCHES = (
-    Patch(
-        "distributed/minimal_async_ep/api.py",
-        "from torchtitan.distributed.minimal_async_ep.kernels import (",
-        "try:  # CPU: no triton; the expert-parallel kernels are never called by a dense model\n"
-        "    from torchtitan.distributed.minimal_async_ep.kernels import (",
-        "every model import pulls in the MoE expert-parallel Triton kernels; triton does not exist for a CPU-only "
-        "torch, and a dense Llama never calls them",
-    ),
-    Patch(
-        "distributed/minimal_async_ep/api.py",
-        "    topk_scores_grad_kernel,\n)\n",
-        "    topk_scores_grad_kernel,\n    )\nexcept ImportError:\n    pass\n",
-        "(the closing half of the change above)",
-    ),
+CPU_PATCHES = (
     Patch(
         "tools/utils.py",
         'device_type = _get_available_device_type() or "cuda"',
@@ -80,19 +66,38 @@ PATCHES = (
         "(the same)",
     ),
     Patch(
+        "distributed/utils.py",
+        "    torch.distributed.barrier(device_ids=[device_module.current_device()])",
+        '    torch.distributed.barrier(device_ids=None if device_type == "cpu" else [device_module.current_device()])',
+        "the barrier before shortening the timeouts passes the device index; torch.cpu.current_device() is the "
+        "string 'cpu', which barrier() rejects",
+    ),
+)
+"""What any torchtitan release since 0.2.2 needs on a CPU with gloo (bench/carried_torchtitan.py's release too)."""
+
+PATCHES = (
+    Patch(
+        "distributed/minimal_async_ep/api.py",
+        "from torchtitan.distributed.minimal_async_ep.kernels import (",
+        "try:  # CPU: no triton; the expert-parallel kernels are never called by a dense model\n"
+        "    from torchtitan.distributed.minimal_async_ep.kernels import (",
+        "every model import pulls in the MoE expert-parallel Triton kernels; triton does not exist for a CPU-only "
+        "torch, and a dense Llama never calls them",
+    ),
+    Patch(
+        "distributed/minimal_async_ep/api.py",
+        "    topk_scores_grad_kernel,\n)\n",
+        "    topk_scores_grad_kernel,\n    )\nexcept ImportError:\n    pass\n",
+        "(the closing half of the change above)",
+    ),
+    *CPU_PATCHES,
+    Patch(
         "distributed/fsdp.py",
         "            module.set_gradient_divide_factor(1.0)\n",
         "            module.set_gradient_divide_factor(1.0)\n"
         "            module.set_force_sum_reduction_for_comms(True)  # gloo has no PREMUL_SUM\n",
         "a divide factor of 1 makes FSDP2 reduce-scatter with PREMUL_SUM(1.0), which gloo does not implement; "
         "forcing SUM is the same reduction (FSDP2 then divides by the factor, 1)",
-    ),
-    Patch(
-        "distributed/utils.py",
-        "    torch.distributed.barrier(device_ids=[device_module.current_device()])",
-        '    torch.distributed.barrier(device_ids=None if device_type == "cpu" else [device_module.current_device()])',
-        "the barrier before shortening the timeouts passes the device index; torch.cpu.current_device() is the "
-        "string 'cpu', which barrier() rejects",
     ),
     Patch(
         "distributed/utils.py",
