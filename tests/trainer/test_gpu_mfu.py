@@ -62,6 +62,7 @@ def test_the_most_layers_that_fit_the_h200_by_the_sizing_model() -> None:
     assert fitting_layers(80 * GIB, seq_len=4096, batch_size=2)[0] < 16  # an H100 fits fewer
 
 
+@pytest.mark.slow
 def test_without_a_gpu_the_command_says_to_use_the_dry_run(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "bench/gpu_mfu.py", "--out", str(tmp_path)], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
