@@ -22,7 +22,7 @@ from stack.names import ARTIFACTS_BUCKET_PREFIX, SECRET_NAME_PREFIX
 # The actions each policy the program attaches allows, by the service or the exact actions; the boundary allows their
 # union and nothing else. Services where one policy uses many actions and none of them can reach other identities or
 # data are written whole; the others action by action. From the AWS managed policy reference (docs.aws.amazon.com/
-# aws-managed-policy/latest/reference/<name>.html), checked 2026-12-03:
+# aws-managed-policy/latest/reference/<name>.html; when read: docs/versions.md):
 MANAGED_POLICY_ACTIONS: dict[str, tuple[str, ...]] = {
     # pulumi-eks's cluster service role (nodejs/eks/cluster/cluster.ts). Autoscaling groups, EC2 (volumes, routes,
     # security groups, tags), the legacy cloud provider's load balancers and their service-linked role, and

@@ -19,11 +19,9 @@ from stack.file_system import LustreFileSystem
 # Lustre's ports (FSx for Lustre user guide, "File system access control with Amazon VPC"): 988 for LNet, and
 # 1018-1023, the reserved ports Lustre connections are made from. The file system's group admits them from the
 # clients and from itself (the guide's "Creating an FSx for Lustre file system fails" quotes FSx's check of 988). The
-# clients' side, the nodes' group admitting them from the file system's group, follows the same page's rules for
-# Lustre clients; that table could not be read from here on 2026-12-03 (the guide's page was not reachable whole),
-# so it rests on the review that raised it and on DataSync's FSx for Lustre location reference ("The file system
-# must also allow access from the security groups", both directions). The rules admit only those ports, only from
-# the file system's group.
+# clients' side, the nodes' group admitting them from the file system's group, follows DataSync's FSx for Lustre
+# location reference ("The file system must also allow access from the security groups", both directions; how far
+# that was checked: docs/versions.md). The rules admit only those ports, only from the file system's group.
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 
 

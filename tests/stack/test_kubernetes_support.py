@@ -19,7 +19,7 @@ from stack.kubernetes_support import (
 )
 from stack.versions import EKS_SUPPORT_ENDS
 
-# The day this calendar was last read against EKS's: 1.33 left standard support on 2026-07-29, 1.34 on 2026-12-02.
+# These tests' today: the day EKS_SUPPORT_ENDS was last read against EKS's calendar (docs/versions.md).
 REVIEWED = date(2026, 12, 4)
 
 

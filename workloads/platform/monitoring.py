@@ -43,9 +43,9 @@ GRAFANA_SERVICE = "grafana"  # the Grafana subchart's fullnameOverride: Service 
 # adminPassword since #5679 (values.yaml, "adminUser: admin", "# adminPassword: strongpassword").
 # The pulumi-kubernetes Release keeps the release's values (ours: no password), the names of the rendered objects and
 # the release's status in the state, not the rendered manifest (provider/pkg/provider/helm_release.go, the Release
-# type and setReleaseAttributes; read at main after v4.32.0, the newest source to hand: the project pins 4.34.2), so the
-# rendered Secret stays in the cluster. The lookup sees the cluster because the provider installs and upgrades for
-# real (helmCreate sets ClientOnly false; helmUpdate runs a plain upgrade).
+# type and setReleaseAttributes; which version was read: docs/versions.md), so the rendered Secret stays in the
+# cluster. The lookup sees the cluster because the provider installs and upgrades for real (helmCreate sets ClientOnly
+# false; helmUpdate runs a plain upgrade).
 GRAFANA_ADMIN_SECRET = GRAFANA_SERVICE
 GRAFANA_ADMIN_PASSWORD_KEY = "admin-password"
 GRAFANA_ADMIN_USER = "admin"  # the chart's adminUser default, which kube-prometheus-stack keeps
