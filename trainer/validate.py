@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from trainer.checkpoint.layout import incompatibility, latest_checkpoint, read_meta
-from trainer.config import LORA_TARGETS, TrainConfig
+from trainer.config import LORA_TARGETS, TrainConfig, config_problems
 from trainer.data.tokenizer_bytes import BYTE_VOCAB_SIZE
 from trainer.env import DistEnv
 from trainer.errors import InputError
@@ -35,37 +35,6 @@ def is_local_dataset(dataset: str) -> bool:
     return dataset.endswith(LOCAL_DATA_SUFFIXES) or dataset.startswith((".", "/", "~")) or dataset.count("/") > 1
 
 
-def _positive(config: TrainConfig) -> list[str]:
-    checks = {
-        "--steps": config.schedule.steps,
-        "--batch-size": config.schedule.batch_size,
-        "--seq-len": config.data.seq_len,
-        "--log-every": config.metrics.log_every,
-        "--keep-checkpoints": config.checkpoint.keep,
-        "--lr": config.optim.lr,
-        "--checkpoint-threads": config.checkpoint.threads,
-        "--timeout-minutes": config.parallel.timeout_minutes,
-        "--checkpoint-timeout-minutes": config.checkpoint.timeout_minutes,
-    }
-    if config.schedule.global_batch_size is not None:
-        checks["--global-batch-size"] = config.schedule.global_batch_size
-    if config.metrics.peak_tflops is not None:
-        checks["--peak-tflops"] = config.metrics.peak_tflops
-    errors = [f"{flag} {value}: must be positive" for flag, value in checks.items() if value <= 0]
-    for flag, value in {
-        "--warmup-steps": config.optim.warmup_steps,
-        "--checkpoint-every": config.checkpoint.every,
-        "--weight-decay": config.optim.weight_decay,
-        "--grad-clip": config.optim.grad_clip,
-        "--checkpoint-stop-wait-seconds": config.checkpoint.stop_wait_s,
-    }.items():
-        if value < 0:
-            errors.append(f"{flag} {value}: must not be negative")
-    if not 0 <= config.metrics.port <= 65535:
-        errors.append(f"--metrics-port {config.metrics.port}: must be 0 (off) or a TCP port")
-    return errors
-
-
 def _schedule(config: TrainConfig) -> list[str]:
     optim, errors = config.optim, []
     if optim.warmup_steps > config.schedule.steps:
@@ -79,11 +48,6 @@ def _schedule(config: TrainConfig) -> list[str]:
 
 def _parallel(config: TrainConfig, env: DistEnv, device_type: str) -> list[str]:
     parallel, errors = config.parallel, []
-    if parallel.replicate_groups is not None and parallel.sharding_strategy != "HYBRID_SHARD":
-        errors.append(
-            f"--replicate-groups {parallel.replicate_groups}: only applies to --sharding-strategy HYBRID_SHARD, "
-            f"not {parallel.sharding_strategy}"
-        )
     try:
         make_plan(config, env)
     except ValueError as error:
@@ -188,11 +152,9 @@ def _s3(config: TrainConfig) -> list[str]:
             f"--tokenizer {config.model.tokenizer}: not read from S3; an s3:// --model brings its own tokenizer"
         )
     every, checkpoint_every = artifacts.checkpoint_every, config.checkpoint.every
-    if every < 0:
-        errors.append(f"--s3-checkpoint-every {every}: must not be negative")
-    elif every and not artifacts.uri:
+    if every > 0 and not artifacts.uri:
         errors.append(f"--s3-checkpoint-every {every}: needs --artifacts-uri")
-    elif every and checkpoint_every and every % checkpoint_every:
+    elif every > 0 and checkpoint_every and every % checkpoint_every:
         errors.append(f"--s3-checkpoint-every {every}: must be a multiple of --checkpoint-every {checkpoint_every}")
     if artifacts.resume_from and not config.checkpoint.directory:
         errors.append(
@@ -213,8 +175,6 @@ def _s3(config: TrainConfig) -> list[str]:
 
 def _lora(config: TrainConfig) -> list[str]:
     lora, errors = config.lora, []
-    if lora.rank < 0:
-        errors.append(f"--lora-rank {lora.rank}: must not be negative (0 is full fine-tuning)")
     if not lora.rank:
         return errors
     if lora.alpha <= 0:
@@ -231,15 +191,9 @@ def _lora(config: TrainConfig) -> list[str]:
     return errors
 
 
-# --val-split's upper bound: holding out half the data or more leaves training the smaller part.
-MAX_VAL_SPLIT = 0.5
-
-
 def _validation(config: TrainConfig) -> list[str]:
     """The held-out set's flags (trainer/evaluation.py): each one needs the ones it acts on."""
     validation, errors = config.validation, []
-    if not 0 <= validation.split < MAX_VAL_SPLIT:
-        errors.append(f"--val-split {validation.split:g}: must be at least 0 and below {MAX_VAL_SPLIT:g}")
     dataset = validation.dataset
     if dataset and validation.split:
         errors.append(f"--val-dataset {dataset}: not with --val-split {validation.split:g}; choose one held-out set")
@@ -260,10 +214,6 @@ def _validation(config: TrainConfig) -> list[str]:
             errors.append(problem)
         if not config.data.cache_dir:
             errors.append(f"--val-dataset {dataset}: needs --data-cache-dir, the shared directory it is staged into")
-    if validation.every < 0:
-        errors.append(f"--eval-every {validation.every}: must not be negative (0: only at the last step)")
-    if validation.early_stop_patience < 0:
-        errors.append(f"--early-stop-patience {validation.early_stop_patience}: must not be negative (0: never)")
     held_out = validation.held_out()
     needs_held_out = {
         "--eval-every": validation.every > 0,
@@ -281,7 +231,7 @@ def _validation(config: TrainConfig) -> list[str]:
 def validate(config: TrainConfig, env: DistEnv, device_type: str, source: ModelSource) -> list[str]:
     """Every reason the run cannot start; empty when it can."""
     return (
-        _positive(config)
+        config_problems(config)
         + _schedule(config)
         + _parallel(config, env, device_type)
         + _model_and_data(config, source)

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from tests.harness.trainer_runs import ROOT, trainer_env
-from trainer.config import TrainConfig, _sections, build_parser, field_docstrings, parse_args, to_argv
+from trainer.config import TrainConfig, build_parser, parse_args, to_argv
+from trainer.options import options, sections
 
 
 def test_defaults_parse_into_the_config_tree() -> None:
@@ -34,11 +35,11 @@ def test_flags_land_in_their_fields() -> None:
 
 
 def test_every_field_has_a_flag_and_a_docstring() -> None:
-    for _, section in _sections():
-        docs = field_docstrings(section)
-        for f in dataclasses.fields(section):
-            assert f.metadata["flag"].startswith("--"), f.name
-            assert docs.get(f.name), f"{section.__name__}.{f.name} has no docstring"
+    declared = options(TrainConfig)
+    assert len(declared) == sum(len(dataclasses.fields(cls)) for _, cls in sections(TrainConfig))
+    for option in declared:
+        assert option.flag.startswith("--"), option.path
+        assert option.doc, f"{option.path} has no docstring"
 
 
 def test_to_argv_round_trips() -> None:

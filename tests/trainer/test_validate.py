@@ -33,7 +33,7 @@ def test_a_valid_run_has_no_errors() -> None:
     [
         (["--global-batch-size", "12", "--batch-size", "2"], TWO_NODES_OF_FOUR, "--global-batch-size 12"),
         (["--sharding-strategy", "HYBRID_SHARD", "--replicate-groups", "3"], TWO_NODES_OF_FOUR, "--replicate-groups 3"),
-        (["--replicate-groups", "2"], TWO_NODES_OF_FOUR, "only applies to --sharding-strategy HYBRID_SHARD"),
+        (["--replicate-groups", "2"], TWO_NODES_OF_FOUR, "2: only with --sharding-strategy HYBRID_SHARD (not"),
         (["--seq-len", "513"], DistEnv(), "--seq-len 513: exceeds the model's max_position_embeddings 512"),
         (["--fp8"], DistEnv(), "--fp8"),
         (["--dataset", "/no/such/file.jsonl"], DistEnv(), "--dataset /no/such/file.jsonl: no such file"),

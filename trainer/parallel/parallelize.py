@@ -287,7 +287,7 @@ def parallelize(model: nn.Module, config: ParallelConfig, mesh: DeviceMesh, toke
     reshard = config.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")
     apply_fsdp(model, mesh, mixed_precision_policy(config.mixed_precision), reshard, tokens_per_rank)
     if config.all_reduce_dtype == "bf16":
-        if config.sharding_strategy != "HYBRID_SHARD":  # make_plan refuses it first; never a quiet fp32 run
+        if config.sharding_strategy != "HYBRID_SHARD":  # validate() refuses it first; never a quiet fp32 run
             raise ValueError(f"--all-reduce-dtype bf16 needs HYBRID_SHARD, not {config.sharding_strategy}")
         apply_bf16_all_reduce(model, mesh)
     return model

@@ -52,14 +52,6 @@ def mesh_shape(config: TrainConfig, env: DistEnv) -> tuple[int, int]:
 
 def make_plan(config: TrainConfig, env: DistEnv) -> RunPlan:
     replicate, shard = mesh_shape(config, env)
-    parallel = config.parallel
-    if parallel.all_reduce_dtype != "fp32" and parallel.sharding_strategy != "HYBRID_SHARD":
-        # Only HYBRID_SHARD all-reduces across replica groups of a sharded model (trainer/parallel/all_reduce.py);
-        # NO_SHARD's all-reduce is its whole gradient reduction, kept in fp32.
-        raise ValueError(
-            f"--all-reduce-dtype {parallel.all_reduce_dtype}: only with --sharding-strategy HYBRID_SHARD "
-            f"(not {parallel.sharding_strategy})"
-        )
     batch, world = config.schedule.batch_size, env.world_size
     global_batch = config.schedule.global_batch_size or batch * world
     if global_batch % (batch * world):
