@@ -32,7 +32,7 @@ from stack.names import (
     LABEL_VALUE_MAX_LENGTH,
     uncut_job_name,
 )
-from stack.trainer_config import stack_trainer_config
+from stack.trainer_config import stack_trainer_config, trainer_rule_problems
 from trainer.model.presets import find_shape
 
 
@@ -236,12 +236,7 @@ def _job_problems(config: StackConfig) -> list[str]:
             f"{where}.shardingStrategy: 'HYBRID_SHARD' is not allowed on {nodes} node(s); it replicates "
             "across nodes, expected FULL_SHARD or SHARD_GRAD_OP on one node, or gpuNodes.count >= 2"
         )
-    if job.all_reduce_dtype != "fp32" and job.sharding_strategy != "HYBRID_SHARD":
-        # The trainer refuses it at start (trainer/parallel/plan.py make_plan); the preview says so first.
-        problems.append(
-            f"{where}.allReduceDtype: {job.all_reduce_dtype!r} is not allowed with shardingStrategy "
-            f"{job.sharding_strategy!r}; expected fp32, or HYBRID_SHARD (only it all-reduces between nodes)"
-        )
+    problems += trainer_rule_problems(job)  # the trainer refuses these at start; the preview says so first
     if job.min_nodes is not None and not 1 <= job.min_nodes <= max(nodes, 1):
         problems.append(f"{where}.minNodes: {job.min_nodes} is not allowed; expected 1 to gpuNodes.count ({nodes})")
     shape = find_shape(job.model)

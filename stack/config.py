@@ -21,6 +21,7 @@ from stack.artifacts import DEFAULT_PREFIX, prefix_problem
 from stack.fields import (
     at_least,
     between,
+    job_option,
     one_of,
     one_of_ints,
     setting,
@@ -29,16 +30,7 @@ from stack.hub_token_secret import secret_reference_problem
 from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
 from stack.names import CLUSTER_NAME_PREFIX
 from stack.versions import EKS_SUPPORT_ENDS
-from trainer.config import (
-    ACTIVATION_CHECKPOINTING,
-    ALL_REDUCE_DTYPES,
-    DATASET_FORMATS,
-    LORA_TARGETS,
-    MIXED_PRECISIONS,
-    SHARDING_STRATEGIES,
-)
-from trainer.config import LoraConfig as TrainerLora
-from trainer.config import ValidationConfig as TrainerValidation
+from trainer.config import LORA_TARGETS
 from trainer.errors import InputError
 from trainer.s3.uri import S3Uri, bucket_name_problem, checkpoint_bucket_problem, is_s3_uri
 
@@ -372,74 +364,21 @@ class MonitoringConfig:
 class LoraSettings:
     """job.lora: the trainer's --lora-* flags."""
 
-    rank: int = setting(
-        "rank",
-        TrainerLora().rank,
-        "LoRA rank (the trainer's --lora-rank): train low-rank adapters (PEFT) instead of every weight, the base "
-        "frozen in job.mixedPrecision with no optimizer state; checkpoints hold the adapters, the export is the merged "
-        "model plus the adapter. 0 is full fine-tuning.",
-        at_least(0),
-    )
-    alpha: int = setting(
-        "alpha", TrainerLora().alpha, "LoRA alpha: the adapters' output is scaled by alpha / rank.", at_least(1)
-    )
-    targets: list[str] = setting(
-        "targets",
-        TrainerLora().target_list(),
-        "The linear layers of every decoder layer that get LoRA adapters.",
-        lora_targets_problem,
-        factory=True,
-    )
-
-
-def held_out_fraction_problem(split: float) -> str | None:
-    """The trainer's --val-split rule (trainer/config.py ValidationConfig): at least half the records stay training
-    data."""
-    return None if 0 <= split < 0.5 else "a fraction from 0 up to, not including, 0.5 (0: no held-out split)"
+    rank: int = job_option("lora.rank")
+    alpha: int = job_option("lora.alpha", at_least(1))
+    targets: list[str] = job_option("lora.targets", lora_targets_problem)
 
 
 @dataclass(frozen=True)
 class ValidationSettings:
     """job.validation: the trainer's --val-split, --val-dataset, --eval-every, --keep-best, --early-stop-patience."""
 
-    split: float = setting(
-        "split",
-        TrainerValidation().split,
-        "Hold out this fraction of job.dataset's records for validation (the trainer's --val-split), chosen by each "
-        "record's index alone: the same records for any world size, never trained on. 0: none.",
-        held_out_fraction_problem,
-    )
-    dataset: str | None = setting(
-        "dataset",
-        TrainerValidation().dataset,
-        "A separate validation data set instead of a split, in the forms job.dataset takes (the trainer's "
-        "--val-dataset).",
-        s3_uri_problem,
-    )
-    dataset_split: str | None = setting(
-        "datasetSplit",
-        TrainerValidation().dataset_split,
-        "With dataset, a Hugging Face data set id: the split to read (the trainer's --val-dataset-split, such as "
-        "validation); default: the one job.dataset is read in (train).",
-    )
-    every: int = setting(
-        "every",
-        TrainerValidation().every,
-        "Evaluate the held-out loss and perplexity every N steps and at the last step; 0: at the last step only.",
-        at_least(0),
-    )
-    keep_best: bool = setting(
-        "keepBest",
-        TrainerValidation().keep_best,
-        "Keep the checkpoint of the lowest validation loss beside the latest ones; the exported model is that one.",
-    )
-    early_stop_patience: int = setting(
-        "earlyStopPatience",
-        TrainerValidation().early_stop_patience,
-        "End training cleanly (final checkpoint and export) after this many evaluations without a lower validation "
-        "loss; 0: never.",
-        at_least(0),
-    )
+    split: float = job_option("validation.split")
+    dataset: str | None = job_option("validation.dataset", s3_uri_problem)
+    dataset_split: str | None = job_option("validation.datasetSplit")
+    every: int = job_option("validation.every")
+    keep_best: bool = job_option("validation.keepBest")
+    early_stop_patience: int = job_option("validation.earlyStopPatience")
 
     @property
     def enabled(self) -> bool:
@@ -450,13 +389,7 @@ class ValidationSettings:
 @dataclass(frozen=True)
 class JobConfig:
     enabled: bool = setting("enabled", True, "Run the training job (see job.api) as part of the stack.")
-    model: str = setting(
-        "model",
-        "meta-llama/Llama-2-7b-hf",
-        "HF hub id, path in the image, preset name, or an s3:// directory of a model in Hugging Face format (staged "
-        "once per run; read-only to the pods).",
-        s3_uri_problem,
-    )
+    model: str = job_option("model", s3_uri_problem)
     hf_token_secret: str | None = setting(
         "hfTokenSecret",
         None,
@@ -465,35 +398,13 @@ class JobConfig:
         "Identity role. The stack never holds the token.",
         secret_reference_problem,
     )
-    dataset: str = setting(
-        "dataset",
-        "knkarthick/dialogsum",
-        "HF dataset id, a path inside the pod, or an s3:// .jsonl, .json or .txt object or a prefix of them (staged "
-        "once per run; read-only to the pods).",
-        s3_uri_problem,
-    )
-    dataset_format: str = setting(
-        "datasetFormat",
-        "auto",
-        "The records' format (the trainer's --dataset-format): text, instruction, dialogsum or chat (docs/data.md); "
-        "auto picks it from the first record's fields.",
-        one_of(*DATASET_FORMATS),
-    )
-    sharding_strategy: str = setting(
-        "shardingStrategy", "FULL_SHARD", "FSDP sharding strategy.", one_of(*SHARDING_STRATEGIES)
-    )
-    mixed_precision: str = setting("mixedPrecision", "bf16", "Mixed precision.", one_of(*MIXED_PRECISIONS))
-    activation_checkpointing: str = setting(
-        "activationCheckpointing", "none", "Activation checkpointing.", one_of(*ACTIVATION_CHECKPOINTING)
-    )
-    compile: bool = setting("compile", False, "torch.compile each decoder block.")
-    all_reduce_dtype: str = setting(
-        "allReduceDtype",
-        "fp32",
-        "HYBRID_SHARD only: dtype of the gradients' all-reduce between nodes; bf16 halves its bytes, the gradients "
-        "stay fp32.",
-        one_of(*ALL_REDUCE_DTYPES),
-    )
+    dataset: str = job_option("dataset", s3_uri_problem)
+    dataset_format: str = job_option("datasetFormat")
+    sharding_strategy: str = job_option("shardingStrategy")
+    mixed_precision: str = job_option("mixedPrecision")
+    activation_checkpointing: str = job_option("activationCheckpointing")
+    compile: bool = job_option("compile")
+    all_reduce_dtype: str = job_option("allReduceDtype")
     lora: LoraSettings = setting(
         "lora",
         LoraSettings(),
@@ -504,21 +415,13 @@ class JobConfig:
         ValidationSettings(),
         "Validation while fine-tuning: a map of split or dataset, every, keepBest, earlyStopPatience.",
     )
-    seq_len: int = setting("seqLen", 4096, "Tokens per sequence.", at_least(1))
-    batch_size: int = setting("batchSize", 1, "Sequences per GPU per micro step.", at_least(1))
-    global_batch_size: int | None = setting(
-        "globalBatchSize", None, "Sequences per optimizer step; default: batchSize x all GPUs. Kept for any world size."
-    )
-    steps: int = setting("steps", 1000, "Optimizer steps.", at_least(1))
-    learning_rate: float = setting("learningRate", 2e-5, "Peak learning rate.")
-    checkpoint_every: int = setting("checkpointEvery", 100, "Steps between checkpoints.", at_least(1))
-    resume_from: str | None = setting(
-        "resumeFrom",
-        None,
-        "An s3:// checkpoint (.../checkpoints/step_<N>) or directory of them (.../checkpoints, the newest complete "
-        "one) to start from when the run has none of its own, such as an earlier stack's run; any world size.",
-        checkpoint_uri_problem,
-    )
+    seq_len: int = job_option("seqLen")
+    batch_size: int = job_option("batchSize")
+    global_batch_size: int | None = job_option("globalBatchSize")
+    steps: int = job_option("steps")
+    learning_rate: float = job_option("learningRate")
+    checkpoint_every: int = job_option("checkpointEvery", at_least(1))
+    resume_from: str | None = job_option("resumeFrom", checkpoint_uri_problem)
     api: str = setting(
         "api",
         DEFAULT_JOB_API,

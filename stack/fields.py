@@ -2,7 +2,9 @@
 
 `stack/config.py` declares the sections; this module turns a raw mapping (as Pulumi or a stack file gives it)
 into those dataclasses, collecting every problem instead of stopping at the first, and produces the rows of
-the README's config reference and of Pulumi.yaml's declarations from the same declarations.
+the README's config reference and of Pulumi.yaml's declarations from the same declarations. A job.* setting that is a
+trainer option is declared by the option itself (trainer/config.py, its StackKey): `job_option` reads its default,
+text and checks from there, and `trainer_values` gives the trainer's value of every such setting.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from trainer.config import TrainConfig
+from trainer.options import Option, Problem, options
 
 NAMESPACE = "fsdp-eks"
 
@@ -33,6 +38,64 @@ def setting(key: str, default: Any, doc: str, check: Check | None = None, *, fac
     if factory:
         return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+# The trainer options the stack's job section takes, by their key under job ("allReduceDtype", "lora.rank").
+JOB_OPTIONS: dict[str, Option] = {o.stack.key: o for o in options(TrainConfig) if o.stack is not None}
+
+
+def _trainer_check(declared: Option) -> Check:
+    def check(value: Any) -> str | None:
+        failed = [c.allowed for c in declared.checks if value is not None and not c.holds(value)]
+        return failed[0] if failed else None
+
+    return check
+
+
+def _both(first: Check, then: Check) -> Check:
+    return lambda value: first(value) or then(value)
+
+
+def job_option(key: str, check: Check | None = None) -> Any:
+    """A job.* setting that is the trainer option with StackKey `key`: its default, its README text and its checks are
+    the option's own; `check` is a rule of the stack's own, checked first (job.checkpointEvery: the stack always
+    checkpoints)."""
+    declared = JOB_OPTIONS[key]
+    own = _trainer_check(declared)
+    metadata = {
+        "key": key.rsplit(".", 1)[-1],
+        "doc": declared.stack_doc,
+        "check": _both(check, own) if check else own,
+        "trainer": declared.path,
+    }
+    default = declared.stack_default
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def trainer_values(settings: Any) -> dict[str, Any]:
+    """The trainer option of every job_option field of `settings` (and of the maps inside it), by path, with its
+    value as the trainer takes it (a list of names comma-separated)."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if dataclasses.is_dataclass(value):
+            values |= trainer_values(value)
+        elif "trainer" in f.metadata:
+            values[f.metadata["trainer"]] = ",".join(value) if isinstance(value, list) else value
+    return values
+
+
+def job_key(path: str) -> str:
+    """How the stack names a trainer option: job.<key>, or the trainer's flag for one the stack does not take."""
+    keys = {o.path: f"job.{key}" for key, o in JOB_OPTIONS.items()}
+    return keys.get(path) or next(o.flag for o in options(TrainConfig) if o.path == path)
+
+
+def stack_problem(problem: Problem) -> str:
+    """A trainer rule's problem in the stack's words: the same text, each option named by its job.* key."""
+    return f"{NAMESPACE}:{job_key(problem.path)}: {problem.value!r} is not allowed; {problem.text_with(job_key)}"
 
 
 def one_of(*allowed: str) -> Check:

@@ -10,18 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from stack.config import ArtifactsConfig, JobConfig
-from trainer.config import ArtifactsConfig as TrainerArtifacts
-from trainer.config import (
-    CheckpointConfig,
-    DataConfig,
-    LoraConfig,
-    ModelConfig,
-    OptimConfig,
-    ParallelConfig,
-    ScheduleConfig,
-    TrainConfig,
-    ValidationConfig,
-)
+from stack.fields import stack_problem, trainer_values
+from trainer.config import TrainConfig
+from trainer.options import dependency_problems, with_values
 from trainer.s3.uri import is_s3_uri
 
 
@@ -31,45 +22,28 @@ def stack_trainer_config(
     artifacts: ArtifactsConfig | None = None,
     artifacts_uri: str | None = None,
 ) -> TrainConfig:
-    """The trainer options the stack's job.* settings choose; everything else keeps the trainer's default.
+    """The trainer options the stack's job.* settings choose (each declared by its trainer option, stack/fields.py
+    job_option); everything else keeps the trainer's default.
     `checkpoint_timeout_minutes` is sized from the stack's file system (stack/fit.py); None keeps the default.
     `artifacts_uri`: the run's --artifacts-uri (stack/artifacts.py artifacts_flag), with `artifacts` the stack's
     artifacts.* settings; None writes nothing to S3. job.resumeFrom is --resume-from either way.
 
     --replicate-groups stays at the trainer's default (one group per node, from WORLD_SIZE / LOCAL_WORLD_SIZE), so
     HYBRID_SHARD stays right when an elastic job re-forms with fewer nodes."""
-    checkpoint = CheckpointConfig(every=job.checkpoint_every)
+    config: TrainConfig = with_values(TrainConfig(), trainer_values(job))
     if checkpoint_timeout_minutes is not None:
-        checkpoint = replace(checkpoint, timeout_minutes=float(checkpoint_timeout_minutes))
-    return TrainConfig(
-        model=ModelConfig(name=job.model),
-        data=DataConfig(dataset=job.dataset, dataset_format=job.dataset_format, seq_len=job.seq_len),
-        parallel=ParallelConfig(
-            sharding_strategy=job.sharding_strategy,
-            mixed_precision=job.mixed_precision,
-            activation_checkpointing=job.activation_checkpointing,
-            compile=job.compile,
-            all_reduce_dtype=job.all_reduce_dtype,
-        ),
-        optim=OptimConfig(lr=job.learning_rate),
-        schedule=ScheduleConfig(batch_size=job.batch_size, global_batch_size=job.global_batch_size, steps=job.steps),
-        checkpoint=checkpoint,
-        lora=LoraConfig(rank=job.lora.rank, alpha=job.lora.alpha, targets=",".join(job.lora.targets)),
-        validation=ValidationConfig(
-            split=job.validation.split,
-            dataset=job.validation.dataset,
-            dataset_split=job.validation.dataset_split,
-            every=job.validation.every,
-            keep_best=job.validation.keep_best,
-            early_stop_patience=job.validation.early_stop_patience,
-        ),
-        artifacts=TrainerArtifacts(
-            uri=artifacts_uri,
-            # 0: every checkpoint also goes to S3 (the trainer's default, and artifacts.checkpointEvery's)
-            checkpoint_every=(artifacts.checkpoint_every or 0) if artifacts_uri and artifacts else 0,
-            resume_from=job.resume_from,
-        ),
-    )
+        config = replace(
+            config, checkpoint=replace(config.checkpoint, timeout_minutes=float(checkpoint_timeout_minutes))
+        )
+    # 0: every checkpoint also goes to S3 (the trainer's default, and artifacts.checkpointEvery's)
+    s3_every = (artifacts.checkpoint_every or 0) if artifacts_uri and artifacts else 0
+    return replace(config, artifacts=replace(config.artifacts, uri=artifacts_uri, checkpoint_every=s3_every))
+
+
+def trainer_rule_problems(job: JobConfig) -> list[str]:
+    """The trainer's rules across its options (trainer/options.py OnlyWith) on the options the job's pods get, in the
+    trainer's words with each option named by its job.* key: the trainer would refuse these at start."""
+    return [stack_problem(problem) for problem in dependency_problems(stack_trainer_config(job))]
 
 
 def job_s3_inputs(job: JobConfig) -> tuple[str, ...]:

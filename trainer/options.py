@@ -233,9 +233,13 @@ class Problem:
     value: Any
     text: str
 
-    def render(self, name: Callable[[str], str], value: Callable[[Any], str] = str, joint: str = ": ") -> str:
-        text = re.sub(r"\{([a-z_]+\.[a-z_]+)\}", lambda m: name(m.group(1)), self.text)
-        return f"{name(self.path)} {value(self.value)}{joint}{text}"
+    def text_with(self, name: Callable[[str], str]) -> str:
+        """The text with every other option it names written by `name`."""
+        return re.sub(r"\{([a-z_]+\.[a-z_]+)\}", lambda m: name(m.group(1)), self.text)
+
+    def render(self, name: Callable[[str], str]) -> str:
+        """The problem as the trainer says it ("--flag value: text") with `name` = flag_of(TrainConfig)."""
+        return f"{name(self.path)} {self.value}: {self.text_with(name)}"
 
 
 def value_problems(option_: Option, value: Any) -> list[Problem]:
