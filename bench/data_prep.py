@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/data_prep.py                      # a ~300 MB corpus, 3 alternating rounds, then memory
     .venv/bin/python bench/data_prep.py --size 40 --rounds 1
+    .venv/bin/python bench/data_prep.py --baseline /tmp/before      # ours against another checkout's ours
 
 The corpus: `--size` MB of JSONL text records ({"text": ...}, 50 to 400 words each, drawn Zipf-like from 20k
 generated words), made once into --workdir and reused. The tokenizer: a byte-level BPE of 32k ids trained here with
@@ -20,11 +21,15 @@ set (RSS, which counts pages shared by forked workers once per process) and peak
 split between its sharers: the memory the tree really holds). A round runs both, the order alternating between rounds,
 and their throughput ratio is the round's figure: on a machine shared with other work both saw the same load within a
 few minutes. Then ours and theirs run once more on a corpus of a quarter of the size: peak memory against corpus size.
+
+--baseline DIR puts ours as another checkout of the project makes it (DIR, for example `git archive <commit> | tar -x
+-C DIR`, run with this virtual environment) in the place of `datasets`: a change's before and after, side by side.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -148,12 +153,12 @@ def arrow_digest(cache_files: list[str], column: str = "input_ids") -> str:
 
 
 def same_ids(results: dict[str, Run]) -> None:
-    """Refuses a round whose sides made different ids: their figures would not compare the same work."""
-    ours_run, theirs_run = results["ours"], results["datasets"]
-    if (ours_run.tokens, ours_run.digest) != (theirs_run.tokens, theirs_run.digest):
+    """Refuses a round whose two sides made different ids: their figures would not compare the same work."""
+    first, second = results.values()
+    if (first.tokens, first.digest) != (second.tokens, second.digest):
         raise RuntimeError(
-            f"ours made {ours_run.tokens} ids (blake2b {ours_run.digest}), "
-            f"datasets {theirs_run.tokens} (blake2b {theirs_run.digest}): not the same ids, the round is void"
+            f"{first.side} made {first.tokens} ids (blake2b {first.digest}), "
+            f"{second.side} {second.tokens} (blake2b {second.digest}): not the same ids, the round is void"
         )
 
 
@@ -185,11 +190,11 @@ def memory_kib(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-def run_measured(command: list[str], env: dict[str, str]) -> tuple[float, float, int, int, str]:
+def run_measured(command: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, float, int, int, str]:
     """(wall s, CPU s with children, peak tree RSS bytes, peak tree PSS bytes, stdout) of one command."""
     with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
         started = time.perf_counter()
-        process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=stdout, stderr=stderr, text=True)
+        process = subprocess.Popen(command, env=env, cwd=cwd, stdout=stdout, stderr=stderr, text=True)
         peaks = [0, 0]
         done = threading.Event()
 
@@ -213,19 +218,20 @@ def run_measured(command: list[str], env: dict[str, str]) -> tuple[float, float,
         return seconds, usage.ru_utime + usage.ru_stime, peaks[0] * 1024, peaks[1] * 1024, stdout.read()
 
 
-def ours(corpus: Path, tokenizer: Path, workers: int, scratch: Path) -> Run:
+def ours(corpus: Path, tokenizer: Path, workers: int, scratch: Path, root: Path = ROOT, side: str = "ours") -> Run:
+    """`python -m trainer.stage` of the checkout at `root` (its directory first on the module path)."""
     cache = Path(tempfile.mkdtemp(dir=scratch, prefix="ours-"))
     command = [sys.executable, "-m", "trainer.stage", "--model", "tiny", "--tokenizer", str(tokenizer),
                "--dataset", str(corpus), "--dataset-format", "text", "--data-cache-dir", str(cache),
                "--data-workers", str(workers)]  # fmt: skip
     try:
-        seconds, cpu, rss, pss, _ = run_measured(command, os.environ | {"HF_HUB_OFFLINE": "1"})
+        seconds, cpu, rss, pss, _ = run_measured(command, os.environ | {"HF_HUB_OFFLINE": "1"}, root)
         (meta,) = cache.glob("*/meta.json")
         tokens = json.loads(meta.read_text())["tokens"]
         digest = ours_digest(meta.parent)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    return Run("ours", corpus.stat().st_size, seconds, cpu, tokens, rss, pss, digest)
+    return Run(side, corpus.stat().st_size, seconds, cpu, tokens, rss, pss, digest)
 
 
 def theirs(corpus: Path, tokenizer: Path, workers: int, scratch: Path) -> Run:
@@ -281,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="our --data-workers and datasets' num_proc")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "fsdp-eks-data-prep")
     parser.add_argument("--no-memory-sizes", action="store_true", help="skip the quarter-size runs")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose ours takes datasets' place")
     parser.add_argument("--datasets-side", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.datasets_side:
@@ -298,10 +305,12 @@ def main(argv: list[str] | None = None) -> int:
         make_tokenizer(corpora[args.size], tokenizer)
     print(f"corpus {corpora[args.size]} ({corpora[args.size].stat().st_size / MB:.0f} MB), tokenizer {tokenizer}, "
           f"{args.workers} workers, {len(os.sched_getaffinity(0))} CPUs")  # fmt: skip
+    other = functools.partial(ours, root=args.baseline.resolve(), side="baseline") if args.baseline else theirs
+    other_name = "baseline" if args.baseline else "datasets"
     print(HEADER)
     ratios, runs = [], []
     for round_index in range(args.rounds):
-        sides = [ours, theirs] if round_index % 2 == 0 else [theirs, ours]
+        sides = [ours, other] if round_index % 2 == 0 else [other, ours]
         results = {}
         for side in sides:
             run = side(corpora[args.size], tokenizer, args.workers, args.workdir)
@@ -309,15 +318,15 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run)
             print(row(run), flush=True)
         same_ids(results)
-        ratios.append(results["ours"].mb_per_s / results["datasets"].mb_per_s)
-        print(f"round {round_index + 1}: ours / datasets throughput {ratios[-1]:.2f}, both made the same "
+        ratios.append(results["ours"].mb_per_s / results[other_name].mb_per_s)
+        print(f"round {round_index + 1}: ours / {other_name} throughput {ratios[-1]:.2f}, both made the same "
               f"{results['ours'].tokens} ids (blake2b {results['ours'].digest})", flush=True)  # fmt: skip
-    print(f"\nmedian throughput ratio ours / datasets over {len(ratios)} rounds: {statistics.median(ratios):.2f} "
+    print(f"\nmedian throughput ratio ours / {other_name} over {len(ratios)} rounds: {statistics.median(ratios):.2f} "
           f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})")  # fmt: skip
     if not args.no_memory_sizes:
         print("\npeak memory against corpus size\n" + HEADER)
         smalls: dict[str, Run] = {}
-        for side in (ours, theirs):
+        for side in (ours, other):
             small = side(corpora[args.size / 4], tokenizer, args.workers, args.workdir)
             smalls[small.side] = small
             full = max((r for r in runs if r.side == small.side), key=lambda r: r.peak_pss)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import threading
 import tracemalloc
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import pytest
 
 import trainer.data.records as records_module
 import trainer.data.tokenise as tokenise_module
+from tests.trainer.worker_probes import KILL_TEXT, ForkerTokenizer, KilledAtATextTokenizer, thread_count
 from trainer.config import DataConfig, ValidationConfig
 from trainer.data.cache import build_entry, build_split_entries, map_entry
 from trainer.data.packing import build_packed_data, build_splits, pack
@@ -217,22 +217,14 @@ def test_a_refusal_in_a_worker_reaches_the_cache_and_the_waiting_ranks(
     assert marker.suffix == ".error" and "line 15" in json.loads(marker.read_text())["message"]
 
 
-def test_a_worker_killed_mid_batch_fails_the_preparation_instead_of_waiting_forever(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_a_worker_killed_mid_batch_fails_the_preparation_instead_of_waiting_forever() -> None:
     """A worker that dies (the OOM killer's SIGKILL) loses its batch: the preparation fails and names the workers,
     where a multiprocessing Pool would start a new worker and wait for the lost result without end. Run in a thread
     so that a hang fails the test instead of stalling the suite."""
-    tokenise = tokenise_module.tokenise_batch
-
-    def killed_at_the_third_batch(batch: records_module.RecordBatch, recipe: tokenise_module.Recipe) -> Any:
-        if batch.first_index == 8:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return tokenise(batch, recipe)
-
-    monkeypatch.setattr(tokenise_module, "tokenise_batch", killed_at_the_third_batch)  # the forked workers inherit it
-    batches = [records_module.RecordBatch(4 * i, "--dataset d", records=[{"text": "abc"}] * 4) for i in range(12)]
-    recipe = tokenise_module.Recipe(ByteTokenizer(), "text")
+    records = [[{"text": "abc"}] * 4 for _ in range(12)]
+    records[2] = [{"text": KILL_TEXT}] * 4  # the third batch's worker is killed
+    batches = [records_module.RecordBatch(4 * i, "--dataset d", records=r) for i, r in enumerate(records)]
+    recipe = tokenise_module.Recipe(KilledAtATextTokenizer(), "text")
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -247,6 +239,23 @@ def test_a_worker_killed_mid_batch_fails_the_preparation_instead_of_waiting_fore
     assert not thread.is_alive(), "the preparation still waits for the killed worker's batch"
     (error,) = failure
     assert isinstance(error, RuntimeError) and "--data-workers" in str(error)
+
+
+def test_the_workers_are_forked_by_a_process_of_one_thread_not_by_this_threaded_one() -> None:
+    """This process has threads when it tokenises (here one of its own; the Rust tokenizer's pool, torch's, gloo's
+    in a trainer), and a fork copies only the forking thread: the workers come from a fork server instead."""
+    stop = threading.Event()
+    waiting = threading.Thread(target=stop.wait, daemon=True)
+    waiting.start()
+    try:
+        assert thread_count(os.getpid()) > 1
+        batches = [records_module.RecordBatch(i, "--dataset d", records=[{"text": "x"}]) for i in range(6)]
+        recipe = tokenise_module.Recipe(ForkerTokenizer(), "text")
+        seen = {tuple(tokens.train.ids[1:3].tolist()) for tokens in tokenise_module.tokenised(batches, recipe, 2)}
+    finally:
+        stop.set()
+    ((forker, threads),) = seen  # one fork server made both workers
+    assert forker != os.getpid() and threads == 1
 
 
 def test_an_entrys_files_are_on_disk_before_it_is_renamed_into_place(

@@ -8,15 +8,17 @@ assistant's turns trained; ids are 32 bits (vocabularies reach 152k, beyond 16 b
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
+import pickle
+import pickletools
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from itertools import chain
+from multiprocessing.context import BaseContext
 
 import numpy as np
 
@@ -147,6 +149,34 @@ def tokenise_in_worker(batch: RecordBatch) -> BatchTokens:
     return tokenise_batch(batch, _recipe)
 
 
+def modules_to_rebuild(recipe: Recipe) -> list[str]:
+    """The modules unpickling `recipe` imports (each global its pickle names, read at protocol 2, which names them
+    whole in GLOBAL opcodes: pickletools), this one first: what a worker needs before its first batch."""
+    found = [
+        str(arg).split(" ")[0]
+        for op, arg, _ in pickletools.genops(pickle.dumps(recipe, protocol=2))
+        if op.name == "GLOBAL"
+    ]
+    return list(dict.fromkeys([__name__, *found]))
+
+
+def worker_context(recipe: Recipe) -> BaseContext:
+    """Workers forked by a fork server, not by this process.
+
+    The process that tokenises has threads by then: the Rust tokenizer's pool once it has encoded a batch here,
+    torch's OpenMP pool, on rank 0 gloo's and the TCPStore's loops (their names in /proc/<pid>/task/*/comm). fork()
+    copies only the calling thread, so a lock another thread held at that moment stays held in the child for good,
+    and POSIX allows the child of a multi-threaded process only async-signal-safe calls until it execs (fork(2),
+    pthread_atfork(3)); CPython 3.12 warns on such a fork and 3.14 makes forkserver Linux's default start method.
+    The fork server is started by fork and exec (a fresh interpreter, one thread), imports the modules the recipe
+    needs once (modules_to_rebuild: the tokenizer's library among them), and forks each worker from itself, so a
+    worker starts without importing them again and rebuilds only the recipe from its pickle. The preload is set for
+    this process's fork server, which starts with the first pool and serves every later one."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(modules_to_rebuild(recipe))
+    return context
+
+
 def tokenised(batches: Iterable[RecordBatch], recipe: Recipe, workers: int) -> Iterator[BatchTokens]:
     """Each batch tokenised, in order, by `workers` processes (by this one when 1, or for a single batch).
 
@@ -154,30 +184,19 @@ def tokenised(batches: Iterable[RecordBatch], recipe: Recipe, workers: int) -> I
     (its task handler thread drains the iterable; CPython gh-64192, whose `buffersize` arrives in Python 3.15), so
     the results are taken in order from a bounded window of submitted batches instead. A ProcessPoolExecutor, not a
     Pool: a worker killed (the OOM killer, a crash in the tokenizer) breaks the executor and every pending result
-    raises, where a Pool starts a new worker and the lost batch's result never comes (a wait without end).
-    The workers are forked: they inherit the loaded tokenizer instead of loading it again, and do not import the
-    trainer's main module (and torch) as spawned ones would; they run only the tokenizer and numpy.
+    raises, where a Pool starts a new worker and the lost batch's result never comes (a wait without end). The
+    workers come from a fork server (worker_context) and run only the tokenizer and numpy.
     """
     batches = iter(batches)
     head = [batch for batch in (next(batches, None), next(batches, None)) if batch is not None]
     if workers <= 1 or len(head) < 2:
         yield from (tokenise_batch(batch, recipe) for batch in chain(head, batches))
         return
-    fork = multiprocessing.get_context("fork")
-    pool = ProcessPoolExecutor(workers, mp_context=fork, initializer=start_worker, initargs=(recipe,))
+    context = worker_context(recipe)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=start_worker, initargs=(recipe,))
     pending: deque[Future[BatchTokens]] = deque()
     try:
-        # Objects the parent made before the fork (the tokenizer, the trainer's modules, torch's) go to the
-        # collector's permanent generation, so a worker's collections never write to their pages and copy them (the
-        # gc.freeze documentation's advice for fork without exec); the parent collects them again once its workers
-        # exist. With fork the first submit starts every worker (CPython Lib/concurrent/futures/process.py
-        # _start_executor_manager_thread: no dynamic spawning under fork).
-        gc.freeze()
-        try:
-            pending.append(pool.submit(tokenise_in_worker, head[0]))
-        finally:
-            gc.unfreeze()
-        for batch in chain(head[1:], batches):
+        for batch in chain(head, batches):
             pending.append(pool.submit(tokenise_in_worker, batch))
             if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
                 yield pending.popleft().result()
