@@ -154,18 +154,7 @@ def estimate(shape: JobShape) -> MemoryEstimate:
             "add its shape to trainer/model/presets.py, or lower this policy to advisory in the pack's config",
         )
     try:
-        job = sizing.make_job(
-            model,
-            gpus=shape.nodes * shape.gpus_per_node,
-            seq_len=t.data.seq_len,
-            batch_size=t.schedule.batch_size,
-            global_batch_size=t.schedule.global_batch_size,
-            sharding_strategy=t.parallel.sharding_strategy,
-            mixed_precision=t.parallel.mixed_precision,
-            activation_checkpointing=t.parallel.activation_checkpointing,
-            lora_rank=t.lora.rank,
-            lora_targets=tuple(t.lora.target_list()),
-        )
+        job = sizing.make_job(model, t, gpus=shape.nodes * shape.gpus_per_node)
     except sizing.SizingError as error:  # a value the trainer's own checks refuse too (seq len, global batch)
         raise UnsizedError(f"the sizing model refuses the job ({error})", "fix the job's flags") from error
     result = sizing.size_job(job, shape.instance, shape.nodes)

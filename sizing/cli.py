@@ -25,11 +25,12 @@ from sizing.fsx import (
     estimate_storage,
     fsx_capacity_problem,
 )
-from sizing.memory import CHECKPOINTING
 from sizing.throughput import Assumptions
-from trainer.config import ALL_REDUCE_DTYPES, LORA_TARGETS, SHARDING_STRATEGIES
+from trainer.config import SHARDING_STRATEGIES, TrainConfig
 from trainer.launch.exits import EXIT_BAD_INPUT
-from trainer.units import DTYPE_BYTES, GIB
+from trainer.model.presets import ModelShape
+from trainer.options import add_arguments, from_namespace, options, with_values, without_stray_options
+from trainer.units import GIB
 
 # Column labels of the memory breakdown, in sizing_memory.TERMS order (runtime is shown as "needed").
 TERM_LABELS = {
@@ -53,25 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True, help="preset name (llama2-7b, ...) or hub id (meta-llama/...)")
     parser.add_argument("--instance", required=True, help="EC2 instance type from the catalog (p5.48xlarge, ...)")
     parser.add_argument("--nodes", type=int, required=True, help="number of GPU nodes")
-    parser.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default: min(4096, model max))")
-    parser.add_argument("--batch-size", type=int, default=1, help="sequences per GPU per micro step (default: 1)")
-    parser.add_argument("--global-batch-size", type=int, default=None, help="sequences per optimizer step")
     parser.add_argument(
         "--strategy", choices=SHARDING_STRATEGIES, action="append", help="only this strategy (repeatable)"
     )
-    parser.add_argument("--mixed-precision", choices=tuple(DTYPE_BYTES), default="bf16")
-    parser.add_argument("--activation-checkpointing", choices=CHECKPOINTING, default="none")
-    parser.add_argument("--compile", action="store_true", help="torch.compile each decoder layer, as the trainer's")
-    parser.add_argument(
-        "--all-reduce-dtype", choices=ALL_REDUCE_DTYPES, default="fp32",
-        help="HYBRID_SHARD's all-reduce between nodes, as the trainer's (default: fp32; other strategies: fp32)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--lora-rank", type=int, default=0, help="LoRA rank as the trainer's --lora-rank (default: 0, full fine-tuning)"
-    )
-    parser.add_argument(
-        "--lora-targets", default=",".join(LORA_TARGETS), help="LoRA's target layers, comma-separated (default: all)"
-    )
+    # The trainer's options the sizing reads (trainer/config.py, sizing=True), with the trainer's flags and help; the
+    # sequence length defaults to the model's (at most 4096) and the batch to one sequence per GPU.
+    sized = [o for o in options(TrainConfig) if o.sizing]
+    add_arguments(parser, sized, defaults={"data.seq_len": None, "schedule.batch_size": 1})
     parser.add_argument("--mfu", type=float, default=None, help="assumed model FLOPs utilisation (default: per chip)")
     parser.add_argument(
         "--fsx-capacity-gib", type=int, default=None, help="FSx for Lustre capacity (default: the smallest that holds "
@@ -88,19 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def lora_targets(args: argparse.Namespace) -> tuple[str, ...]:
-    return tuple(name.strip() for name in args.lora_targets.split(",") if name.strip())
+def trainer_options(args: argparse.Namespace, shape: ModelShape) -> TrainConfig:
+    """The trainer's options the flags give, the sequence length at the model's (at most 4096) when not given."""
+    config: TrainConfig = from_namespace(TrainConfig, args)
+    seq_len = config.data.seq_len or min(4096, shape.max_position_embeddings)
+    return dataclasses.replace(config, data=dataclasses.replace(config.data, seq_len=seq_len))
 
 
-def storage_of(args: argparse.Namespace) -> StorageEstimate:
+def storage_of(args: argparse.Namespace, config: TrainConfig) -> StorageEstimate:
     """The job's checkpoint storage: a hub id is staged (pretrained), a preset is not."""
     shape = resolve_shape(args.model)
     estimate = estimate_storage(
         shape,
         pretrained=args.model not in PRESETS,
         per_tib=args.fsx_throughput_per_tib,
-        lora_rank=args.lora_rank,
-        lora_targets=lora_targets(args),
+        lora_rank=config.lora.rank,
+        lora_targets=tuple(config.lora.target_list()),
     )
     capacity = args.fsx_capacity_gib or estimate.needed_capacity_gib
     problem = fsx_capacity_problem(capacity)
@@ -115,24 +107,13 @@ def sizings(args: argparse.Namespace) -> list[Sizing]:
         raise SizingError(f"--nodes {args.nodes} is not allowed; expected at least 1")
     if args.mfu is not None and not 0 < args.mfu <= 1:
         raise SizingError(f"--mfu {args.mfu} is not allowed; expected a fraction in (0, 1]")
-    seq_len = args.seq_len or min(4096, shape.max_position_embeddings)
-    storage = storage_of(args)
+    config = trainer_options(args, shape)
+    storage = storage_of(args, config)
     result = []
     for strategy in args.strategy or strategies_for(args.nodes):
-        job = make_job(
-            shape,
-            gpus=args.nodes * instance.gpus,
-            seq_len=seq_len,
-            batch_size=args.batch_size,
-            global_batch_size=args.global_batch_size,
-            sharding_strategy=strategy,
-            mixed_precision=args.mixed_precision,
-            activation_checkpointing=args.activation_checkpointing,
-            lora_rank=args.lora_rank,
-            lora_targets=lora_targets(args),
-            compile=args.compile,
-            all_reduce_dtype=args.all_reduce_dtype if strategy == "HYBRID_SHARD" else "fp32",
-        )
+        # An option only HYBRID_SHARD takes (trainer/config.py OnlyWith) goes back to its default for the others.
+        strategy_config = without_stray_options(with_values(config, {"parallel.sharding_strategy": strategy}))
+        job = make_job(shape, strategy_config, gpus=args.nodes * instance.gpus)
         result.append(size_job(job, instance, args.nodes, Assumptions(mfu=args.mfu), storage))
     return result
 

@@ -20,7 +20,6 @@ from typing import Any
 from sizing.catalog import CATALOG, InstanceType
 from sizing.fsx import StorageEstimate, storage_summary
 from sizing.memory import (
-    CHECKPOINTING,
     Job,
     MemoryEstimate,
     Ranks,
@@ -34,11 +33,12 @@ from sizing.throughput import (
     estimate_throughput,
     scaling_efficiency,
 )
-from trainer.config import ALL_REDUCE_DTYPES, LORA_TARGETS, SHARDING_STRATEGIES, ScheduleConfig, TrainConfig
+from trainer.config import LORA_TARGETS, SHARDING_STRATEGIES, TrainConfig
 from trainer.env import DistEnv
 from trainer.model.presets import PRESETS, ModelShape, find_shape
+from trainer.options import flag_of, option_problems
 from trainer.parallel.plan import make_plan
-from trainer.units import DTYPE_BYTES, GIB
+from trainer.units import GIB
 
 # Memory a GPU process holds outside PyTorch's allocator, which the trainer's `peak_memory_bytes`
 # (torch.cuda.max_memory_allocated) does not see: the CUDA context (about 0.5 GiB with lazy module loading,
@@ -105,15 +105,7 @@ class Sizing:
             "instance": self.instance.name,
             "nodes": self.nodes,
             "gpus": self.gpus,
-            "sharding_strategy": job.sharding_strategy,
-            "mixed_precision": job.mixed_precision,
-            "activation_checkpointing": job.activation_checkpointing,
-            "compile": job.compile,
-            "all_reduce_dtype": job.all_reduce_dtype,
-            "seq_len": job.seq_len,
-            "batch_size": job.batch_size,
-            "grad_accum": job.grad_accum,
-            "lora_rank": job.lora_rank,
+            **job.settings(),
             "peak_moment": self.memory.moment,
             "peak_allocated_bytes": self.memory.total,
             "memory_bytes": dict(self.memory.terms),
@@ -140,60 +132,29 @@ def resolve_instance(name: str) -> InstanceType:
     return CATALOG[name]
 
 
-def make_job(
-    shape: ModelShape,
-    *,
-    gpus: int,
-    seq_len: int,
-    batch_size: int = 1,
-    global_batch_size: int | None = None,
-    sharding_strategy: str = "FULL_SHARD",
-    mixed_precision: str = "bf16",
-    activation_checkpointing: str = "none",
-    lora_rank: int = 0,
-    lora_targets: tuple[str, ...] = LORA_TARGETS,
-    compile: bool = False,
-    all_reduce_dtype: str = "fp32",
-) -> Job:
-    """A Job, its gradient accumulation derived as the trainer does (trainer/parallel/plan.py); SizingError if bad."""
-    checkpointing = activation_checkpointing
-    checks = [
-        (
-            sharding_strategy in SHARDING_STRATEGIES,
-            f"sharding strategy {sharding_strategy!r}",
-            ", ".join(SHARDING_STRATEGIES),
-        ),
-        (mixed_precision in DTYPE_BYTES, f"mixed precision {mixed_precision!r}", ", ".join(DTYPE_BYTES)),
-        (checkpointing in CHECKPOINTING, f"checkpointing {checkpointing!r}", ", ".join(CHECKPOINTING)),
-        (1 <= seq_len <= shape.max_position_embeddings, f"seq len {seq_len}", f"1..{shape.max_position_embeddings}"),
-        (batch_size >= 1, f"batch size {batch_size}", "at least 1"),
-        (gpus >= 1, f"{gpus} GPUs", "at least 1"),
-        (lora_rank >= 0, f"LoRA rank {lora_rank}", "0 (full fine-tuning) or more"),
-        (set(lora_targets) <= set(LORA_TARGETS), f"LoRA targets {','.join(lora_targets)}", ",".join(LORA_TARGETS)),
-        (all_reduce_dtype in ALL_REDUCE_DTYPES, f"all-reduce dtype {all_reduce_dtype!r}", ", ".join(ALL_REDUCE_DTYPES)),
-        # The trainer refuses it elsewhere (trainer/parallel/plan.py make_plan): only HSDP all-reduces across replicas.
-        (
-            all_reduce_dtype == "fp32" or sharding_strategy == "HYBRID_SHARD",
-            f"all-reduce dtype {all_reduce_dtype!r} with {sharding_strategy}",
-            "fp32, or HYBRID_SHARD",
-        ),
-    ]
-    for ok, what, allowed in checks:
-        if not ok:
-            raise SizingError(f"{what} is not allowed for {shape.name}; expected {allowed}")
+def make_job(shape: ModelShape, config: TrainConfig, *, gpus: int) -> Job:
+    """What one rank of the trainer trains with the options `config` on `gpus` GPUs: gradient accumulation derived as
+    the trainer derives it (trainer/parallel/plan.py). SizingError, naming the flag, for what the trainer refuses."""
+    problems = [problem.render(flag_of(TrainConfig)) for problem in option_problems(config)]
+    seq_len, lora = config.data.seq_len, config.lora
+    if seq_len > shape.max_position_embeddings:
+        problems.append(
+            f"--seq-len {seq_len}: exceeds the model's max_position_embeddings {shape.max_position_embeddings} "
+            f"({shape.name})"
+        )
+    if gpus < 1:
+        problems.append(f"{gpus} GPUs: expected at least 1")
+    if unknown := set(lora.target_list()) - set(LORA_TARGETS):
+        named = ",".join(sorted(unknown))
+        problems.append(f"--lora-targets {lora.targets}: {named}; the decoder layers' are {','.join(LORA_TARGETS)}")
+    if problems:
+        raise SizingError("; ".join(problems))
     # The trainer's own plan; gradient accumulation depends on the world size alone, not on how it splits in nodes.
-    schedule = ScheduleConfig(batch_size=batch_size, global_batch_size=global_batch_size)
     try:
-        plan = make_plan(TrainConfig(schedule=schedule), DistEnv(world_size=gpus, local_world_size=gpus))
-    except ValueError:
-        raise SizingError(
-            f"global batch size {global_batch_size} is not a multiple of batch size x GPUs ({batch_size} x {gpus})"
-        ) from None
-    return Job(
-        shape, seq_len, batch_size, sharding_strategy, mixed_precision, activation_checkpointing,
-        grad_accum=plan.grad_accum, lora_rank=lora_rank, lora_targets=tuple(lora_targets), compile=compile,
-        all_reduce_dtype=all_reduce_dtype,
-    )  # fmt: skip
+        plan = make_plan(config, DistEnv(world_size=gpus, local_world_size=gpus))
+    except ValueError as error:
+        raise SizingError(str(error)) from None
+    return Job.of(shape, config, plan.grad_accum)
 
 
 def size_job(

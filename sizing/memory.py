@@ -67,6 +67,30 @@ class Job:
     all_reduce_dtype: str = "fp32"
     """The dtype of HYBRID_SHARD's all-reduce across replica groups (--all-reduce-dtype): its bytes on the network."""
 
+    @classmethod
+    def of(cls, shape: ModelShape, config: TrainConfig, grad_accum: int) -> Job:
+        """What one rank of a run with the trainer's options `config` trains."""
+        parallel = config.parallel
+        return cls(
+            shape, config.data.seq_len, config.schedule.batch_size, parallel.sharding_strategy,
+            parallel.mixed_precision, parallel.activation_checkpointing, grad_accum, config.lora.rank,
+            tuple(config.lora.target_list()), parallel.compile, parallel.all_reduce_dtype,
+        )  # fmt: skip
+
+    def settings(self) -> dict[str, object]:
+        """The choices it was sized with, by name, as `python -m sizing --json` prints them."""
+        return {
+            "sharding_strategy": self.sharding_strategy,
+            "mixed_precision": self.mixed_precision,
+            "activation_checkpointing": self.activation_checkpointing,
+            "compile": self.compile,
+            "all_reduce_dtype": self.all_reduce_dtype,
+            "seq_len": self.seq_len,
+            "batch_size": self.batch_size,
+            "grad_accum": self.grad_accum,
+            "lora_rank": self.lora_rank,
+        }
+
     @property
     def tokens(self) -> int:
         return self.batch_size * self.seq_len

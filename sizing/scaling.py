@@ -33,7 +33,7 @@ from sizing.catalog import InstanceType
 from sizing.estimate import SizingError, make_job, resolve_instance, resolve_shape
 from sizing.memory import Job
 from sizing.throughput import Assumptions, MeasuredFabric, expected_fabric, scaling_efficiency
-from trainer.config import SHARDING_STRATEGIES
+from trainer.config import SHARDING_STRATEGIES, DataConfig, ParallelConfig, ScheduleConfig, TrainConfig
 from trainer.launch.exits import EXIT_BAD_INPUT
 from trainer.metrics_file import MetricsFileError, read_records
 from trainer.units import GIB
@@ -270,10 +270,12 @@ def main(argv: list[str] | None = None) -> int:
         instance = resolve_instance(args.instance) if args.instance else None
         if instance is not None:
             shape = resolve_shape(args.model)
-            job = make_job(
-                shape, gpus=instance.gpus, seq_len=args.seq_len, batch_size=args.batch_size,
-                sharding_strategy=args.strategy,
-            )  # fmt: skip
+            config = TrainConfig(
+                data=DataConfig(seq_len=args.seq_len),
+                parallel=ParallelConfig(sharding_strategy=args.strategy),
+                schedule=ScheduleConfig(batch_size=args.batch_size),
+            )
+            job = make_job(shape, config, gpus=instance.gpus)
             points = with_model(points, ModelledJob(job, instance), args.gpus_per_node)
     except (ScalingError, MetricsFileError, SizingError) as error:
         print(f"python -m sizing.scaling: error: {error}", file=sys.stderr)

@@ -7,6 +7,8 @@ The StackConfig half of the sizing: the model below it (sizing/) knows nothing o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sizing.catalog import CATALOG, InstanceType
@@ -32,36 +34,54 @@ from sizing.host_memory import PAGE_CACHE_FRACTION, RANK_PROCESS_BYTES, HostStag
 from sizing.memory import CHECKPOINTING, Job
 from sizing.throughput import Assumptions
 from stack.config import StackConfig
+from stack.fields import JOB_OPTIONS
 from stack.trainer_config import stack_trainer_config
+from trainer.config import TrainConfig
 from trainer.model.presets import PRESETS, find_shape
+from trainer.options import by_path, value_at, with_values, without_stray_options
 from trainer.units import GIB
 
 
-def _fleet_job(config: StackConfig, **changes: Any) -> tuple[Job, InstanceType, int] | None:
-    """The stack's job (with `changes` to its keys) as a sizing Job, or None when it cannot be sized here."""
-    trainer, gpu = stack_trainer_config(config.job), config.gpu_nodes  # what the job's trainer runs with
+@dataclass(frozen=True)
+class Change:
+    """A candidate change to the stack's job: `label` as the user would write it, the trainer options it sets (by
+    path, trainer/config.py) and the nodes it runs on (None: gpuNodes.count)."""
+
+    label: str
+    options: Mapping[str, object] = field(default_factory=dict)
+    nodes: int | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.options) - set(by_path(TrainConfig))
+        if unknown:
+            raise ValueError(f"not trainer options: {', '.join(sorted(unknown))}")
+
+    def key(self) -> str:
+        return self.label.split(":")[0]
+
+    def with_nodes(self, nodes: int) -> Change:
+        return replace(self, nodes=nodes)
+
+    def plus(self, other: Change) -> Change:
+        return Change(f"{self.label}, {other.label}", {**self.options, **other.options}, other.nodes or self.nodes)
+
+
+NO_CHANGE = Change("")
+
+
+def _fleet_job(config: StackConfig, change: Change = NO_CHANGE) -> tuple[Job, InstanceType, int] | None:
+    """The stack's job with `change` as a sizing Job, or None when it cannot be sized here."""
+    gpu = config.gpu_nodes
+    # What the job's trainer runs with, changed; an option only HYBRID_SHARD takes goes back to its default when the
+    # change is away from it.
+    trainer = without_stray_options(with_values(stack_trainer_config(config.job), change.options))
     shape = find_shape(trainer.model.name)
-    nodes = changes.pop("nodes", gpu.count)
+    nodes = gpu.count if change.nodes is None else change.nodes
     instance = gpu.instance
     if shape is None or nodes < 1:
         return None  # a model known only by its config.json in the image, or no GPU nodes: nothing to size
-    values = {
-        "seq_len": trainer.data.seq_len,
-        "batch_size": trainer.schedule.batch_size,
-        "global_batch_size": trainer.schedule.global_batch_size,
-        "sharding_strategy": trainer.parallel.sharding_strategy,
-        "mixed_precision": trainer.parallel.mixed_precision,
-        "activation_checkpointing": trainer.parallel.activation_checkpointing,
-        "lora_rank": trainer.lora.rank,
-        "lora_targets": tuple(trainer.lora.target_list()),
-        "compile": trainer.parallel.compile,
-        "all_reduce_dtype": trainer.parallel.all_reduce_dtype,
-        **changes,
-    }
-    if values["sharding_strategy"] != "HYBRID_SHARD":  # a change away from HSDP leaves nothing to all-reduce in bf16
-        values["all_reduce_dtype"] = "fp32"
     try:
-        return make_job(shape, gpus=nodes * instance.gpus, **values), instance, nodes
+        return make_job(shape, trainer, gpus=nodes * instance.gpus), instance, nodes
     except SizingError:
         return None  # the config's own checks report a bad value; a candidate change that breaks one is no answer
 
@@ -71,7 +91,7 @@ def stack_sizing(
 ) -> Sizing | None:
     """The sizing of the stack's configured job (on `nodes`, default gpuNodes.count), or None when its model's
     shape is not known here."""
-    fleet = _fleet_job(config, nodes=nodes or config.gpu_nodes.count)
+    fleet = _fleet_job(config, NO_CHANGE.with_nodes(nodes or config.gpu_nodes.count))
     return size_job(*fleet, assumptions) if fleet else None
 
 
@@ -109,6 +129,10 @@ def checkpoint_warning(config: StackConfig) -> str | None:
     return checkpoint_wait_warning(storage, sizing.throughput.step_s, config.job.checkpoint_every)
 
 
+# The speed choices jobSizing reports, by their job.* keys.
+SPEED_KEYS = ("shardingStrategy", "activationCheckpointing", "compile", "allReduceDtype")
+
+
 def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
     """A stack output: the configured job's memory, speed and checkpoint storage in a few figures (None when not
     sizeable)."""
@@ -117,11 +141,9 @@ def sizing_summary(config: StackConfig) -> dict[str, Any] | None:
         return None
     speed, efficiency = sizing.throughput, sizing.scaling_efficiency
     storage = stack_storage(config)
+    sized = without_stray_options(stack_trainer_config(config.job))  # the options the sizing sized, as _fleet_job
     return {
-        "shardingStrategy": sizing.job.sharding_strategy,
-        "activationCheckpointing": sizing.job.activation_checkpointing,
-        "compile": sizing.job.compile,
-        "allReduceDtype": sizing.job.all_reduce_dtype,
+        **{key: value_at(sized, JOB_OPTIONS[key].path) for key in SPEED_KEYS},
         "peakAllocatedGiB": round(sizing.memory.total / GIB, 1),
         "neededGiB": round(sizing.needed_bytes / GIB, 1),
         "gpuMemoryGiB": sizing.instance.gpu_memory_gib,
@@ -177,77 +199,87 @@ def run_time_summary(time: RunTime | None) -> dict[str, Any] | None:
 
 
 SUGGESTED_LORA_RANK = 16  # torchtune's and llama-recipes' LoRA recipes train ranks 8 to 16
-LORA_CHANGE = (f"job.lora.rank: {SUGGESTED_LORA_RANK}", {"lora_rank": SUGGESTED_LORA_RANK})
+LORA_CHANGE = Change(f"job.lora.rank: {SUGGESTED_LORA_RANK}", {"lora.rank": SUGGESTED_LORA_RANK})
 """Training LoRA adapters instead of every weight: the base frozen in the compute dtype, no gradients or AdamW
 state for it. It changes what is trained, so it is offered beside, not instead of, the changes that keep full
 fine-tuning."""
 
 
-def _candidate_changes(config: StackConfig) -> list[tuple[str, dict[str, Any]]]:
+def _checkpointing(mode: str) -> Change:
+    return Change(f"job.activationCheckpointing: {mode}", {"parallel.activation_checkpointing": mode})
+
+
+FULL_SHARD = Change("job.shardingStrategy: FULL_SHARD", {"parallel.sharding_strategy": "FULL_SHARD"})
+
+
+def _batch(size: int) -> Change:
+    return Change(f"job.batchSize: {size}", {"schedule.batch_size": size})
+
+
+def _nodes(key: str, nodes: int) -> Change:
+    return Change(f"{key}: {nodes}", nodes=nodes)
+
+
+def _candidate_changes(config: StackConfig) -> list[Change]:
     """Single-key changes that lower memory, cheapest first: checkpointing, strategy, batch, LoRA instead of full
-    fine-tuning, then more nodes."""
+    fine-tuning, then more nodes. Each runs on the fewest nodes the job runs on unless it changes them."""
     job, gpu, fewest = config.job, config.gpu_nodes, config.fewest_nodes
     order: list[str] = list(CHECKPOINTING)
-    candidates = [
-        (f"job.activationCheckpointing: {mode}", {"activation_checkpointing": mode})
-        for mode in order[order.index(job.activation_checkpointing) + 1 :]
-    ]
+    candidates = [_checkpointing(mode) for mode in order[order.index(job.activation_checkpointing) + 1 :]]
     if job.sharding_strategy != "FULL_SHARD":
-        candidates.append(("job.shardingStrategy: FULL_SHARD", {"sharding_strategy": "FULL_SHARD"}))
-    candidates += [(f"job.batchSize: {b}", {"batch_size": b}) for b in range(job.batch_size - 1, 0, -1)]
+        candidates.append(FULL_SHARD)
+    candidates += [_batch(b) for b in range(job.batch_size - 1, 0, -1)]
     if not job.lora.rank:
         candidates.append(LORA_CHANGE)
+    candidates = [c.with_nodes(fewest) for c in candidates]
     if fewest < gpu.count:  # elastic: a larger minimum is the change, up to the nodes there are
-        return candidates + [(f"job.minNodes: {n}", {"nodes": n}) for n in range(fewest + 1, gpu.count + 1)]
-    return candidates + [(f"gpuNodes.count: {n}", {"nodes": n}) for n in range(gpu.count + 1, MAX_NODES_SUGGESTED + 1)]
+        return candidates + [_nodes("job.minNodes", n) for n in range(fewest + 1, gpu.count + 1)]
+    return candidates + [_nodes("gpuNodes.count", n) for n in range(gpu.count + 1, MAX_NODES_SUGGESTED + 1)]
 
 
 def _fitting_changes(config: StackConfig) -> list[str]:
     found: list[str] = []
     seen_keys: set[str] = set()
-    for label, change in _candidate_changes(config):
-        key = label.split(":")[0]
-        if key in seen_keys:
+    for change in _candidate_changes(config):
+        if change.key() in seen_keys:
             continue  # the smallest fitting change per key only
-        fleet = _fleet_job(config, **{"nodes": config.fewest_nodes, **change})
+        fleet = _fleet_job(config, change)
         if fleet is None:
             continue
         sizing = size_job(*fleet)
         if sizing.fits:
-            seen_keys.add(key)
-            found.append(f"{label} ({sizing.needed_bytes / GIB:.1f} GiB)")
+            seen_keys.add(change.key())
+            found.append(f"{change.label} ({sizing.needed_bytes / GIB:.1f} GiB)")
     return found
 
 
 def _combined_change(config: StackConfig) -> str | None:
     """When no single change fits: every memory-saving setting at once, on the fewest nodes that then fit."""
     job, gpu = config.job, config.gpu_nodes
-    change: dict[str, Any] = {"activation_checkpointing": "full", "sharding_strategy": "FULL_SHARD", "batch_size": 1}
-    labels = {
-        "activation_checkpointing": "job.activationCheckpointing: full",
-        "sharding_strategy": "job.shardingStrategy: FULL_SHARD",
-        "batch_size": "job.batchSize: 1",
-    }
-    current: dict[str, Any] = {
-        "activation_checkpointing": job.activation_checkpointing,
-        "sharding_strategy": job.sharding_strategy,
-    }
-    current["batch_size"] = job.batch_size
-    wanted = [labels[key] for key, value in change.items() if current[key] != value]
+    wanted = [
+        change
+        for change, needed in (
+            (_checkpointing("full"), job.activation_checkpointing != "full"),
+            (FULL_SHARD, job.sharding_strategy != "FULL_SHARD"),
+            (_batch(1), job.batch_size != 1),
+        )
+        if needed
+    ]
+    together = Change("", {k: v for c in (_checkpointing("full"), FULL_SHARD, _batch(1)) for k, v in c.options.items()})
+    labels = [c.label for c in wanted]
     fewest = config.fewest_nodes
     key = "job.minNodes" if fewest < gpu.count else "gpuNodes.count"
     # Where full fine-tuning needs more nodes than LoRA (a 70B model on one node), both are named: LoRA first.
     lora = None
     if not job.lora.rank:
-        label, lora_change = LORA_CHANGE
-        fleet = _fleet_job(config, nodes=fewest, **change, **lora_change)
+        fleet = _fleet_job(config, together.plus(LORA_CHANGE).with_nodes(fewest))
         if fleet is not None and (sizing := size_job(*fleet)).fits:
-            lora = f"{', '.join([*wanted, label])} ({sizing.needed_bytes / GIB:.1f} GiB)"
+            lora = f"{', '.join([*labels, LORA_CHANGE.label])} ({sizing.needed_bytes / GIB:.1f} GiB)"
     for nodes in range(fewest, (gpu.count if fewest < gpu.count else MAX_NODES_SUGGESTED) + 1):
-        fleet = _fleet_job(config, nodes=nodes, **change)
+        fleet = _fleet_job(config, together.with_nodes(nodes))
         if fleet is not None and (sizing := size_job(*fleet)).fits:
             node_change = [f"{key}: {nodes}"] if nodes != fewest else []
-            full = f"{', '.join(wanted + node_change)} ({sizing.needed_bytes / GIB:.1f} GiB)"
+            full = f"{', '.join(labels + node_change)} ({sizing.needed_bytes / GIB:.1f} GiB)"
             if lora and node_change:
                 return f"{lora}; or, still training every weight, {full}"
             return full
@@ -293,10 +325,10 @@ def _memory_problems(config: StackConfig) -> list[str]:
     ]
 
 
-def stack_host_staging(config: StackConfig, nodes: int | None = None, **changes: Any) -> HostStaging | None:
-    """A node's host memory at the job's background saves (on `nodes`, default gpuNodes.count, with `changes` to its
-    keys); None when the job cannot be sized here."""
-    fleet = _fleet_job(config, nodes=nodes or config.gpu_nodes.count, **changes)
+def stack_host_staging(config: StackConfig, nodes: int | None = None, change: Change = NO_CHANGE) -> HostStaging | None:
+    """A node's host memory at the job's background saves (on `nodes`, default gpuNodes.count, with `change`); None
+    when the job cannot be sized here."""
+    fleet = _fleet_job(config, change.with_nodes(nodes or config.gpu_nodes.count))
     return host_staging(*fleet) if fleet else None
 
 
@@ -326,10 +358,9 @@ def _host_fixes(config: StackConfig) -> list[str]:
             fixes.append(f"{key}: {nodes} ({staging.needed / GIB:.1f} GiB)")
             break
     if not config.job.lora.rank:
-        label, change = LORA_CHANGE
-        staging = stack_host_staging(config, nodes=fewest, **change)
+        staging = stack_host_staging(config, nodes=fewest, change=LORA_CHANGE)
         if staging is not None and staging.fits:
-            fixes.append(f"{label} ({staging.needed / GIB:.1f} GiB)")
+            fixes.append(f"{LORA_CHANGE.label} ({staging.needed / GIB:.1f} GiB)")
     return fixes
 
 

@@ -4,7 +4,7 @@ the sizing take it.
 Torch-free. trainer/config.py declares every option with `option(...)` as a dataclass field; the docstring under the
 field is its `--help` text. From that one declaration come the trainer's parser and `to_argv`, the stack's job.*
 settings (stack/fields.py `job_option`, by `stack=StackKey(...)`), the sizing's flags (`sizing=True`), and the
-problems below: each names the option by its path ("parallel.all_reduce_dtype"), and each reader names that path
+problems below: each names the option by its path ("parallel.sharding_strategy"), and each reader names that path
 its own way (the trainer by its flag, the stack by its config key), so the trainer and the preview say the same thing
 from one rule.
 """

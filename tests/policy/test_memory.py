@@ -43,7 +43,8 @@ def test_an_elastic_job_is_sized_at_its_fewest_nodes() -> None:
 
 
 def test_fewer_ranks_need_more_memory_per_gpu_when_sharding() -> None:
-    job = set_trainer_flag(pytorchjob("p5-16"), "--sharding-strategy", "FULL_SHARD")
+    hsdp = pytorchjob("p5-16")  # HYBRID_SHARD with its bf16 all-reduce, which FULL_SHARD does not take
+    job = set_trainer_flag(set_trainer_flag(hsdp, "--sharding-strategy", "FULL_SHARD"), "--all-reduce-dtype", "fp32")
     full = estimate(job_shape(job)).needed_gib
     job["spec"]["elasticPolicy"]["minReplicas"] = 1.0
     assert estimate(job_shape(job)).needed_gib > full

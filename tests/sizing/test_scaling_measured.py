@@ -13,6 +13,7 @@ from sizing.estimate import make_job, resolve_shape
 from sizing.memory import Job
 from sizing.scaling import main, measured_fabric, scaling_points
 from sizing.throughput import Assumptions, MeasuredFabric, estimate_throughput, expected_fabric, scaling_efficiency
+from trainer.config import parse_args
 
 P5 = CATALOG["p5.48xlarge"]
 
@@ -24,7 +25,7 @@ def record(step: int, world_size: int, tokens_per_second: float, **preflight: fl
 
 
 def llama_7b_job() -> Job:
-    return make_job(resolve_shape("llama2-7b"), gpus=8, seq_len=4096, batch_size=1)
+    return make_job(resolve_shape("llama2-7b"), parse_args(["--seq-len", "4096", "--batch-size", "1"]), gpus=8)
 
 
 def test_the_preflights_figures_are_read_from_a_runs_records() -> None:

@@ -23,11 +23,15 @@ from sizing.memory import (
     shard_numel,
 )
 from sizing.throughput import estimate_throughput, scaling_efficiency
+from trainer.config import parse_args
 from trainer.metrics import training_flops_per_token
 from trainer.model.presets import PRESETS
+from trainer.options import with_values
 
 P5, P4DE = CATALOG["p5.48xlarge"], CATALOG["p4de.24xlarge"]
 LLAMA_7B = PRESETS["llama2-7b"]
+
+FLAGS_7B = ["--seq-len", "4096", "--batch-size", "1"]  # seq 4096, batch 1 per GPU
 
 
 def job_7b(**changes: object) -> Job:
@@ -125,7 +129,7 @@ def test_mfu_is_the_trainers_definition() -> None:
 
 
 def test_gradient_accumulation_comes_from_the_global_batch() -> None:
-    job = make_job(LLAMA_7B, gpus=8, seq_len=4096, batch_size=1, global_batch_size=128)
+    job = make_job(LLAMA_7B, parse_args([*FLAGS_7B, "--global-batch-size", "128"]), gpus=8)
     assert job.grad_accum == 16
     throughput = size_job(job, P5, 1).throughput
     assert throughput is not None
@@ -135,16 +139,15 @@ def test_gradient_accumulation_comes_from_the_global_batch() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"seq_len": 8192}, "seq len 8192"),
-        ({"global_batch_size": 12}, "global batch size 12"),
-        ({"sharding_strategy": "ZERO3"}, "sharding strategy 'ZERO3'"),
-        ({"batch_size": 0}, "batch size 0"),
+        ({"data.seq_len": 8192}, "--seq-len 8192: exceeds the model's max_position_embeddings 4096"),
+        ({"schedule.global_batch_size": 12}, "--global-batch-size 12 is not divisible"),
+        ({"parallel.sharding_strategy": "ZERO3"}, "--sharding-strategy ZERO3: must be one of FULL_SHARD"),
+        ({"schedule.batch_size": 0}, "--batch-size 0: must be positive"),
     ],
 )
-def test_bad_job_inputs_name_the_value(changes: dict, message: str) -> None:
-    arguments = {"gpus": 8, "seq_len": 4096, **changes}
+def test_bad_job_inputs_name_the_flag_and_the_value(changes: dict, message: str) -> None:
     with pytest.raises(SizingError, match=message):
-        make_job(LLAMA_7B, **arguments)
+        make_job(LLAMA_7B, with_values(parse_args(FLAGS_7B), changes), gpus=8)
 
 
 def test_zero_nodes_cannot_be_sized() -> None:
@@ -171,7 +174,9 @@ LLAMA31_70B = PRESETS["llama3.1-70b"]
 
 def lora_70b(rank: int) -> Job:
     """Llama 3.1 70B, seq 4096, batch 1 per GPU, full activation checkpointing (Pulumi.p5-1-llama70b-lora.yaml)."""
-    return make_job(LLAMA31_70B, gpus=8, seq_len=4096, activation_checkpointing="full", lora_rank=rank)
+    return make_job(
+        LLAMA31_70B, parse_args([*FLAGS_7B, "--activation-checkpointing", "full", "--lora-rank", str(rank)]), gpus=8
+    )
 
 
 def test_llama31_70b_with_lora_fits_one_p5_node_and_full_fine_tuning_does_not() -> None:

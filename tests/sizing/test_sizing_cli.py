@@ -57,7 +57,10 @@ def test_a_job_that_cannot_fit_says_no(capsys: pytest.CaptureFixture[str]) -> No
         (["--model", "gpt-5", "--instance", "p5.48xlarge", "--nodes", "1"], "unknown model 'gpt-5'"),
         (["--model", "llama2-7b", "--instance", "p9.huge", "--nodes", "1"], "unknown instance type 'p9.huge'"),
         (["--model", "llama2-7b", "--instance", "p5.48xlarge", "--nodes", "0"], "--nodes 0 is not allowed"),
-        (["--model", "llama2-7b", "--instance", "p5.48xlarge", "--nodes", "1", "--seq-len", "9000"], "seq len 9000"),
+        (
+            ["--model", "llama2-7b", "--instance", "p5.48xlarge", "--nodes", "1", "--seq-len", "9000"],
+            "--seq-len 9000: exceeds",
+        ),
     ],
 )
 def test_bad_inputs_exit_2_with_a_clear_message(

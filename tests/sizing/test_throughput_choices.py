@@ -12,6 +12,7 @@ from sizing.catalog import CATALOG
 from sizing.estimate import SizingError, make_job
 from sizing.memory import Job
 from sizing.throughput import default_mfu, estimate_throughput, recompute_share, recomputed_matmul_share
+from trainer.config import parse_args
 from trainer.model.presets import PRESETS
 
 P5 = CATALOG["p5.48xlarge"]
@@ -73,7 +74,9 @@ def test_bf16_all_reduce_halves_the_time_of_the_all_reduce_across_replicas(monke
 
 
 def test_bf16_all_reduce_is_sized_for_hybrid_shard_only() -> None:
-    job = make_job(LLAMA2_7B, gpus=16, seq_len=4096, sharding_strategy="HYBRID_SHARD", all_reduce_dtype="bf16")
+    flags = ["--seq-len", "4096", "--batch-size", "1", "--all-reduce-dtype", "bf16"]
+    job = make_job(LLAMA2_7B, parse_args([*flags, "--sharding-strategy", "HYBRID_SHARD"]), gpus=16)
     assert job.all_reduce_dtype == "bf16"
-    with pytest.raises(SizingError, match="all-reduce dtype 'bf16' with FULL_SHARD"):
-        make_job(LLAMA2_7B, gpus=16, seq_len=4096, sharding_strategy="FULL_SHARD", all_reduce_dtype="bf16")
+    refused = "--all-reduce-dtype bf16: only with --sharding-strategy HYBRID_SHARD \\(not FULL_SHARD\\)"
+    with pytest.raises(SizingError, match=refused):
+        make_job(LLAMA2_7B, parse_args([*flags, "--sharding-strategy", "FULL_SHARD"]), gpus=16)

@@ -16,6 +16,7 @@ from sizing.throughput import Assumptions, estimate_evaluation
 from stack.config import ValidationSettings
 from stack.files import load_stack_config
 from stack.fit import sizing_summary, stack_run_time, stack_sizing, stack_storage
+from trainer.config import parse_args
 from trainer.model.presets import find_shape
 
 P5 = CATALOG["p5.48xlarge"]
@@ -26,7 +27,13 @@ SEQ = 4096
 
 def llama7b(strategy: str = "FULL_SHARD", nodes: int = 1, lora_rank: int = 0):
     assert LLAMA2_7B is not None
-    return make_job(LLAMA2_7B, gpus=nodes * P5.gpus, seq_len=SEQ, sharding_strategy=strategy, lora_rank=lora_rank)
+    return make_job(
+        LLAMA2_7B,
+        parse_args(
+            ["--seq-len", str(SEQ), "--batch-size", "1", "--sharding-strategy", strategy, "--lora-rank", str(lora_rank)]
+        ),
+        gpus=nodes * P5.gpus,
+    )
 
 
 def forward_seconds(lora_rank: int = 0) -> float:
