@@ -353,11 +353,7 @@ class ValidationConfig:
         0,
         "--eval-every",
         checks=(non_negative(" (0: only at the last step)"),),
-        stack=StackKey(
-            "validation.every",
-            doc="Evaluate the held-out loss and perplexity every N steps and at the last step; 0: at the last step "
-            "only.",
-        ),
+        stack=StackKey("validation.every"),
     )
     """Evaluate the held-out loss and perplexity every N steps and at the last step; 0: only at the last step."""
     keep_best: bool = option(
