@@ -55,6 +55,10 @@ demo: $(STAMP)
 demo-drill: $(STAMP)
 	$(PY) -m local --stack dev --drill kill-agent --after-checkpoint
 
+# Two pytest-xdist workers: the slow tests in one group on one worker, the others a file at a time on both
+# (tests/conftest.py).
+PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder
+
 # The system packages a few tests need (Prometheus, promtool, gpg, gpgv) are installed first when missing.
 # The 25 slowest tests are listed at the end.
 test: $(STAMP)
@@ -63,15 +67,15 @@ test: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(TYPE_CHECK)
 	$(PY) -m stack.docs --check
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+	$(PYTEST) --durations=25
 
 # Tiers (markers in pyproject.toml): the unit tier, without multi-process or end-to-end runs (`slow`) and without runs
 # of the Pulumi program under the mocks (`program`); then those program runs.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not program"
+	$(PYTEST) -m "not slow and not program"
 
 test-program: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -m "program and not slow"
+	$(PYTEST) -m "program and not slow"
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
