@@ -43,7 +43,7 @@ CARRIED = (
     ("multiprocess", "0.70.19"),
 )
 WHEELS = ROOT / "bench" / ".wheels"
-# The lent machine (/work/.library/device/README.md): CPython 3.12 on x86-64 Linux.
+# The lent GPU machine (docs/performance.md, "On a GPU"): CPython 3.12 on x86-64 Linux.
 PLATFORM_ARGS = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
                  *(arg for tag in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
                    for arg in ("--platform", tag))]  # fmt: skip

@@ -1,5 +1,5 @@
 """What bench/gpu_mfu.py records of the machine it ran on: software versions, the GPU's clocks (read, never set), and
-its measured bf16 matmul rate. Reading only: the card's settings are left as found (/work/.library/device/METHOD.md).
+its measured bf16 matmul rate. Reading only: the card's settings are left as found, as its lender requires.
 """
 
 from __future__ import annotations

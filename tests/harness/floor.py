@@ -1,5 +1,5 @@
 """The software of the GPU machine this project is lent, simulated on this one: the trainer's torch floor, the
-packages that machine lacks, and no network (/work/.library/device/KINDS.md describes the machine: torch 2.11.0+cu130,
+packages that machine lacks, and no network (docs/performance.md, "On a GPU", describes the machine: torch 2.11.0+cu130,
 Python 3.12, transformers 5.17, peft; no s3torchconnector, torchao, boto3, datasets or python-etcd; nothing outside it
 reachable).
 
