@@ -31,6 +31,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
+from trainer.base.model_source import resolve_model  # noqa: E402
+from trainer.base.presets import PRESETS  # noqa: E402
 from trainer.config import DataConfig  # noqa: E402
 from trainer.data.packed import IGNORE_INDEX, PackedData, stack  # noqa: E402
 from trainer.data.packing import build_packed_data  # noqa: E402
@@ -38,8 +40,6 @@ from trainer.data.tokenizer_bytes import ByteTokenizer  # noqa: E402
 from trainer.evaluation import summed_token_loss  # noqa: E402
 from trainer.model.build import build_meta_model, hf_config, init_buffers, init_weights  # noqa: E402
 from trainer.model.loss import labels_for_loss, use_chunked_loss  # noqa: E402
-from trainer.model.presets import PRESETS  # noqa: E402
-from trainer.model.source import resolve_model  # noqa: E402
 
 APART, CAUSAL = "apart", "causal"
 

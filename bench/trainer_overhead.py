@@ -31,12 +31,12 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.functional import cross_entropy
 
+from trainer.base.env import read_env
+from trainer.base.model_source import resolve_model
+from trainer.comms.distributed import init_distributed, leave_distributed
 from trainer.config import TrainConfig, parse_args
-from trainer.env import read_env
 from trainer.model.build import hf_config
-from trainer.model.source import resolve_model
 from trainer.optim import ADAM_BETAS
-from trainer.parallel.distributed import init_distributed, leave_distributed
 from trainer.train import load_data, train
 
 GRAD_CLIP = 1.0  # both loops clip, as any training loop does

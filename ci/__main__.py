@@ -36,7 +36,7 @@ from ci.github_oidc import (
 from ci.preview_policy import preview_policy
 from ci.pulumi_oidc import DEPLOY_TEAM, PREVIEW_TEAM, oidc_policies
 from ci.role_boundary import role_boundary
-from trainer.s3.uri import bucket_name_problem
+from trainer.base.s3.uri import bucket_name_problem
 
 DEPLOY_SESSION_SECONDS = 7200  # the deploy job's role-duration-seconds; a first `up` creates a cluster
 

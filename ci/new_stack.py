@@ -24,7 +24,7 @@ from stack.files import load_stack_config, stack_names
 from stack.names import ARTIFACTS_BUCKET_PREFIX, SECRET_NAME_PREFIX
 from stack.paths import PROJECT_ROOT
 from stack.trainer_config import job_s3_inputs
-from trainer.s3.uri import S3Uri
+from trainer.base.s3.uri import S3Uri
 
 DEPLOY_WORKFLOW = Path(".github/workflows/deploy.yml")
 # The one line of deploy.yml that lists the stacks a run by hand may choose (its `stack` input's options).

@@ -2,8 +2,8 @@
 (job.dataset, job.model, job.resumeFrom, another run's checkpoints) exactly where they are, never write them.
 
 Pure policy documents of the partition, the bucket and key prefixes. The actions are the ones the trainer's S3 clients
-call (trainer/s3/, the S3 connector's DCP writer and reader): GetObject, PutObject and the multipart upload calls, and
-ListBucket to find a run's checkpoints; DeleteObject prunes old checkpoints. Object-level actions are granted on
+call (trainer/base/s3/, the S3 connector's DCP writer and reader): GetObject, PutObject and the multipart upload calls,
+and ListBucket to find a run's checkpoints; DeleteObject prunes old checkpoints. Object-level actions are granted on
 `bucket/key` ARNs, ListBucket on the bucket with an s3:prefix condition (Amazon S3 user guide, "Policy resources for
 Amazon S3", and the service authorization reference's condition keys for ListBucket).
 
@@ -14,7 +14,7 @@ Scopes, narrow on purpose:
   exist answers 404 only to a caller allowed to list it, 403 to any other (Amazon S3 API reference, HeadObject,
   "Permissions"), and S3 judges that with the key as s3:prefix. Every DCP save HEADs its missing `.metadata` first
   (torch FileSystemWriter.prepare_local_plan), and staging checks that the pods' own credentials get that 404
-  (trainer/s3/preflight.py);
+  (trainer/checkpoint/durable_preflight.py);
 - an input's key exactly: `key` and `key/*` (a prefix given with its "/" is `key*` already), never `key*`, which for
   s3://b/data would open s3://b/data-private/ too.
 """
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from infra.artifacts import bucket_arn
-from trainer.s3.uri import S3Uri
+from trainer.base.s3.uri import S3Uri
 
 WRITE_ACTIONS = (
     "s3:GetObject",

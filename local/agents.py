@@ -4,7 +4,7 @@
   reads it (local/restart_policy.py container_exit: the `pytorch` container's exit code): under ExitCode, the job's
   policy, a code from 1 to 127 (the launcher's when torchrun's restarts are spent or the
   rendezvous is closed) fails the job at once, and a code from 128 up (stopped or killed by a signal, or the
-  launcher's after a lost etcd; trainer/launch/exits.py) gets the pod created again; under OnFailure the container
+  launcher's after a lost etcd; trainer/base/exits.py) gets the pod created again; under OnFailure the container
   restarts until the restarts of all pods reach backoffLimit. A restarted or re-created pod runs the same command
   and environment. Each exit is reported with the launcher's own last line, which says why it ended.
 - When the job fails, the pods still running are stopped (cleanPodPolicy Running).
@@ -33,7 +33,7 @@ from local.nodes import LocalNodes
 from local.procs import Proc, die_with_parent, kill_tree, process_tree
 from local.restart_policy import DEFAULT_CONTAINER, Action, container_exit, container_exit_code
 from stack.paths import PROJECT_ROOT
-from trainer.launch.exits import EXIT_BAD_NODE, REASON_PREFIX
+from trainer.base.exits import EXIT_BAD_NODE, REASON_PREFIX
 from trainer.launch.node_taint import NODE_NAME_VARIABLE, bad_node_taint
 
 # The pod's terminationGracePeriodSeconds is 120 s, time for a large model's checkpoint; the local models save in

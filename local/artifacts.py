@@ -7,7 +7,7 @@ kubelet expands. Here the same variable names a bucket in the local S3 API (the 
 names one, the same name in the local server; else the stack's own bucket's prefix with "local" for its unique
 suffix: fsdp-eks-<stack>-artifacts-local), local/launch.py expands the reference the same way, and the trainer
 reaches it through the same s3:// code paths as on AWS, with the endpoint in AWS_ENDPOINT_URL
-(trainer/s3/endpoint.py). The summary lists what is there: nothing in it is formatted from the flag alone.
+(trainer/base/s3/endpoint.py). The summary lists what is there: nothing in it is formatted from the flag alone.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 
 from local.s3 import LocalS3
 from stack.names import ARTIFACTS_BUCKET_VARIABLE, artifacts_bucket_prefix
+from trainer.base.errors import InputError
+from trainer.base.s3.model_upload import model_uri, read_manifest
+from trainer.base.s3.transfer import list_objects
+from trainer.base.s3.uri import S3Uri, bucket_name_problem
 from trainer.checkpoint.s3_store import S3Checkpoint, S3Checkpoints, checkpoints_root
-from trainer.errors import InputError
-from trainer.run_record import SUMMARY_FILE, record_uri
-from trainer.s3.model_upload import model_uri, read_manifest
-from trainer.s3.transfer import list_objects
-from trainer.s3.uri import S3Uri, bucket_name_problem
+from trainer.record.archive import SUMMARY_FILE, record_uri
 
 LOCAL_BUCKET_SUFFIX = "local"  # in place of the unique suffix the provider adds to the stack's own bucket's prefix
 

@@ -39,7 +39,7 @@ from local.trainjob_run import run_trainjob_local
 from stack.fields import ConfigError
 from stack.files import load_stack_config, stack_names
 from stack.job_api import DEFAULT_JOB_API, JOB_APIS
-from trainer.launch.exits import EXIT_BAD_INPUT, EXIT_PERMANENT, exit_for_signal
+from trainer.base.exits import EXIT_BAD_INPUT, EXIT_PERMANENT, exit_for_signal
 from workloads.job.api import RestartScope, job_api_for
 
 # The run's exit codes, from the one module that defines the project's: a failed job as a pod's permanent failure,

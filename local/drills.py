@@ -14,11 +14,11 @@
                 pods. The runner first takes a duplicate of every worker's connections (local/connections.py), so
                 that no death closes a socket a peer sees; then one worker of the pod (its lowest pid) gets SIGKILL.
                 Every other worker's main thread stays inside its gloo collective, which never completes, with its
-                other threads running: the trainer's SIGTERM watcher (trainer/shutdown.py) is one of them. The
+                other threads running: the trainer's SIGTERM watcher (trainer/base/shutdown.py) is one of them. The
                 crashed pod's agent counts a restart, stops its blocked workers (SIGTERM: the watcher ends each) and
                 joins a new round; the other pod's agent sees a node waiting and restarts its workers for the
                 membership change without counting it; the job re-forms with the nodes' restart counts apart, so
-                the workers must agree on their attempt by other means (trainer/launch/attempt.py). On plain gloo
+                the workers must agree on their attempt by other means (trainer/base/attempt.py). On plain gloo
                 every peer would fail at once and every count go up, which hides this. The connections are closed
                 once every worker alive at the fault has exited.
 - evict-pod:    a voluntary disruption, as a drain for a node-group update or the end of a capacity block makes it:
@@ -29,7 +29,7 @@
                 maxRestarts 1 survives two of them.
 - restart-etcd: the rendezvous store goes away and comes back empty, as when the platform's etcd pod is
                 replaced. Every agent's next call to etcd fails; it stops its workers and the launcher exits 200
-                (trainer/launch/exits.py) with the rendezvous left open. restartPolicy ExitCode creates the pods
+                (trainer/base/exits.py) with the rendezvous left open. restartPolicy ExitCode creates the pods
                 again, they rejoin in the new etcd, and the trainer resumes from the last checkpoint.
 
 - lost-storage: the cluster is lost with its file system, as after `pulumi destroy` (or a lost FSx): once a checkpoint
@@ -40,7 +40,8 @@
                 NewCluster).
 
 - bad-node:     one node's fabric is slow, as a node with a bad link or GPU is: its pod's workers run the trainer's
-                fabric preflight with each timed collective delayed (TRAINER_FAULT slow_preflight, trainer/faults.py),
+                fabric preflight with each timed collective delayed (TRAINER_FAULT slow_preflight,
+                trainer/base/faults.py),
                 from the start, before step 1. The preflight names that node (its pairs with the other nodes are
                 slow; that takes three nodes or more, one rank each here), its workers exit EXIT_BAD_NODE and its
                 launcher 201; the local run taints its node and keeps the pod created again off it (local/nodes.py),
@@ -67,8 +68,8 @@ from local.agents import Pod, PodPhase, WorkerPods
 from local.connections import HeldConnections, check_connection_holding
 from local.etcd import LocalEtcd
 from local.procs import Proc, process_tree, signal_all
+from trainer.base.faults import FAULT_ENV, slow_preflight_fault
 from trainer.checkpoint.layout import complete_checkpoints
-from trainer.faults import FAULT_ENV, slow_preflight_fault
 
 DRILLS = ("kill-agent", "kill-workers", "hung-peer", "evict-pod", "restart-etcd", "lost-storage", "bad-node")
 # Drills aimed at one worker pod (--drill-pod)
@@ -79,8 +80,8 @@ S3_POLL_S = 1.0  # how often lost-storage lists the run's checkpoints in S3 whil
 # bad-node: the delay before each of the slow node's timed preflight collectives. The CPU's gloo collectives of the
 # local preflight take milliseconds, so this puts the node far below any --preflight-min-fraction.
 BAD_NODE_DELAY_MS = 200
-# The preflight names a node whose network is slow by its pairs with two other nodes (trainer/fabric.py judge): three
-# nodes at least, with the one rank each that the local run gives a node.
+# The preflight names a node whose network is slow by its pairs with two other nodes (trainer/base/fabric.py judge):
+# three nodes at least, with the one rank each that the local run gives a node.
 BAD_NODE_NODES = 3
 # The trainer's line when it loads a checkpoint (trainer/checkpoint/checkpointer.py restore): "resumed from <where>,
 # <which tier> (saved by ...".

@@ -11,7 +11,7 @@ Pure functions of the manifest (no processes, no torch import). What changes for
 - the trainer runs on the CPU (gloo), serves its metrics on loopback, and its paths under the pod's volume
   mounts (/checkpoints, /cache) land in the run's local directory, as the volumes would;
 - the Hugging Face token is this machine's HF_TOKEN, passed straight through: the local run reads no AWS secret, so
-  the pod's HF_TOKEN_SECRET (the Secrets Manager secret the launcher would read, trainer/launch/hub_token.py) is
+  the pod's HF_TOKEN_SECRET (the Secrets Manager secret the launcher would read, trainer/base/hub_token.py) is
   dropped;
 - S3 is the local run's own S3 API: its client variables and the artifacts bucket's variable replace the container's
   (local/artifacts.py), and the command's `$(VAR)` references are expanded from the container's environment as the
@@ -33,11 +33,11 @@ from typing import Any
 
 from local.restart_policy import DEFAULT_POLICY, POLICIES, recreation_loops
 from stack.paths import PROJECT_ROOT
+from trainer.base.exits import LAUNCH_MODULE
+from trainer.base.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
+from trainer.base.staging import split_launcher_options
 from trainer.config import TrainConfig, parse_args, to_argv
-from trainer.launch.exits import LAUNCH_MODULE
-from trainer.launch.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
 from trainer.launch.node_taint import NODE_NAME_FIELD, NODE_NAME_VARIABLE
-from trainer.launch.stage import split_launcher_options
 from workloads.job.pod import expand_references
 from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS
 
@@ -158,7 +158,7 @@ def worker_container(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def launcher_options(command: list[str]) -> list[str]:
-    """The launcher's own options (trainer/launch/stage.py LAUNCHER_OPTIONS: --stage-inputs), before torchrun's."""
+    """The launcher's own options (trainer/base/staging.py LAUNCHER_OPTIONS: --stage-inputs), before torchrun's."""
     _, torchrun_args = split_launcher_options(command[3:])
     return command[3 : len(command) - len(torchrun_args)]
 

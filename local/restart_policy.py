@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from local.pod_status import ContainerStatus, exited_container_statuses
-from trainer.launch.exits import FIRST_RETRYABLE_EXIT, describe_exit, exit_for_signal, is_retryable
+from trainer.base.exits import FIRST_RETRYABLE_EXIT, describe_exit, exit_for_signal, is_retryable
 
 ALWAYS, ON_FAILURE, NEVER, EXIT_CODE = "Always", "OnFailure", "Never", "ExitCode"
 POLICIES = (ALWAYS, ON_FAILURE, NEVER, EXIT_CODE)

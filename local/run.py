@@ -27,11 +27,11 @@ from local.report import MetricsFollower, Recovery, progress_line, recovery
 from stack.config import StackConfig
 from stack.fields import ConfigError
 from stack.paths import PROJECT_ROOT
-from trainer.errors import InputError
-from trainer.metrics_file import Record
-from trainer.run_chart import CHART_FILE, write_chart
-from trainer.run_summary import Summary, summarize
-from trainer.s3.uri import is_s3_uri
+from trainer.base.errors import InputError
+from trainer.base.metrics_file import Record
+from trainer.base.s3.uri import is_s3_uri
+from trainer.record.chart import CHART_FILE, write_chart
+from trainer.record.summary import Summary, summarize
 from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
 

@@ -6,7 +6,7 @@
         env = s3.client_environment()   # AWS_ENDPOINT_URL and throwaway keys, for boto3 and the S3 connector
 
 The trainer reaches it through the same s3:// code paths as AWS: boto3 and the CRT client behind s3torchconnector
-both read AWS_ENDPOINT_URL (trainer/s3/endpoint.py).
+both read AWS_ENDPOINT_URL (trainer/base/s3/endpoint.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 from local.etcd import LOOPBACK, free_port
 from local.procs import die_with_parent
 from stack.paths import PROJECT_ROOT
-from trainer.s3.endpoint import DEFAULT_REGION, ENDPOINT_VARIABLE
-from trainer.s3.uri import S3Uri
+from trainer.base.s3.endpoint import DEFAULT_REGION, ENDPOINT_VARIABLE
+from trainer.base.s3.uri import S3Uri
 
 STARTUP_TIMEOUT_S = 30.0
 SERVER_MODULE = "moto.server"

@@ -39,7 +39,7 @@ from local.launch import (
     volume_directories,
 )
 from local.restart_policy import NEVER
-from trainer.launch.exits import LAUNCH_MODULE
+from trainer.base.exits import LAUNCH_MODULE
 from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE
 from trainer.launch.node_taint import NODE_NAME_VARIABLE
 

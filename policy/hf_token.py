@@ -1,7 +1,7 @@
 """The Hugging Face token is in no Kubernetes object: the job's pods read it from AWS Secrets Manager themselves.
 
 The stack names the secret (job.hfTokenSecret); the pods get its name as HF_TOKEN_SECRET and read it through their
-Pod Identity role at start (trainer/launch/hub_token.py). A token anywhere in an object, as an env `value`, in a
+Pod Identity role at start (trainer/base/hub_token.py). A token anywhere in an object, as an env `value`, in a
 Secret, a ConfigMap, a command or chart values, would be stored in Pulumi's state and shown in the preview a PR
 comment holds; a `secretKeyRef` to a Secret would need the token in a Secret, which is in the state too. So:
 - no env entry sets a token variable at all (HF_TOKEN comes from the launcher, not the pod spec);
@@ -23,9 +23,9 @@ from policy.props import dotted, get, is_unknown, walk
 from policy.pytorchjob import PYTORCHJOB, replicas
 from policy.training_runtime import RUNTIME, runtime_replicas
 from stack.gated_models import gated_repo
+from trainer.base.hub_token import SECRET_VARIABLE
+from trainer.base.staging import TRAINER_MODULE
 from trainer.config import ModelConfig
-from trainer.launch.hub_token import SECRET_VARIABLE
-from trainer.launch.stage import TRAINER_MODULE
 
 # The variables huggingface_hub reads a token from (HF_TOKEN; HUGGING_FACE_HUB_TOKEN is its older name).
 TOKEN_VARIABLES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_HUB_TOKEN"})

@@ -26,8 +26,8 @@ from policy.props import as_int, get, has_unknown, is_unknown, not_checked
 from policy.pytorchjob import PYTORCHJOB, replicas
 from policy.training_runtime import RUNTIME, runtime_replicas
 from sizing.catalog import CATALOG, InstanceType
+from trainer.base.presets import find_shape
 from trainer.config import TrainConfig, parse_args
-from trainer.model.presets import find_shape
 
 TRAINER_MODULE = "trainer"
 
@@ -144,14 +144,14 @@ def estimate(shape: JobShape) -> MemoryEstimate:
     give. UnsizedError where it cannot size the job (a model known only by the config.json in its checkpoint, a
     value the sizing model refuses)."""
     from sizing import estimate as sizing  # imported here: the rest of the pack needs none of the sizing model
-    from trainer.units import GIB
+    from trainer.base.units import GIB
 
     t = shape.train
     model = find_shape(t.model.name)
     if model is None:
         raise UnsizedError(
             f"sizing/ does not know the shape of model {t.model.name!r}, so its memory per GPU cannot be estimated",
-            "add its shape to trainer/model/presets.py, or lower this policy to advisory in the pack's config",
+            "add its shape to trainer/base/presets.py, or lower this policy to advisory in the pack's config",
         )
     try:
         job = sizing.make_job(model, t, gpus=shape.nodes * shape.gpus_per_node)

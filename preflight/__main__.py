@@ -22,7 +22,7 @@ from preflight.findings import problems, report
 from preflight.image import docker_config_path
 from stack.fields import ConfigError
 from stack.files import load_stack_config
-from trainer.s3.transfer import WAIT_VARIABLE
+from trainer.base.s3.transfer import WAIT_VARIABLE
 
 
 def main(argv: list[str] | None = None) -> int:

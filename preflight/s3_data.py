@@ -1,7 +1,7 @@
 """Whether an s3:// data set or model is there, which record format the data set's first record is in, and how many
 epochs `job.steps` make of it.
 
-The objects are chosen as the job's staging chooses them (trainer/s3/inputs.py dataset_objects, model_objects), and
+The objects are chosen as the job's staging chooses them (trainer/base/s3/inputs.py dataset_objects, model_objects), and
 the format told by the trainer's own detection (trainer/data/formats.py), from the first record of the first object,
 read with a ranged GET. A missing input ends the job at staging with exit 4 (docs/job.md, "s3:// inputs"), after
 the nodes are up.
@@ -17,12 +17,12 @@ from preflight.aws import Client, aws_errors, error_text
 from preflight.findings import Finding, ok, problem, warning
 from stack.config import StackConfig
 from stack.fields import NAMESPACE
+from trainer.base.errors import InputError
+from trainer.base.s3.inputs import dataset_objects, model_objects
+from trainer.base.s3.transfer import S3Error, S3Object
+from trainer.base.s3.uri import S3Uri, is_s3_uri
 from trainer.data.epochs import MANY_EPOCHS, epochs
 from trainer.data.formats import Record, detect_format, render
-from trainer.errors import InputError
-from trainer.s3.inputs import dataset_objects, model_objects
-from trainer.s3.transfer import S3Error, S3Object
-from trainer.s3.uri import S3Uri, is_s3_uri
 
 DATA_CHECK = "data set"
 MODEL_CHECK = "model"

@@ -26,11 +26,11 @@ from sizing.fsx import (
     fsx_capacity_problem,
 )
 from sizing.throughput import Assumptions
+from trainer.base.exits import EXIT_BAD_INPUT
+from trainer.base.presets import ModelShape
+from trainer.base.units import GIB
 from trainer.config import SHARDING_STRATEGIES, TrainConfig
-from trainer.launch.exits import EXIT_BAD_INPUT
-from trainer.model.presets import ModelShape
 from trainer.options import add_arguments, from_namespace, options, with_values, without_stray_options
-from trainer.units import GIB
 
 # Column labels of the memory breakdown, in sizing_memory.TERMS order (runtime is shown as "needed").
 TERM_LABELS = {

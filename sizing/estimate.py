@@ -33,12 +33,12 @@ from sizing.throughput import (
     estimate_throughput,
     scaling_efficiency,
 )
+from trainer.base.env import DistEnv
+from trainer.base.parallel_plan import make_plan
+from trainer.base.presets import PRESETS, ModelShape, find_shape
+from trainer.base.units import GIB
 from trainer.config import LORA_TARGETS, SHARDING_STRATEGIES, TrainConfig
-from trainer.env import DistEnv
-from trainer.model.presets import PRESETS, ModelShape, find_shape
 from trainer.options import flag_of, option_problems
-from trainer.parallel.plan import make_plan
-from trainer.units import GIB
 
 # Memory a GPU process holds outside PyTorch's allocator, which the trainer's `peak_memory_bytes`
 # (torch.cuda.max_memory_allocated) does not see: the CUDA context (about 0.5 GiB with lazy module loading,
@@ -134,7 +134,8 @@ def resolve_instance(name: str) -> InstanceType:
 
 def make_job(shape: ModelShape, config: TrainConfig, *, gpus: int) -> Job:
     """What one rank of the trainer trains with the options `config` on `gpus` GPUs: gradient accumulation derived as
-    the trainer derives it (trainer/parallel/plan.py). SizingError, naming the flag, for what the trainer refuses."""
+    the trainer derives it (trainer/base/parallel_plan.py). SizingError, naming the flag, for what the trainer
+    refuses."""
     problems = [problem.render(flag_of(TrainConfig)) for problem in option_problems(config)]
     seq_len, lora = config.data.seq_len, config.lora
     if seq_len > shape.max_position_embeddings:

@@ -2,9 +2,10 @@
 table, one row per shipped stack, which tests/sizing/test_s3_requests.py keeps equal to it). Pure Python.
 
 A save to the durable tier: every rank writes its share of the checkpoint at once (FULL_SHARD's shards; under
-HYBRID_SHARD the replicas split the writing, trainer/checkpoint/writers.py, so each rank writes 1/ranks of it too), one
+HYBRID_SHARD the replicas split the writing, trainer/base/checkpoint_writers.py, so each rank writes 1/ranks of it too),
+one
 object per rank, each a multipart upload: CreateMultipartUpload, an UploadPart per PART_BYTES, CompleteMultipartUpload
-(trainer/s3/limits.py). How fast: each rank's CRT client sizes its connections for its throughput target (10 Gbps,
+(trainer/base/s3/limits.py). How fast: each rank's CRT client sizes its connections for its throughput target (10 Gbps,
 S3ClientConfig.throughput_target_gbps, the connector's default, which the trainer keeps), and a node's ranks share its
 network bandwidth (sizing/catalog.py; traffic to S3 in the Region may use all of it: EC2 user guide, "Amazon EC2
 instance network bandwidth"). A save then lasts shard / per-rank rate, but no less than the three round trips an
@@ -19,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from trainer.s3.limits import PART_BYTES, PUTS_PER_PREFIX_PER_S
+from trainer.base.s3.limits import PART_BYTES, PUTS_PER_PREFIX_PER_S
 
 CONNECTOR_TARGET_GBPS = 10.0  # s3torchconnector 1.5.0 S3ClientConfig.throughput_target_gbps
 UPLOAD_REQUESTS = 2  # CreateMultipartUpload and CompleteMultipartUpload around the parts

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from stack.names import ARTIFACTS_BUCKET_VARIABLE, artifacts_bucket_prefix
-from trainer.s3.uri import S3Uri
+from trainer.base.s3.uri import S3Uri
 
 DEFAULT_PREFIX = "fsdp-eks"
 # Key prefixes made of S3's "safe characters" (Amazon S3 user guide, "Naming Amazon S3 objects": letters, digits and

@@ -33,7 +33,7 @@ from stack.names import (
     uncut_job_name,
 )
 from stack.trainer_config import stack_trainer_config, trainer_rule_problems
-from trainer.model.presets import find_shape
+from trainer.base.presets import find_shape
 
 
 def cross_key_problems(config: StackConfig) -> list[str]:

@@ -36,10 +36,10 @@ from sizing.throughput import Assumptions
 from stack.config import StackConfig
 from stack.fields import JOB_OPTIONS
 from stack.trainer_config import stack_trainer_config
+from trainer.base.presets import PRESETS, find_shape
+from trainer.base.units import GIB
 from trainer.config import TrainConfig
-from trainer.model.presets import PRESETS, find_shape
 from trainer.options import by_path, value_at, with_values, without_stray_options
-from trainer.units import GIB
 
 
 @dataclass(frozen=True)

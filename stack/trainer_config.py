@@ -11,9 +11,9 @@ from dataclasses import replace
 
 from stack.config import ArtifactsConfig, JobConfig
 from stack.fields import stack_problem, trainer_values
+from trainer.base.s3.uri import is_s3_uri
 from trainer.config import TrainConfig
 from trainer.options import dependency_problems, with_values
-from trainer.s3.uri import is_s3_uri
 
 
 def stack_trainer_config(

@@ -1,11 +1,10 @@
 """The layering of docs/architecture.md, read from the code's own imports (every import statement, also those inside
 functions): no module imports a layer above its own, no two modules import each other through any path, and the
-layers a Pulumi program, the policy pack or the local run load never pull in torch. The trainer's modules that those
-layers load say so (`TORCH_FREE = True`), and a module that says so never pulls in torch."""
+layers a Pulumi program, the policy pack or the local run load never pull in torch. Inside the trainer the same rules
+hold between its role folders; its torch-free base is one package, trainer/base/, which loads no torch and is all of
+the trainer that the stack, the sizing model and the policy pack import."""
 
 from __future__ import annotations
-
-import ast
 
 import pytest
 
@@ -86,52 +85,92 @@ def test_the_layers_above_the_trainer_never_load_torch(module: str) -> None:
     assert not heavy, f"{module} loads {sorted(heavy)}"
 
 
-def marked_torch_free(module: str) -> bool:
-    """Whether the module says `TORCH_FREE = True` at its top level."""
-    return any(
-        isinstance(node, ast.Assign)
-        and any(isinstance(target, ast.Name) and target.id == "TORCH_FREE" for target in node.targets)
-        and isinstance(node.value, ast.Constant)
-        and node.value.value is True
-        for node in ast.parse(MODULES[module].read_text()).body
+# The trainer's role folders and top-level modules, lowest first, as LAYERS above: a part may import its own modules
+# and those of lower layers; parts that share a layer do not import each other.
+TRAINER_LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"options"}),  # how an option is declared, with its checks
+    frozenset({"config"}),  # the flags; base/ reads them (the fabric's flag checks, the parallel plan)
+    frozenset({"base"}),  # without torch: what the layers above the trainer import
+    frozenset({"dtypes", "loss_scale", "optim", "comms", "data", "launch"}),  # the loop's pieces, ranks' groups
+    frozenset({"model"}),  # built on the process groups, trained on the packed data
+    frozenset({"parallel", "checkpoint", "evaluation"}),  # what shards, saves and evaluates the model
+    frozenset({"record", "checks"}),  # the run's record; the checks before training
+    frozenset({"train", "validate"}),  # the loop; the flags' checks before any work
+    frozenset({"main"}),  # one worker: validate, preflight, train
+    frozenset({"stage", "__main__"}),  # the entry points
+)
+BASE = "trainer.base"
+# The trainer's modules outside base/ that stack/, sizing/ and the policy pack still import: the flags' parser and
+# their declarations, which move into base/ next.
+OUTSIDE_BASE = frozenset({"trainer.config", "trainer.options"})
+BASE_ONLY_PACKAGES = frozenset({"stack", "sizing", "policy"})
+
+
+def trainer_part(module: str) -> str:
+    """The role folder or top-level module of a trainer module: trainer.checkpoint.load -> checkpoint."""
+    return module.split(".")[1]
+
+
+def trainer_layer(part: str) -> int:
+    return next(index for index, layer in enumerate(TRAINER_LAYERS) if part in layer)
+
+
+TRAINER_MODULES = sorted(m for m in MODULES if package_of(m) == "trainer" and m != "trainer")
+
+
+def test_every_part_of_the_trainer_belongs_to_a_layer() -> None:
+    assert frozenset().union(*TRAINER_LAYERS) == {trainer_part(m) for m in TRAINER_MODULES}
+
+
+@pytest.mark.parametrize("module", TRAINER_MODULES)
+def test_no_trainer_module_imports_a_part_above_it_or_a_neighbour(module: str) -> None:
+    own = trainer_part(module)
+    wrong = sorted(
+        imported
+        for imported in project_imports(module)
+        if imported in TRAINER_MODULES
+        and trainer_part(imported) != own
+        and trainer_layer(trainer_part(imported)) >= trainer_layer(own)
     )
+    assert not wrong, f"{module} ({own}, trainer layer {trainer_layer(own)}) imports {wrong}: not below it"
 
 
-def trainer_modules_loaded_above() -> set[str]:
-    """The trainer's modules that a torch-free layer loads through any chain of imports (bench/ drives the trainer on
-    torch and is not one of them); packages' __init__ files aside: they hold their docstrings only, and the test above
-    follows the chains through them."""
-    return {
-        loaded
-        for module in MODULES
-        if package_of(module) in TORCH_FREE_PACKAGES
-        for loaded in reachable(module)
-        if package_of(loaded) == "trainer" and MODULES[loaded].name != "__init__.py"
-    }
-
-
-@pytest.mark.parametrize("module", sorted(trainer_modules_loaded_above()))
-def test_the_trainer_modules_the_layers_above_load_are_marked_torch_free(module: str) -> None:
-    """So that whoever edits one sees, in the module itself, that it must stay without torch."""
-    assert marked_torch_free(module), f"{MODULES[module]} is loaded above the trainer: mark it `TORCH_FREE = True`"
-
-
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if package_of(m) == "trainer" and marked_torch_free(m)))
-def test_a_module_marked_torch_free_never_loads_torch(module: str) -> None:
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m == BASE or m.startswith(f"{BASE}.")))
+def test_the_trainers_base_never_loads_torch(module: str) -> None:
     """Through any chain of imports, at module level or in functions."""
     heavy = {(source, name) for source in reachable(module) for name in third_party(source) & HEAVY}
-    assert not heavy, f"{module} is marked TORCH_FREE but loads {sorted(heavy)}"
+    assert not heavy, f"{module} is in trainer/base/ but loads {sorted(heavy)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if package_of(m) in BASE_ONLY_PACKAGES))
+def test_the_stack_sizing_and_the_policy_pack_import_only_the_trainers_base(module: str) -> None:
+    outside = sorted(
+        imported
+        for imported in project_imports(module)
+        if package_of(imported) == "trainer"
+        and imported != "trainer"
+        and not imported.startswith(f"{BASE}.")
+        and imported != BASE
+        and imported not in OUTSIDE_BASE
+    )
+    assert not outside, f"{module} imports {outside}: move what it needs into trainer/base/"
+
+
+@pytest.mark.parametrize("module", sorted(OUTSIDE_BASE))
+def test_what_the_stack_still_imports_outside_the_base_never_loads_torch(module: str) -> None:
+    heavy = {(source, name) for source in reachable(module) for name in third_party(source) & HEAVY}
+    assert not heavy, f"{module} loads {sorted(heavy)}"
 
 
 def test_the_checks_see_the_import_graph() -> None:
     """The graph the checks walk is the real one: known edges of each layer are in it."""
     assert "sizing.catalog" in project_imports("stack.config")
     assert "stack.parse" in project_imports("stack.pulumi_config")
-    assert "trainer.launch.exits" in project_imports("workloads.job.pytorchjob")
+    assert "trainer.base.exits" in project_imports("workloads.job.pytorchjob")
     assert "workloads.job.component" in project_imports("__main__")
     assert "torch" in third_party("trainer.model.build")
-    assert {"trainer.config", "trainer.launch.exits", "trainer.model.presets"} <= trainer_modules_loaded_above()
-    assert marked_torch_free("trainer.config") and not marked_torch_free("trainer.model.build")
+    assert "trainer.base.checkpoint_space" in project_imports("sizing.fsx")
+    assert "trainer.comms.distributed" in project_imports("trainer.model.build")
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])

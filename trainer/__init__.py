@@ -1,7 +1,9 @@
-"""The fsdp-eks FSDP2 trainer. Launched as `python -m trainer` (see trainer/__main__.py); its parts are the
-subpackages launch/, model/, data/, parallel/ and checkpoint/ (docs/trainer.md lists every module).
+"""The fsdp-eks FSDP2 trainer, launched as `python -m trainer` (trainer/__main__.py).
 
-This package's top level, like each subpackage's, stays free of torch imports so that the torch-free modules (model
-presets, accelerator peaks, metric names, ..., each marked TORCH_FREE = True) can be read by the Pulumi program and the
-sizing math.
+Its role folders, lowest first (tests/test_layering.py keeps each from importing a folder above it): base/ (without
+torch: the only part the layers above the trainer may import), comms/, data/, launch/, model/, parallel/,
+checkpoint/, checks/ and record/. The top level holds the entry points (`__main__.py`, `main.py`, `stage.py`), the
+loop (`train.py`), the flags (`config.py`) and their checks (`validate.py`), and a few pieces of the loop. Every
+`__init__.py` holds only its docstring, so importing a module of base/ loads no torch. docs/trainer.md lists every
+module.
 """

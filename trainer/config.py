@@ -18,8 +18,6 @@ from typing import Any
 from trainer import options
 from trainer.options import Check, OnlyWith, StackKey, non_negative, option, positive
 
-TORCH_FREE = True  # the stack, the job builder and the policy pack parse and render the trainer's flags
-
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 MIXED_PRECISIONS = ("bf16", "fp16", "fp32")
 ACTIVATION_CHECKPOINTING = ("none", "full", "selective", "selective-mm")
@@ -406,7 +404,7 @@ class MetricsConfig:
     """Log (and write metrics) every N steps, and at the last step."""
     peak_tflops: float | None = option(None, "--peak-tflops", checks=(positive(integer=False),))
     """Peak dense TFLOP/s of one device, the denominator of MFU. Default: the CUDA device's datasheet figure
-    (trainer/hardware.py); on CPU, MFU is reported only when this is given."""
+    (trainer/base/hardware.py); on CPU, MFU is reported only when this is given."""
 
 
 PREFLIGHT_MODES = ("on", "off")
@@ -415,9 +413,9 @@ PREFLIGHT_MODES = ("on", "off")
 @dataclass
 class PreflightConfig:
     mode: str = option("on", "--preflight", choices=PREFLIGHT_MODES)
-    """Time the collectives within each node and across nodes before the model is loaded (trainer/preflight.py); a
-    node below --preflight-min-fraction leaves the job (the launcher exits 201). A world of one rank has nothing to
-    time."""
+    """Time the collectives within each node and across nodes before the model is loaded
+    (trainer/checks/fabric_preflight.py); a node below --preflight-min-fraction leaves the job (the launcher exits
+    201). A world of one rank has nothing to time."""
     min_fraction: float = option(0.7, "--preflight-min-fraction")
     """A node fails when its bus bandwidth at a level is below this fraction of the median node's or of the expected
     figure."""

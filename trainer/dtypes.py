@@ -1,4 +1,4 @@
-"""The torch dtype of each precision name the trainer's flags take (trainer/units.py holds their sizes)."""
+"""The torch dtype of each precision name the trainer's flags take (trainer/base/units.py holds their sizes)."""
 
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 import sys
 
+from trainer.base.env import DistEnv, read_env
+from trainer.base.errors import InputError, StorageError
+from trainer.base.exits import EXIT_BAD_INPUT, EXIT_NO_SPACE, EXIT_PERMANENT
+from trainer.base.model_source import resolve_model
 from trainer.config import parse_args
-from trainer.env import DistEnv, read_env
-from trainer.errors import InputError, StorageError
-from trainer.launch.exits import EXIT_BAD_INPUT, EXIT_NO_SPACE, EXIT_PERMANENT
-from trainer.model.source import resolve_model
 from trainer.validate import validate
 
 log = logging.getLogger("trainer")
@@ -54,11 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     try:
         env = read_env()
-    except InputError as error:  # a multi-node run without the launcher's attempt id (trainer/launch/attempt.py)
+    except InputError as error:  # a multi-node run without the launcher's attempt id (trainer/base/attempt.py)
         return refuse([str(error)], DistEnv())
     configure_logging(env)
     try:
-        # An s3:// model as staged into --data-cache-dir: the workers never download it (trainer/s3/inputs.py).
+        # An s3:// model as staged into --data-cache-dir: the workers never download it (trainer/base/s3/inputs.py).
         source = resolve_model(config.model.name, config.data.cache_dir, offline=True)
     except InputError as error:
         return refuse([str(error)], env)
@@ -67,10 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     if errors:
         return refuse(errors, env)
     from trainer.checkpoint.durable import DurableSaveError  # torch: after validation, as trainer.train
-    from trainer.preflight import fabric_preflight
+    from trainer.checks.fabric_preflight import fabric_preflight
     from trainer.train import run
 
-    # Before the data and the model: a node whose links are too slow leaves the job in seconds (trainer/preflight.py).
+    # Before the data and the model: a node whose links are too slow leaves the job in seconds
+    # (trainer/checks/fabric_preflight.py).
     preflight_exit = fabric_preflight(config, env, device_type)
     if preflight_exit:
         return preflight_exit

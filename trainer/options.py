@@ -23,8 +23,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-TORCH_FREE = True  # the stack, the sizing and the policy pack read the declarations
-
 
 @dataclass(frozen=True)
 class Check:

@@ -5,16 +5,16 @@
 
 Takes the trainer's own flags and stages what they name onto shared storage:
 - a hub model's weights (config, safetensors) and tokenizer files into the Hugging Face cache (HF_HOME);
-- an s3:// model directory and an s3:// data set's objects into --data-cache-dir (trainer/s3/inputs.py: each object
+- an s3:// model directory and an s3:// data set's objects into --data-cache-dir (trainer/base/s3/inputs.py: each object
   downloaded again only when its ETag or size changed);
 - the data set (and its validation split or --val-dataset), tokenised into --data-cache-dir (trainer/data/cache.py)
   as the trainer will map it.
 The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub or S3 for its inputs, none
 downloads, none tokenises.
-In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`, trainer/launch/stage.py
+In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`, trainer/base/staging.py
 says why not in an init container); an exclusive lock on the shared volume (flock: FSx for Lustre is mounted with the
 flock option, workloads/job/checkpoint_volume.py) lets the first pod stage while the others wait, and a marker naming
-what was staged lets them, and restarts, skip it. Exit status 4 (trainer/launch/exits.py EXIT_STAGING_FAILED) for
+what was staged lets them, and restarts, skip it. Exit status 4 (trainer/base/exits.py EXIT_STAGING_FAILED) for
 inputs that cannot be staged, which no retry changes (a missing bucket or key, an empty prefix, a denial that outlasts
 the wait for a fresh grant: the last line names the s3:// URI and AWS's error); 2 for flags the trainer's parser
 refuses.
@@ -31,13 +31,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from trainer.base.errors import InputError
+from trainer.base.exits import EXIT_STAGING_FAILED
+from trainer.base.model_source import BYTE_TOKENIZER, ModelSource, resolve_model
+from trainer.base.s3.inputs import read_manifest, stage_dataset, stage_model
+from trainer.base.s3.uri import S3Uri, is_s3_uri
 from trainer.config import TrainConfig, parse_args
-from trainer.errors import InputError
-from trainer.launch.exits import EXIT_STAGING_FAILED
 from trainer.main import configure_logging
-from trainer.model.source import BYTE_TOKENIZER, ModelSource, resolve_model
-from trainer.s3.inputs import read_manifest, stage_dataset, stage_model
-from trainer.s3.uri import S3Uri, is_s3_uri
 from trainer.validate import is_local_dataset
 
 log = logging.getLogger("trainer.stage")
@@ -140,12 +140,13 @@ def stage(config: TrainConfig) -> None:
 
 def check_durable_tier(config: TrainConfig, source: ModelSource) -> None:
     """Before any GPU work, what the workers would otherwise find only after loading the model or at the last step:
-    the run's bucket takes its writes (trainer/s3/preflight.py), and a --resume-from the run will read (it has no
+    the run's bucket takes its writes (trainer/checkpoint/durable_preflight.py), and a --resume-from the run will read
+    (it has no
     checkpoint of its own yet) holds a complete checkpoint of this model. Each failure is an InputError naming the
     URI: staging's exit 4, final."""
+    from trainer.checkpoint.durable_preflight import check_artifacts, check_region
     from trainer.checkpoint.layout import fingerprint_difference, latest_checkpoint, model_fingerprint
     from trainer.checkpoint.s3_store import S3Checkpoints, checkpoints_root, resume_source
-    from trainer.s3.preflight import check_artifacts, check_region
 
     artifacts, resume_from = config.artifacts.uri, config.artifacts.resume_from
     if artifacts:
@@ -186,7 +187,7 @@ def tokenise(config: TrainConfig, source: ModelSource, root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
-    from trainer.env import read_env
+    from trainer.base.env import read_env
 
     configure_logging(read_env())
     try:

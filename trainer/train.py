@@ -22,10 +22,19 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
+from trainer.base.env import DistEnv
+from trainer.base.errors import InputError
+from trainer.base.faults import maybe_fault
+from trainer.base.model_source import ModelSource
+from trainer.base.parallel_plan import RunPlan, make_plan
+from trainer.base.s3.model_upload import upload_model
+from trainer.base.s3.transfer import S3Error
+from trainer.base.shutdown import SigtermHandler
 from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState
 from trainer.checkpoint.export import export_hf, generation_config
 from trainer.checkpoint.layout import checkpoint_name, model_fingerprint
 from trainer.checkpoint.load import Replicas
+from trainer.comms.distributed import init_distributed, io_group, leave_distributed, pick_device
 from trainer.config import TrainConfig, ValidationConfig
 from trainer.data.cache import cached_splits
 from trainer.data.packing import (
@@ -41,8 +50,6 @@ from trainer.data.packing import (
 from trainer.data.split import Splits
 from trainer.data.tokenizer import Tokenizer, load_tokenizer
 from trainer.dtypes import TORCH_DTYPES
-from trainer.env import DistEnv
-from trainer.errors import InputError
 from trainer.evaluation import (
     VALIDATION_META,
     BestSoFar,
@@ -53,7 +60,6 @@ from trainer.evaluation import (
     perplexity,
     summed_token_loss,
 )
-from trainer.faults import maybe_fault
 from trainer.loss_scale import LossScaler
 from trainer.model.build import (
     build_meta_model,
@@ -65,16 +71,10 @@ from trainer.model.build import (
 )
 from trainer.model.lora import apply_lora
 from trainer.model.loss import use_chunked_loss
-from trainer.model.source import ModelSource
 from trainer.optim import build_optimizer, build_scheduler
-from trainer.parallel.distributed import init_distributed, io_group, leave_distributed, pick_device
 from trainer.parallel.parallelize import build_mesh, parallelize, precompute_fp8_scales
-from trainer.parallel.plan import RunPlan, make_plan
-from trainer.reporting import StepReporter, StepResult, validation_figures
-from trainer.run_record import keep_record, restore_metrics
-from trainer.s3.model_upload import upload_model
-from trainer.s3.transfer import S3Error
-from trainer.shutdown import SigtermHandler
+from trainer.record.archive import keep_record, restore_metrics
+from trainer.record.reporting import StepReporter, StepResult, validation_figures
 
 log = logging.getLogger(__name__)
 PRETRAINED_FILES = ["*.json", "*.safetensors"]  # config, generation config, index and weights
@@ -171,7 +171,7 @@ def train_step(
     the dp ranks (trainer/parallel/parallelize.py: sum_gradients).
 
     Nothing here waits for the device except an fp16 step, whose skip decision needs the gradient norm on the host:
-    the loss and the norm stay device tensors until a log step reads them (trainer/reporting.py).
+    the loss and the norm stay device tensors until a log step reads them (trainer/record/reporting.py).
     """
     model, optimizer, scaler = state.model, state.optimizer, state.loss_scaler
     optimizer.zero_grad(set_to_none=True)
@@ -439,9 +439,9 @@ def train(
                 if stopping:
                     checkpointer.end_early(step)
                 note_validation(checkpointer, best, config.validation, with_held_out=validator is not None)
-                with sigterm.held():  # a SIGTERM now settles this save once it is under way (trainer/shutdown.py)
+                with sigterm.held():  # a SIGTERM now settles this save once it is under way (trainer/base/shutdown.py)
                     checkpointer.save(state)
-                if env.is_leader:  # the run's record in S3 as of this checkpoint (trainer/run_record.py)
+                if env.is_leader:  # the run's record in S3 as of this checkpoint (trainer/record/archive.py)
                     keep_record(config.metrics.file, config.artifacts.uri, total)
                 reporter.restart_clock(step)
             maybe_fault("kill_after_step", step)

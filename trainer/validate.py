@@ -9,17 +9,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from trainer.base.env import DistEnv
+from trainer.base.errors import InputError
+from trainer.base.fabric import preflight_flag_problems
+from trainer.base.model_source import BYTE_TOKENIZER, ModelSource
+from trainer.base.parallel_plan import make_plan
+from trainer.base.s3.inputs import DATA_SUFFIXES
+from trainer.base.s3.uri import S3Uri, checkpoint_bucket_problem, is_s3_uri
 from trainer.checkpoint.layout import incompatibility, latest_checkpoint, read_meta
+from trainer.checks.packages import BOTO3, DATASETS, S3_CONNECTOR, TORCHAO, OptionalPackage, missing_problem
 from trainer.config import LORA_TARGETS, TrainConfig, config_problems
 from trainer.data.tokenizer_bytes import BYTE_VOCAB_SIZE
-from trainer.env import DistEnv
-from trainer.errors import InputError
-from trainer.fabric import preflight_flag_problems
-from trainer.model.source import BYTE_TOKENIZER, ModelSource
-from trainer.packages import BOTO3, DATASETS, S3_CONNECTOR, TORCHAO, OptionalPackage, missing_problem
-from trainer.parallel.plan import make_plan
-from trainer.s3.inputs import DATA_SUFFIXES
-from trainer.s3.uri import S3Uri, checkpoint_bucket_problem, is_s3_uri
 
 LOCAL_DATA_SUFFIXES = DATA_SUFFIXES
 # What Kubernetes leaves of a $(VAR) reference it could not expand (the Kubernetes API reference, Container `args`:
@@ -29,7 +29,7 @@ UNEXPANDED_VARIABLE = re.compile(r"\$\([A-Za-z_][A-Za-z0-9_]*\)")
 
 def is_local_dataset(dataset: str) -> bool:
     """A dataset value meant as a file (an HF dataset id is 'name' or 'owner/name' without a file suffix; an s3://
-    data set is staged, trainer/s3/inputs.py)."""
+    data set is staged, trainer/base/s3/inputs.py)."""
     if is_s3_uri(dataset):
         return False
     return dataset.endswith(LOCAL_DATA_SUFFIXES) or dataset.startswith((".", "/", "~")) or dataset.count("/") > 1

@@ -8,7 +8,7 @@ reachable).
 - Torch: the public names torch 2.12 and 2.13 added that the trainer and the benches could reach are removed
   (POST_FLOOR_TORCH), so a call of one fails as it would on torch 2.11. The list is the difference between torch
   2.11.0's and 2.13.0's modules and classes that the code uses (docs/performance.md, "The torch floor", says how it
-  was read); the trainer reaches these through trainer/parallel/collectives.py only. They are hidden from code outside
+  was read); the trainer reaches these through trainer/comms/collectives.py only. They are hidden from code outside
   torch alone: torch 2.13's own modules call them.
 - Packages: MISSING_PACKAGES import as absent (`import x` raises ModuleNotFoundError, importlib.util.find_spec returns
   None), as on that machine, unless a folder on PYTHONPATH holds them, as wheels carried there and installed with

@@ -7,7 +7,7 @@ also in bursts, and, with IAM checks on, the two rules of S3's authorisation tha
 
 Throttling: S3 answers a request beyond a prefix's rate with HTTP 503, error code SlowDown, "Please reduce your
 request rate." (Amazon S3 API reference, "Error responses", List of error codes). The writes are the requests S3's
-3,500-per-second limit counts (PUT, COPY, POST, DELETE of objects; trainer/s3/limits.py): each is numbered as it
+3,500-per-second limit counts (PUT, COPY, POST, DELETE of objects; trainer/base/s3/limits.py): each is numbered as it
 arrives, and ThrottlePlan decides from the number alone, so a test's run is throttled the same way each time.
 
 IAM (--iam-rules; moto's own checks, INITIAL_NO_AUTH_ACTION_COUNT, evaluate Action and Resource and skip the
@@ -99,7 +99,7 @@ def credential(environ: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def bucket_and_key(environ: dict[str, Any]) -> tuple[str, str]:
-    """Path-style addressing (/bucket/key), as every client here uses (trainer/s3/endpoint.py)."""
+    """Path-style addressing (/bucket/key), as every client here uses (trainer/base/s3/endpoint.py)."""
     bucket, _, key = str(environ.get("PATH_INFO", "")).lstrip("/").partition("/")
     return bucket, key
 

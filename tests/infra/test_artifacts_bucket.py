@@ -41,8 +41,8 @@ from tests.harness.pulumi_program import (
     run_program,
     with_deployers_address,
 )
-from trainer.s3.model_upload import download_command
-from trainer.s3.uri import S3Uri, bucket_name_problem
+from trainer.base.s3.model_upload import download_command
+from trainer.base.s3.uri import S3Uri, bucket_name_problem
 from workloads.job.spec import trainer_service_account
 
 BUCKET = "aws:s3/bucket:Bucket"

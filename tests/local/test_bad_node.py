@@ -15,8 +15,8 @@ from local.config import LocalJobOptions
 from local.launch import AgentLaunch, local_node_name
 from local.nodes import LocalNodes, tolerates, untolerated
 from local.restart_policy import EXIT_CODE
+from trainer.base.exits import EXIT_BAD_NODE
 from trainer.config import TrainConfig
-from trainer.launch.exits import EXIT_BAD_NODE
 from trainer.launch.node_taint import BAD_NODE_TAINT_KEY, NODE_NAME_VARIABLE, bad_node_taint
 
 from .runs import RUN_TIMEOUT_S, log_of, processes_mentioning, run_dev

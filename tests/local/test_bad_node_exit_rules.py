@@ -11,7 +11,7 @@ from local.jobset_policy import Verdict
 from local.restart_policy import EXIT_CODE, Action, container_exit
 from tests.workloads.job.job_stacks import spec_of
 from tests.workloads.job.trainjob_stacks import STACKS
-from trainer.launch.exits import EXIT_BAD_NODE, FINAL_EXITS, is_retryable
+from trainer.base.exits import EXIT_BAD_NODE, FINAL_EXITS, is_retryable
 from workloads.job.pytorchjob import CONTAINER_NAME, pod_template
 
 from .test_trainjob_failure_policy import outcome_of

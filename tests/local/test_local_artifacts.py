@@ -14,10 +14,10 @@ from local.config import LocalJobOptions, local_stack_config
 from local.launch import local_plan
 from local.s3 import LocalS3
 from stack.names import ARTIFACTS_BUCKET_VARIABLE
-from trainer.s3.endpoint import ENDPOINT_VARIABLE
-from trainer.s3.model_upload import ModelManifest, manifest_uri, model_uri
-from trainer.s3.transfer import list_objects
-from trainer.s3.uri import S3Uri, bucket_name_problem
+from trainer.base.s3.endpoint import ENDPOINT_VARIABLE
+from trainer.base.s3.model_upload import ModelManifest, manifest_uri, model_uri
+from trainer.base.s3.transfer import list_objects
+from trainer.base.s3.uri import S3Uri, bucket_name_problem
 from workloads.job.pod import expand_references
 from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec

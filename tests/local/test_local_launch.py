@@ -14,8 +14,8 @@ import pytest
 
 from local.config import LocalJobOptions, local_stack_config
 from local.launch import LocalPlan, ManifestError, local_plan
+from trainer.base.staging import split_launcher_options
 from trainer.config import parse_args, to_argv
-from trainer.launch.stage import split_launcher_options
 from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
 

@@ -13,7 +13,7 @@ import pytest
 from local.config import LocalJobOptions, local_stack_config
 from local.launch import ManifestError, local_plan
 from local.restart_policy import Action, container_exit_code, exit_outcome
-from trainer.launch.exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, exit_for_signal
+from trainer.base.exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, exit_for_signal
 from workloads.job.pytorchjob import RESTART_POLICY, pytorchjob_manifest
 from workloads.job.spec import job_spec
 

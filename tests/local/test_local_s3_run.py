@@ -19,13 +19,13 @@ from local.agents import START_MARK
 from local.artifacts import S3Upload
 from local.run import LocalOptions, LocalResult, run_local
 from tests.local.runs import RUN_TIMEOUT_S, TEST_TIMEOUT_S, log_of, processes_mentioning
+from trainer.base.exits import EXIT_STAGING_FAILED
+from trainer.base.s3.model_upload import model_uri
+from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.s3_store import checkpoint_uri, checkpoints_root
 from trainer.data.packing import synthetic_records
-from trainer.launch.exits import EXIT_STAGING_FAILED
-from trainer.run_chart import CHART_FILE
-from trainer.run_record import METRICS_FILE, SUMMARY_FILE, record_uri
-from trainer.s3.model_upload import model_uri
-from trainer.s3.uri import S3Uri
+from trainer.record.archive import METRICS_FILE, SUMMARY_FILE, record_uri
+from trainer.record.chart import CHART_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
 

@@ -22,9 +22,9 @@ from local.run import LocalOptions, LocalRunError
 from local.trainjob_launch import trainjob_plan, with_gang_restart
 from local.trainjob_run import describe_policy
 from stack.job_api import PYTORCHJOB, TRAINJOB
-from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
+from trainer.base.exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
+from trainer.base.staging import split_launcher_options
 from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE
-from trainer.launch.stage import split_launcher_options
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import training_runtime, trainjob_manifest
 

@@ -16,9 +16,9 @@ from local.procs import alive
 from local.run import LocalOptions, LocalResult, LocalRunError
 from local.trainjob_run import run_trainjob_local
 from tests.local.runs import CHECKPOINT_EVERY, RUN_TIMEOUT_S, STEPS, TEST_TIMEOUT_S, processes_mentioning
+from trainer.base.exits import REASON_PREFIX
 from trainer.checkpoint.layout import checkpoint_name
-from trainer.launch.exits import REASON_PREFIX
-from trainer.run_summary import latest_per_step
+from trainer.record.summary import latest_per_step
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]
 

@@ -11,10 +11,10 @@ from typing import Any
 from xml.etree import ElementTree
 
 from local.report import progress_line
+from trainer.base.metrics_file import read_records
 from trainer.checkpoint.layout import PROVENANCE_FILE
-from trainer.metrics_file import read_records
-from trainer.run_chart import write_chart
-from trainer.run_summary import loss_series, summarize
+from trainer.record.chart import write_chart
+from trainer.record.summary import loss_series, summarize
 
 SVG = "{http://www.w3.org/2000/svg}"
 # (step, training loss, validation loss at that step or None)

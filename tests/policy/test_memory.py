@@ -53,7 +53,7 @@ def test_fewer_ranks_need_more_memory_per_gpu_when_sharding() -> None:
 def test_the_figure_is_the_sizing_models_own() -> None:
     from stack.files import load_stack_config
     from stack.fit import stack_sizing
-    from trainer.units import GIB
+    from trainer.base.units import GIB
 
     expected = stack_sizing(load_stack_config("p5-16"))
     assert expected is not None
@@ -70,7 +70,7 @@ def test_a_model_the_project_cannot_size_is_not_checked() -> None:
     job = set_trainer_flag(pytorchjob("p5-16"), "--model", "/models/my-finetune")
     with pytest.raises(UnsizedError):
         estimate(job_shape(job))
-    assert "'/models/my-finetune'" in _not_checked(job) and "trainer/model/presets.py" in _not_checked(job)
+    assert "'/models/my-finetune'" in _not_checked(job) and "trainer/base/presets.py" in _not_checked(job)
 
 
 def test_flags_the_trainer_would_refuse_are_not_checked_with_the_parsers_reason() -> None:

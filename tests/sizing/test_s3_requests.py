@@ -8,7 +8,7 @@ import pytest
 from sizing.s3_requests import ROUND_TRIP_S, SEQUENTIAL_ROUND_TRIPS, SaveRequests
 from stack.paths import PROJECT_ROOT
 from stack.s3_save import table
-from trainer.s3.limits import MIB
+from trainer.base.s3.limits import MIB
 
 GB = 10**9
 

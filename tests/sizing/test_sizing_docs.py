@@ -9,7 +9,7 @@ import pytest
 
 from sizing.cli import main
 from stack.paths import PROJECT_ROOT
-from trainer.units import GIB
+from trainer.base.units import GIB
 
 DOC = PROJECT_ROOT / "docs" / "sizing.md"
 # Column of the doc's sizing table -> where the --json output has it (bytes).

@@ -19,8 +19,8 @@ from stack.fit import fit_problems, sizing_summary
 from stack.parse import parse_stack_config
 from stack.paths import PROJECT_ROOT as ROOT
 from tests.harness.text import must_search
-from trainer.model.presets import PRESETS
-from trainer.units import GIB
+from trainer.base.presets import PRESETS
+from trainer.base.units import GIB
 from workloads.job.spec import node_shape
 
 LARGE_FSX = {"fsxCapacityGiB": 4800}  # room for the checkpoints: these tests are about host memory

@@ -11,9 +11,9 @@ import sys
 
 
 def main(argv: list[str]) -> int:
+    from trainer.base.s3.transfer import client as s3_client
     from trainer.checkpoint.checkpointer import Checkpointer, TrainState
     from trainer.main import main as trainer_main
-    from trainer.s3.transfer import client as s3_client
 
     restore = Checkpointer.restore
 

@@ -3,7 +3,7 @@ three nodes cost three processes), once per --slow-rank, each time writing what 
 
     torchrun --standalone --nproc-per-node=3 -m tests.trainer.preflight_probe --out DIR --slow-rank 2 --slow-rank 0
 
-Each pass slows that rank's collectives (trainer/faults.py slow_preflight) and writes DIR/<pass>.<rank>.json: the
+Each pass slows that rank's collectives (trainer/base/faults.py slow_preflight) and writes DIR/<pass>.<rank>.json: the
 exit code fabric_preflight returned and the preflight figures it recorded for the metrics.
 """
 
@@ -15,11 +15,11 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from trainer import metrics
+from trainer.base import metrics
+from trainer.base.env import read_env
+from trainer.base.faults import FAULT_ENV, slow_preflight_fault
+from trainer.checks.fabric_preflight import fabric_preflight
 from trainer.config import parse_args
-from trainer.env import read_env
-from trainer.faults import FAULT_ENV, slow_preflight_fault
-from trainer.preflight import fabric_preflight
 
 DELAY_MS = 150
 

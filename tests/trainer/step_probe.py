@@ -87,10 +87,10 @@ def sharded_units(model: torch.nn.Module) -> int:
 
 def main(argv: list[str]) -> int:
     import trainer.train
-    from trainer.env import read_env
+    from trainer.base.env import read_env
     from trainer.main import main as trainer_main
     from trainer.parallel.embedding import VocabShardedEmbedding
-    from trainer.reporting import StepReporter
+    from trainer.record.reporting import StepReporter
 
     steps: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []

@@ -13,12 +13,12 @@ import torch.multiprocessing as mp
 from torch.distributed.fsdp import FSDPModule
 from torch.nn import functional
 
+from trainer.base.env import DistEnv
+from trainer.base.model_source import resolve_model
+from trainer.base.parallel_plan import make_plan
 from trainer.config import ParallelConfig, TrainConfig, config_problems, parse_args
-from trainer.env import DistEnv
-from trainer.model.source import resolve_model
 from trainer.parallel.all_reduce import Bf16AllReduce
 from trainer.parallel.parallelize import build_mesh
-from trainer.parallel.plan import make_plan
 from trainer.train import build_model
 
 WORLD, BATCH, SEQ_LEN, MICRO_STEPS = 2, 2, 16, 2

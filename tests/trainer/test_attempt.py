@@ -1,5 +1,5 @@
 """The workers' attempt id: one per rendezvous round, the same on every node of it, whatever each node's torchrun
-counts (trainer/launch/attempt.py); the launcher's rendezvous wrapper hands it to the workers
+counts (trainer/base/attempt.py); the launcher's rendezvous wrapper hands it to the workers
 (trainer/launch/rendezvous.py)."""
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from torch.distributed.elastic.rendezvous import (
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from local.etcd import free_port
-from trainer.env import read_env
-from trainer.launch.attempt import (
+from trainer.base.attempt import (
     ATTEMPT_ENV,
     ATTEMPT_KEY,
     MissingAttemptError,
@@ -29,6 +28,7 @@ from trainer.launch.attempt import (
     attempt_id,
     attempt_start,
 )
+from trainer.base.env import read_env
 from trainer.launch.rendezvous import HeldShutdown
 
 TIMEOUT = timedelta(seconds=20)

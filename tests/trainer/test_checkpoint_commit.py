@@ -17,6 +17,7 @@ import pytest
 
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
 from tests.trainer.process_groups import DEFAULT_GROUP
+from trainer.base.env import DistEnv
 from trainer.checkpoint.checkpointer import Checkpointer
 from trainer.checkpoint.commit import PendingSave
 from trainer.checkpoint.layout import (
@@ -27,7 +28,6 @@ from trainer.checkpoint.layout import (
     leftover_directories,
 )
 from trainer.config import CheckpointConfig
-from trainer.env import DistEnv
 
 STEP = 7
 

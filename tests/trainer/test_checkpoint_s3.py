@@ -18,14 +18,14 @@ from local.s3 import LocalS3
 from tests.harness.moto_iam import guarded_s3
 from tests.harness.s3_server import ThrottlePlan, throttle, throttle_count
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
+from trainer.base.exits import EXIT_BAD_INPUT
+from trainer.base.s3.dcp import S3Writer
+from trainer.base.s3.model_upload import model_uri, read_manifest
+from trainer.base.s3.transfer import list_objects
+from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, complete_checkpoints
 from trainer.checkpoint.s3_reader import CountingS3Reader
 from trainer.checkpoint.s3_store import S3Checkpoints, resume_source
-from trainer.launch.exits import EXIT_BAD_INPUT
-from trainer.s3.dcp import S3Writer
-from trainer.s3.model_upload import model_uri, read_manifest
-from trainer.s3.transfer import list_objects
-from trainer.s3.uri import S3Uri
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

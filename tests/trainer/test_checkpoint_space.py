@@ -1,6 +1,6 @@
 """A checkpoint that will not fit is found out before the save, never by ENOSPC halfway through it: the space a save
 needs is checked first, what the save would delete anyway goes first when that is what fits, and otherwise the run
-stops with the numbers. The small file system is simulated (TRAINER_FAKE_DISK_BYTES, trainer/faults.py)."""
+stops with the numbers. The small file system is simulated (TRAINER_FAKE_DISK_BYTES, trainer/base/faults.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
+from trainer.base.checkpoint_space import Existing, directory_bytes, format_bytes, plan_space
+from trainer.base.exits import EXIT_NO_SPACE
+from trainer.base.faults import FAKE_DISK_ENV
 from trainer.checkpoint.layout import complete_checkpoints
-from trainer.checkpoint.space import Existing, directory_bytes, format_bytes, plan_space
-from trainer.faults import FAKE_DISK_ENV
-from trainer.launch.exits import EXIT_NO_SPACE
 
 MIB = 2**20
 

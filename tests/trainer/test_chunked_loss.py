@@ -15,14 +15,14 @@ from torch.nn.functional import cross_entropy
 from torch.profiler import ProfilerActivity, profile
 
 from sizing.memory import loss_bytes
+from trainer.base import loss_chunks
+from trainer.base.model_source import resolve_model
+from trainer.base.presets import PRESETS
 from trainer.data.packed import IGNORE_INDEX
 from trainer.dtypes import TORCH_DTYPES
 from trainer.evaluation import summed_token_loss
-from trainer.model import loss_chunks
 from trainer.model.build import build_meta_model, hf_config, init_buffers, init_weights
 from trainer.model.loss import ChunkedLossHead, chunked_cross_entropy, labels_for_loss, use_chunked_loss
-from trainer.model.presets import PRESETS
-from trainer.model.source import resolve_model
 
 CHUNK = 16
 TOKENS, HIDDEN, VOCAB = 3 * CHUNK + 5, 24, 300  # three whole chunks and a remainder

@@ -74,7 +74,8 @@ def test_help_lists_every_flag() -> None:
 
 def test_parser_metrics_and_presets_import_without_torch() -> None:
     code = (
-        "import sys, trainer.config, trainer.metrics, trainer.model.presets, trainer.hardware, trainer.validate;"
+        "import sys, trainer.config, trainer.base.metrics, trainer.base.presets, trainer.base.hardware;"
+        "import trainer.validate;"
         "import trainer.main;"
         "trainer.config.parse_args(['--model', 'llama2-7b']);"
         "heavy = [m for m in ('torch', 'numpy', 'transformers') if m in sys.modules];"

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trainer.base.errors import InputError
 from trainer.config import DataConfig
 from trainer.data.packing import (
     IGNORE_INDEX,
@@ -25,7 +26,6 @@ from trainer.data.packing import (
 )
 from trainer.data.tokenizer import HFTokenizer, chat_pieces
 from trainer.data.tokenizer_bytes import BOS_ID, EOS_ID, ByteTokenizer
-from trainer.errors import InputError
 
 ALPACA = {"instruction": "Add.", "input": "2 and 3", "output": "5"}
 DIALOGSUM = {"dialogue": "#Person1#: Hi.\n#Person2#: Hello.", "summary": "They greet."}

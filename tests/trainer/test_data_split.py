@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trainer.base.env import DistEnv
+from trainer.base.errors import InputError
 from trainer.config import DataConfig, ValidationConfig
 from trainer.data.cache import cache_key, cached_splits, dataset_identity
 from trainer.data.packed import PackedData
 from trainer.data.packing import build_packed_data, build_splits, val_dataset_config
 from trainer.data.split import held_out_score, is_held_out
 from trainer.data.tokenizer_bytes import BOS_ID, EOS_ID, ByteTokenizer
-from trainer.env import DistEnv
-from trainer.errors import InputError
 
 RECORDS = 400
 

@@ -19,6 +19,7 @@ import pytest
 import trainer.data.records as records_module
 import trainer.data.tokenise as tokenise_module
 from tests.trainer.worker_probes import KILL_TEXT, ForkerTokenizer, KilledAtATextTokenizer, thread_count
+from trainer.base.errors import InputError
 from trainer.config import DataConfig, ValidationConfig
 from trainer.data.cache import build_entry, build_split_entries, map_entry
 from trainer.data.packing import build_packed_data, build_splits, pack
@@ -26,7 +27,6 @@ from trainer.data.prepare import EntryFiles, NpyAppender, prepare
 from trainer.data.records import json_array_records, record_batches, text_documents
 from trainer.data.tokenizer import HFTokenizer, Tokenizer
 from trainer.data.tokenizer_bytes import ByteTokenizer
-from trainer.errors import InputError
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -3,9 +3,9 @@ flag accepts has both a size and a torch dtype."""
 
 from __future__ import annotations
 
+from trainer.base.units import DTYPE_BYTES
 from trainer.config import EXPORT_DTYPES, MIXED_PRECISIONS
 from trainer.dtypes import TORCH_DTYPES
-from trainer.units import DTYPE_BYTES
 
 
 def test_each_precision_has_the_size_torch_gives_its_dtype() -> None:

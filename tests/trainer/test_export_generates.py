@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from tests.trainer.test_validation_loss import trainer_model
+from trainer.base.env import DistEnv
+from trainer.base.model_source import resolve_model
 from trainer.checkpoint.export import GENERATION_CONFIG, export_hf, generation_config
 from trainer.data.tokenizer_bytes import BOS_ID, EOS_ID, ByteTokenizer
-from trainer.env import DistEnv
 from trainer.model.build import hf_config
-from trainer.model.source import resolve_model
 
 PROMPT, NEW_TOKENS = 6, 8
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.launch.exits import EXIT_GANG_RESTARTS_SPENT, FINAL_EXITS
+from trainer.base.exits import EXIT_GANG_RESTARTS_SPENT, FINAL_EXITS
 from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE, gang_restarts, restarts_spent
 from trainer.launch.launcher import stage_then_launch
 

@@ -22,15 +22,15 @@ from torch.distributed.tensor import DTensor
 
 from local.s3 import LocalS3
 from tests.trainer.process_groups import DEFAULT_GROUP
+from trainer.base.checkpoint_writers import assign_replicas, replicas_of
+from trainer.base.env import DistEnv
+from trainer.base.errors import InputError
 from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState, writer_share
 from trainer.checkpoint.layout import checkpoint_name
-from trainer.checkpoint.writers import assign_replicas, replicas_of
+from trainer.comms.distributed import io_group
 from trainer.config import ArtifactsConfig, CheckpointConfig, OptimConfig
-from trainer.env import DistEnv
-from trainer.errors import InputError
 from trainer.loss_scale import LossScaler
 from trainer.optim import build_optimizer, build_scheduler
-from trainer.parallel.distributed import io_group
 
 pytestmark = [pytest.mark.timeout(240)]
 BUCKET = "host-staging"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from trainer.base.exits import EXIT_BAD_ARGUMENTS, is_retryable
 from trainer.launch import launcher
-from trainer.launch.exits import EXIT_BAD_ARGUMENTS, is_retryable
 
 
 def test_an_unknown_launcher_flag_exits_with_the_bad_arguments_code() -> None:

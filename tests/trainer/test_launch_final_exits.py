@@ -14,9 +14,9 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 from torch.distributed.launcher import api as launcher_api
 
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
-from trainer.faults import FAKE_DISK_ENV
+from trainer.base.exits import EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_PERMANENT, REASON_PREFIX
+from trainer.base.faults import FAKE_DISK_ENV
 from trainer.launch.agent import FinalExitsAgent, final_worker_exits_end_the_run
-from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_PERMANENT, REASON_PREFIX
 from trainer.launch.launcher import ending
 
 MAX_RESTARTS = 2
@@ -75,7 +75,8 @@ def test_a_worker_exit_that_a_restart_may_cure_still_gets_the_restarts(tmp_path:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_full_checkpoint_storage_ends_the_run_without_a_restart_and_the_launcher_exits_3(tmp_path: Path) -> None:
-    """The trainer through the launcher as in the pods, on storage too small for one checkpoint (trainer/faults.py)."""
+    """The trainer through the launcher as in the pods, on storage too small for one checkpoint
+    (trainer/base/faults.py)."""
     args = with_flags(TINY, steps="2", checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every="1")
     run = run_trainer(
         args, tmp_path, torchrun=True, max_restarts=MAX_RESTARTS, launcher="trainer.launch", env={FAKE_DISK_ENV: "1000"}

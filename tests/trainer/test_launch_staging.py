@@ -1,6 +1,6 @@
 """`python -m trainer.launch --stage-inputs`: the run's inputs staged in the pod's main container before torchrun
 starts, so that a staging failure no retry can cure is the launcher's exit 4 with its reason, which fails the job, and
-not an init container's failure, which the operator retries without end (trainer/launch/stage.py)."""
+not an init container's failure, which the operator retries without end (trainer/base/staging.py)."""
 
 from __future__ import annotations
 
@@ -18,18 +18,19 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import ROOT, TINY, trainer_env, with_flags
-from trainer.launch import hub_token, launcher
-from trainer.launch.agent import STOP_SIGNALS
-from trainer.launch.exits import EXIT_BAD_ARGUMENTS, EXIT_STAGING_FAILED, REASON_PREFIX
-from trainer.launch.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE, SecretRead
-from trainer.launch.launcher import staging_ending
-from trainer.launch.stage import (
+from trainer.base import hub_token
+from trainer.base.exits import EXIT_BAD_ARGUMENTS, EXIT_STAGING_FAILED, REASON_PREFIX
+from trainer.base.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE, SecretRead
+from trainer.base.staging import (
     STAGE_INPUTS_OPTION,
     Staged,
     split_launcher_options,
     staging_environment,
     trainer_flags,
 )
+from trainer.launch import launcher
+from trainer.launch.agent import STOP_SIGNALS
+from trainer.launch.launcher import staging_ending
 
 LAUNCH = ["--standalone", "--nnodes=1", "--nproc-per-node=1", "--max-restarts=2"]
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
+from trainer.base.model_source import resolve_model
 from trainer.model.build import build_meta_model, hf_config
-from trainer.model.source import resolve_model
 
 STEPS = 4
 

@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
+from trainer.base.env import DistEnv, read_env
+from trainer.base.parallel_plan import make_plan, mesh_shape
 from trainer.config import OptimConfig, parse_args
-from trainer.env import DistEnv, read_env
-from trainer.parallel.plan import make_plan, mesh_shape
 
 TWO_NODES_OF_FOUR = DistEnv(rank=5, world_size=8, local_rank=1, local_world_size=4)
 

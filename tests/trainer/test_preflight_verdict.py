@@ -1,4 +1,4 @@
-"""The fabric preflight's arithmetic and verdict (trainer/fabric.py), its fault hook, and what the launcher and the
+"""The fabric preflight's arithmetic and verdict (trainer/base/fabric.py), its fault hook, and what the launcher and the
 agent make of its exit codes: pure functions, no process group."""
 
 from __future__ import annotations
@@ -6,10 +6,19 @@ from __future__ import annotations
 import pytest
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
-from trainer import metrics
-from trainer.config import parse_args
-from trainer.env import DistEnv, read_env
-from trainer.fabric import (
+from trainer.base import metrics
+from trainer.base.attempt import ATTEMPT_ENV
+from trainer.base.env import DistEnv, read_env
+from trainer.base.exits import (
+    EXIT_BACKEND_LOST,
+    EXIT_BAD_NODE,
+    EXIT_PEER_BAD_NODE,
+    FINAL_WORKER_EXITS,
+    PERMANENT_EXITS,
+    describe_exit,
+    is_retryable,
+)
+from trainer.base.fabric import (
     INTER_ALL_REDUCE,
     INTER_PAIRS,
     INTRA_ALL_GATHER,
@@ -21,20 +30,11 @@ from trainer.fabric import (
     pair_rounds,
     preflight_flag_problems,
 )
-from trainer.faults import FAULT_ENV, preflight_delay_s, slow_preflight_fault
+from trainer.base.faults import FAULT_ENV, preflight_delay_s, slow_preflight_fault
+from trainer.checks.fabric_preflight import Topology, fabric_preflight, topology
+from trainer.config import parse_args
 from trainer.launch.agent import first_final_failure, only_peer_bad_node
-from trainer.launch.attempt import ATTEMPT_ENV
-from trainer.launch.exits import (
-    EXIT_BACKEND_LOST,
-    EXIT_BAD_NODE,
-    EXIT_PEER_BAD_NODE,
-    FINAL_WORKER_EXITS,
-    PERMANENT_EXITS,
-    describe_exit,
-    is_retryable,
-)
 from trainer.launch.launcher import ending
-from trainer.preflight import Topology, fabric_preflight, topology
 
 
 def test_bus_bandwidth_follows_nccl_tests() -> None:

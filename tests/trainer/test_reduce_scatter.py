@@ -11,10 +11,10 @@ import torch.multiprocessing as mp
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule
 
+from trainer.base.model_source import resolve_model
+from trainer.comms.reduce_scatter import PairwiseReduceScatter
 from trainer.model.build import build_meta_model, hf_config
-from trainer.model.source import resolve_model
 from trainer.parallel.parallelize import apply_fsdp, mixed_precision_policy
-from trainer.parallel.reduce_scatter import PairwiseReduceScatter
 
 CHUNK = 1000  # elements each rank keeps
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree
 
-from trainer.run_chart import Panel, nice_ticks, svg_chart
+from trainer.record.chart import Panel, nice_ticks, svg_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.harness.moto_in_process import moto_in_process
-from trainer.run_record import keep_record, record_uri, restore_metrics
+from trainer.record.archive import keep_record, record_uri, restore_metrics
 
 BUCKET = "fsdp-eks-dev-artifacts-test"
 RUN = f"s3://{BUCKET}/fsdp-eks/dev/run-1"
@@ -70,7 +70,7 @@ def test_a_failed_upload_is_logged_and_training_goes_on(
     s3: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     missing = RUN.replace(BUCKET, "no-such-bucket-here")
-    with caplog.at_level(logging.WARNING, logger="trainer.run_record"):
+    with caplog.at_level(logging.WARNING, logger="trainer.record.archive"):
         assert keep_record(metrics(tmp_path / "metrics.jsonl"), missing, 100) is None
     assert "the run's record was not written to S3 (training goes on)" in caplog.text and "NoSuchBucket" in caplog.text
 

@@ -1,5 +1,5 @@
-"""Data and model in from S3, the final model out to S3 (trainer/s3/inputs.py, trainer/s3/model_upload.py), against a
-real S3 API: moto's server on 127.0.0.1 (local/s3.py), reached through AWS_ENDPOINT_URL as the pods reach AWS.
+"""Data and model in from S3, the final model out to S3 (trainer/base/s3/inputs.py, trainer/base/s3/model_upload.py),
+against a real S3 API: moto's server on 127.0.0.1 (local/s3.py), reached through AWS_ENDPOINT_URL as the pods reach AWS.
 
 Staging (`python -m trainer.stage`, which the launcher runs before torchrun) downloads an s3:// data set or model once
 into --data-cache-dir; the workers read the staged copy. Bad input ends staging once, with exit 4 and a last line
@@ -25,10 +25,10 @@ from tests.harness.moto_iam import guarded_s3
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
 from tests.trainer.test_data import CHAT, chat_tokenizer
 from tests.trainer.test_staging import DIALOGUES
-from trainer.launch.exits import EXIT_STAGING_FAILED, REASON_PREFIX
-from trainer.s3.inputs import FILES, MANIFEST, staged_directory
-from trainer.s3.transfer import WAIT_VARIABLE
-from trainer.s3.uri import S3Uri
+from trainer.base.exits import EXIT_STAGING_FAILED, REASON_PREFIX
+from trainer.base.s3.inputs import FILES, MANIFEST, staged_directory
+from trainer.base.s3.transfer import WAIT_VARIABLE
+from trainer.base.s3.uri import S3Uri
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 DATA_BUCKET = "fsdp-eks-data"
@@ -306,7 +306,7 @@ def test_staging_waits_for_a_grant_that_takes_effect_after_the_pod_starts(
     guarded: tuple[LocalS3, dict[str, str], Callable[[], None]], tmp_path: Path
 ) -> None:
     """The stack creates the pod's role and its Pod Identity association just before the job; until IAM has caught
-    up the read is denied. Staging retries (trainer/launch/aws_retry.py), then stages."""
+    up the read is denied. Staging retries (trainer/base/aws_retry.py), then stages."""
     server, outsider, grant = guarded
     env = {**s3_env(server), **outsider, WAIT_VARIABLE: "60"}
     args = data_args(f"s3://{DATA_BUCKET}/private.jsonl", tmp_path)
@@ -329,8 +329,8 @@ def test_a_model_upload_that_fails_names_the_uri_and_the_aws_error(
     s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What ends the run (trainer/train.py export) when the model cannot be written: the object's URI and S3's error."""
-    from trainer.s3.model_upload import upload_model
-    from trainer.s3.transfer import S3Error
+    from trainer.base.s3.model_upload import upload_model
+    from trainer.base.s3.transfer import S3Error
 
     for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
         monkeypatch.setenv(name, value)
@@ -344,7 +344,7 @@ def test_a_model_exported_again_leaves_no_file_of_the_earlier_export(
 ) -> None:
     """A run exported again (another shard count, LoRA's adapter no more) replaces the model: `aws s3 cp --recursive`
     of model/ brings exactly the new export."""
-    from trainer.s3.model_upload import upload_model
+    from trainer.base.s3.model_upload import upload_model
 
     for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
         monkeypatch.setenv(name, value)
@@ -367,8 +367,8 @@ def test_a_model_exported_again_leaves_no_file_of_the_earlier_export(
 def test_the_model_is_complete_once_its_manifest_names_every_file_as_s3_lists_it(
     s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trainer.s3.model_upload import MANIFEST, model_uri, read_manifest, upload_model
-    from trainer.s3.transfer import list_objects
+    from trainer.base.s3.model_upload import MANIFEST, model_uri, read_manifest, upload_model
+    from trainer.base.s3.transfer import list_objects
 
     for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
         monkeypatch.setenv(name, value)
@@ -389,8 +389,8 @@ def test_an_export_that_fails_midway_leaves_no_manifest_behind(
 ) -> None:
     """The manifest goes first: from then on, until the new one is written last, no reader takes the model for whole,
     whatever mixture of two exports the prefix holds."""
-    from trainer.s3 import model_upload
-    from trainer.s3.transfer import S3Error, call
+    from trainer.base.s3 import model_upload
+    from trainer.base.s3.transfer import S3Error, call
 
     for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
         monkeypatch.setenv(name, value)
@@ -415,9 +415,9 @@ def test_an_object_written_again_after_its_listing_is_not_staged_as_the_listed_v
 ) -> None:
     """Staging downloads each object If-Match the ETag its listing found, the one the manifest records: an object
     written again in between fails staging, naming it, and no manifest claims the files complete."""
-    from trainer.errors import InputError
-    from trainer.s3.inputs import dataset_objects, read_manifest, stage_objects
-    from trainer.s3.transfer import client
+    from trainer.base.errors import InputError
+    from trainer.base.s3.inputs import dataset_objects, read_manifest, stage_objects
+    from trainer.base.s3.transfer import client
 
     for name, value in {**s3.client_environment(), WAIT_VARIABLE: "0"}.items():
         monkeypatch.setenv(name, value)

@@ -1,4 +1,5 @@
-"""The run's S3 clients meet S3's limits (trainer/s3/limits.py): one endpoint for both, parts of PART_BYTES, retries
+"""The run's S3 clients meet S3's limits (trainer/base/s3/limits.py): one endpoint for both, parts of PART_BYTES,
+retries
 sized to ride out THROTTLED_WINDOW_S of 503 SlowDown, each rank's shards under a prefix of its own; and, against an S3
 API that throttles (tests/harness/s3_server.py), a burst that botocore's default gives up on is ridden out."""
 
@@ -15,9 +16,9 @@ from botocore.exceptions import ClientError
 
 from local.s3 import LocalS3
 from tests.harness.s3_server import ThrottlePlan, start_s3, throttle, throttle_count
-from trainer.s3.dcp import client_config, connector_client, rank_prefixes
-from trainer.s3.endpoint import endpoint_url
-from trainer.s3.limits import (
+from trainer.base.s3.dcp import client_config, connector_client, rank_prefixes
+from trainer.base.s3.endpoint import endpoint_url
+from trainer.base.s3.limits import (
     BOTOCORE_MAX_ATTEMPTS,
     BOTOCORE_THROTTLING_BACKOFF,
     CONNECTOR_BACKOFF,
@@ -29,7 +30,7 @@ from trainer.s3.limits import (
     THROTTLED_WINDOW_S,
     Backoff,
 )
-from trainer.s3.transfer import client
+from trainer.base.s3.transfer import client
 
 LOCAL = "http://127.0.0.1:9000"
 ELSEWHERE = "http://127.0.0.1:9001"

@@ -1,5 +1,6 @@
 """Staging asks, before any GPU work, whether the run can write its durable tier and find its --resume-from
-(trainer/s3/preflight.py, trainer/stage.py check_durable_tier), against moto's S3 API on 127.0.0.1: a bucket the pods
+(trainer/checkpoint/durable_preflight.py, trainer/stage.py check_durable_tier), against moto's S3 API on 127.0.0.1: a
+bucket the pods
 may read but not write, one in another region, a --resume-from with nothing to resume or of another model, each end
 staging once with exit 4 naming the URI; a bucket that takes the write is left as it was."""
 
@@ -17,9 +18,9 @@ from local.s3 import LocalS3
 from tests.harness.moto_iam import guarded_s3
 from tests.harness.trainer_runs import TINY, with_flags
 from tests.trainer.test_s3_inputs import last_line, s3_env, stage
+from trainer.base.exits import EXIT_STAGING_FAILED
+from trainer.base.presets import PRESETS
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, model_fingerprint
-from trainer.launch.exits import EXIT_STAGING_FAILED
-from trainer.model.presets import PRESETS
 
 ARTIFACTS = "fsdp-eks-dev-artifacts-preflight"
 ELSEWHERE = "fsdp-eks-dev-artifacts-frankfurt"

@@ -1,4 +1,4 @@
-"""trainer/s3/uri.py: s3:// URIs parsed once, joined without doubled slashes, refused by flag when malformed."""
+"""trainer/base/s3/uri.py: s3:// URIs parsed once, joined without doubled slashes, refused by flag when malformed."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from trainer.errors import InputError
-from trainer.s3.uri import S3Uri, bucket_name_problem, is_s3_uri
+from trainer.base.errors import InputError
+from trainer.base.s3.uri import S3Uri, bucket_name_problem, is_s3_uri
 
 
 def test_a_uri_parses_into_bucket_and_key_and_prints_back_as_given() -> None:

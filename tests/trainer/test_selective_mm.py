@@ -13,10 +13,10 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.nn import functional
 from torch.utils.checkpoint import CheckpointPolicy
 
+from trainer.base.env import DistEnv
+from trainer.base.model_source import resolve_model
 from trainer.config import LoraConfig, ParallelConfig, TrainConfig
-from trainer.env import DistEnv
 from trainer.model.build import decoder_layers
-from trainer.model.source import resolve_model
 from trainer.parallel.parallelize import (
     _every_other_matmul_policy,  # pyright: ignore[reportPrivateUsage]
     apply_activation_checkpointing,

@@ -13,9 +13,9 @@ import pytest
 from local.s3 import LocalS3
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
 from tests.trainer.test_validation_runs import early_stop_flags, evaluations, exported_model_loss, held_out_set
+from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.export import PROVENANCE_FILE
 from trainer.checkpoint.s3_store import S3Checkpoints
-from trainer.s3.uri import S3Uri
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

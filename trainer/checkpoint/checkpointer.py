@@ -5,7 +5,7 @@ size or strategy on load), the LR scheduler, the fp16 loss scale, the data posit
 state and the step.
 Layout and the commit protocol are in trainer/checkpoint/layout.py: every rank writes into step_<N>.tmp; once every
 rank has written, rank 0 writes meta.json and renames the directory, so a crash at any moment leaves only complete
-checkpoints under their final names. Before a save, trainer/checkpoint/space.py decides whether it fits.
+checkpoints under their final names. Before a save, trainer/base/checkpoint_space.py decides whether it fits.
 
 Saves are synchronous, or with --async-checkpoint written in the background: the step waits while the state is
 copied to host memory (DCP's DefaultStager; pinned on CUDA), a thread writes it, and rank 0 commits it in that thread
@@ -13,11 +13,11 @@ the moment the save completes, whatever its main thread is doing (trainer/checkp
 (rank 0) completes a save only after gathering every rank's write result (state_dict_saver: the "write" all_reduce
 before finish), so rank 0's save finishing means every shard is on disk. At most one save is in flight: the next one,
 and the end of training, wait for it. All checkpoint collectives use the long-timeout gloo group
-(trainer/parallel/distributed.py `io_group`).
+(trainer/comms/distributed.py `io_group`).
 
 On a replicated mesh (HYBRID_SHARD, NO_SHARD) every replica holds the same state, and each rank stages and writes only
-its share of it (writer_share, split by trainer/checkpoint/writers.py): one copy over all ranks, so a node pins about
-1/replicas of its replica's state, where each node used to pin all of it for DCP to write a part.
+its share of it (writer_share, split by trainer/base/checkpoint_writers.py): one copy over all ranks, so a node pins
+about 1/replicas of its replica's state, where each node used to pin all of it for DCP to write a part.
 
 With --artifacts-uri, checkpoints also go to S3, the durable tier (trainer/checkpoint/durable.py): the same state dict,
 written after the fast tier's write as part of the same save. At start the run resumes from the newest complete
@@ -50,6 +50,21 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.tensor import DTensor, Shard
 
+from trainer.base.checkpoint_space import (
+    COPIES_PER_PARAMETER,
+    ITEM_OVERHEAD_BYTES,
+    Existing,
+    SpacePlan,
+    directory_bytes,
+    format_bytes,
+    free_bytes,
+    plan_space,
+)
+from trainer.base.checkpoint_writers import assign_replicas, replicas_of
+from trainer.base.env import DistEnv
+from trainer.base.errors import InputError, StorageError
+from trainer.base.faults import maybe_fault
+from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.commit import Commits, Outcome, PendingSave
 from trainer.checkpoint.durable import DurableSaveError, DurableTier, Upload, describe
 from trainer.checkpoint.layout import (
@@ -66,25 +81,10 @@ from trainer.checkpoint.layout import (
 )
 from trainer.checkpoint.load import Replicas, Source, load_state
 from trainer.checkpoint.s3_store import S3Checkpoints, resume_source
-from trainer.checkpoint.space import (
-    COPIES_PER_PARAMETER,
-    ITEM_OVERHEAD_BYTES,
-    Existing,
-    SpacePlan,
-    directory_bytes,
-    format_bytes,
-    free_bytes,
-    plan_space,
-)
 from trainer.checkpoint.stats import CheckpointStats
-from trainer.checkpoint.writers import assign_replicas, replicas_of
+from trainer.comms.distributed import replica_place
 from trainer.config import ArtifactsConfig, CheckpointConfig
-from trainer.env import DistEnv
-from trainer.errors import InputError, StorageError
-from trainer.faults import maybe_fault
 from trainer.loss_scale import LossScaler
-from trainer.parallel.distributed import replica_place
-from trainer.s3.uri import S3Uri
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ def _kept(tree: dict[str, Any], kept: set[str], prefix: str = "") -> dict[str, A
 
 
 def writer_share(saved: dict[str, Any]) -> dict[str, Any]:
-    """What this rank writes of a save, and so all it stages into host memory (trainer/checkpoint/writers.py): on a
+    """What this rank writes of a save, and so all it stages into host memory (trainer/base/checkpoint_writers.py): on a
     replicated mesh, each replicated DTensor's shard on the replica assign_replicas gives it (from every tensor's path
     and global bytes, alike on every rank), the small rest (step counters, scheduler, loss scale, progress, RNG,
     alike on every rank) on the first replica alone; on any other mesh, everything. DCP then has one holder per item
@@ -448,7 +448,7 @@ class Checkpointer:
             raise DurableSaveError(f"the last checkpoint was not saved to {upload.uri}: {why}")
 
     def settle(self, wait_s: float) -> bool:
-        """On SIGTERM (trainer/shutdown.py): see the save whose shards are written, or will be within `wait_s`,
+        """On SIGTERM (trainer/base/shutdown.py): see the save whose shards are written, or will be within `wait_s`,
         committed; else abandon it (its .tmp directory is never read). No collective: peers may already be gone.
         False when a save was abandoned or failed."""
         upload, self._upload = self._upload, None
@@ -608,7 +608,7 @@ class Checkpointer:
                         f"checkpoint {missing.name} is complete in neither tier: not in --checkpoint-dir "
                         f"{self.directory}, and {uri} has no {META_FILE} (a save cut short, or one being pruned)"
                     )
-            except InputError as error:  # trainer/s3/transfer.py S3Error: the URI and S3's error
+            except InputError as error:  # trainer/base/s3/transfer.py S3Error: the URI and S3's error
                 problem[0] = f"checkpoint {missing.name}: cannot ask the durable tier: {error}"
         dist.broadcast_object_list(problem, group=self.io, group_src=0)
         if problem[0] is not None:
@@ -639,7 +639,7 @@ class Checkpointer:
         if self.durable is not None:
             try:
                 complete = self.durable.store.complete()
-            except InputError as error:  # trainer/s3/transfer.py S3Error: the URI and S3's error
+            except InputError as error:  # trainer/base/s3/transfer.py S3Error: the URI and S3's error
                 raise InputError(f"--artifacts-uri: cannot list the checkpoints: {error}") from error
             if complete:
                 return self._s3_point(complete[-1].step, complete[-1].uri, DURABLE_TIER)

@@ -26,12 +26,12 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
+from trainer.base.checkpoint_space import format_bytes
+from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.commit import BackgroundWrite
 from trainer.checkpoint.s3_store import S3Checkpoint, S3Checkpoints, checkpoint_uri, checkpoints_root
-from trainer.checkpoint.space import format_bytes
 from trainer.checkpoint.stats import CheckpointStats
 from trainer.config import ArtifactsConfig
-from trainer.s3.uri import S3Uri
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class DurableTier:
             except Exception as error:  # still join the collective save below: the other ranks are in it
                 cleared = error
         try:
-            from trainer.s3.dcp import S3Writer  # the S3 connector: only where a run writes checkpoints to S3
+            from trainer.base.s3.dcp import S3Writer  # the S3 connector: only where a run writes checkpoints to S3
 
             # get_world_size: `io` may be None, torch.distributed's default group, which has no size() of its own
             writer = S3Writer(upload.uri, dist.get_world_size(self.io), self.threads)

@@ -21,9 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from trainer.model.presets import ModelShape
-
-TORCH_FREE = True  # the local run's drills find the checkpoints by these names
+from trainer.base.presets import ModelShape
 
 META_FILE = "meta.json"
 PROVENANCE_FILE = "provenance.json"

@@ -8,7 +8,7 @@ network, not the file system). The small rest (step counters, scheduler, loss sc
 rank. The bytes read are counted as DCP's FileSystemReader reads them: the stored length of every item it loads.
 
 A checkpoint on S3 (the durable tier, trainer/checkpoint/durable.py) loads the same way, through the S3 connector's
-reader (trainer/s3/dcp.py), a FileSystemReader too: S3 is read once as well, and counted alike.
+reader (trainer/base/s3/dcp.py), a FileSystemReader too: S3 is read once as well, and counted alike.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.tensor import DTensor
 
+from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.counting import Counting, CountingReader
-from trainer.parallel.distributed import broadcast_shards
-from trainer.s3.uri import S3Uri
+from trainer.comms.distributed import broadcast_shards
 
 
 @dataclass(frozen=True)

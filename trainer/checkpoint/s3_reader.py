@@ -3,8 +3,8 @@ from S3 imports the connector (trainer/checkpoint/load.py reader)."""
 
 from __future__ import annotations
 
+from trainer.base.s3.dcp import S3Reader
 from trainer.checkpoint.counting import Counting
-from trainer.s3.dcp import S3Reader
 
 
 class CountingS3Reader(Counting, S3Reader):

@@ -21,12 +21,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from trainer.base.s3.transfer import S3Error, call, list_objects
+from trainer.base.s3.transfer import client as s3_client
+from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, checkpoint_step
-from trainer.s3.transfer import S3Error, call, list_objects
-from trainer.s3.transfer import client as s3_client
-from trainer.s3.uri import S3Uri
-
-TORCH_FREE = True  # the local run lists a run's durable checkpoints with it
 
 CHECKPOINTS = "checkpoints"
 """The durable tier's folder under --artifacts-uri."""
@@ -52,7 +50,8 @@ class S3Checkpoint:
 
 
 class S3Checkpoints:
-    """The step_<N> checkpoints directly under one prefix, through the run's boto3 client (trainer/s3/transfer.py)."""
+    """The step_<N> checkpoints directly under one prefix, through the run's boto3 client
+    (trainer/base/s3/transfer.py)."""
 
     def __init__(self, root: S3Uri, client: Any = None) -> None:
         self.root = root

@@ -37,6 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer.base.attempt import attempt_id
+from trainer.base.env import DistEnv
+from trainer.base.errors import InputError
+from trainer.base.s3.inputs import staged
+from trainer.base.s3.uri import is_s3_uri
 from trainer.config import DataConfig, ValidationConfig
 from trainer.data.packed import no_samples
 from trainer.data.packing import PackedData, check_enough, stream_names, val_dataset_config
@@ -44,11 +49,6 @@ from trainer.data.prepare import RECORDS, TOKENS, TRAINABLE, EntryFiles, prepare
 from trainer.data.split import Splits
 from trainer.data.tokenise import TOKEN_DTYPE, TokenStream
 from trainer.data.tokenizer import Tokenizer
-from trainer.env import DistEnv
-from trainer.errors import InputError
-from trainer.launch.attempt import attempt_id
-from trainer.s3.inputs import staged
-from trainer.s3.uri import is_s3_uri
 
 log = logging.getLogger(__name__)
 LAYOUT_VERSION = 2
@@ -85,7 +85,7 @@ def cache_key(config: DataConfig, tokenizer: Tokenizer, split: float = 0.0, part
 
 def current_attempt() -> str:
     """This start of the job's workers (torchrun's run id and the attempt id every rank agrees on,
-    trainer/launch/attempt.py): an error marker from another is stale."""
+    trainer/base/attempt.py): an error marker from another is stale."""
     return f"{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}/{attempt_id(os.environ)}"
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-TORCH_FREE = True  # the preflight (preflight/s3_data.py) estimates an S3 data set's epochs with it
-
 # Beyond this many passes over the data set, a fine-tuning run is almost surely mis-sized: Llama 2's supervised
 # fine-tuning ran 2 epochs (Touvron et al. 2023, section 3.1), and small sets overfit long before 10.
 MANY_EPOCHS = 10

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.errors import InputError
-
-TORCH_FREE = True  # the preflight (preflight/s3_data.py) tells an S3 data set's format with it
+from trainer.base.errors import InputError
 
 Record = dict[str, Any]
 INSTRUCTION_PROMPT = "### Instruction:\n{instruction}\n\n{input_block}### Response:\n"

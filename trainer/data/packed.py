@@ -9,8 +9,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from trainer.base.errors import InputError
 from trainer.data.blocks import Blocks, pack_blocks
-from trainer.errors import InputError
 
 IGNORE_INDEX = -100  # the label value torch.nn.functional.cross_entropy skips
 PAD_ID = 0

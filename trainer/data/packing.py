@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from trainer.base.errors import InputError
 from trainer.config import DataConfig, ValidationConfig
 from trainer.data.epochs import MANY_EPOCHS, epochs, epochs_warning
 from trainer.data.formats import DIALOGUE_PROMPT, INSTRUCTION_PROMPT, detect_format, render
@@ -30,7 +31,6 @@ from trainer.data.prepare import InMemory, prepare
 from trainer.data.records import SYNTHETIC_DOCUMENTS, file_batches, stream_records, synthetic_stream
 from trainer.data.split import Splits
 from trainer.data.tokenizer import Tokenizer
-from trainer.errors import InputError
 
 __all__ = [
     "DIALOGUE_PROMPT",

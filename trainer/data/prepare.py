@@ -22,13 +22,13 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
+from trainer.base.errors import InputError
 from trainer.config import DataConfig
 from trainer.data.formats import detect_format
 from trainer.data.packed import PackedData
 from trainer.data.records import RecordBatch, record_batches
 from trainer.data.tokenise import TOKEN_DTYPE, Recipe, TokenStream, tokenised, worker_count
 from trainer.data.tokenizer import Tokenizer
-from trainer.errors import InputError
 
 log = logging.getLogger(__name__)
 TOKENS = "tokens.npy"

@@ -6,7 +6,7 @@
     .txt     documents separated by blank lines, split from a buffer as the file is read
     hub id   datasets.load_dataset's Arrow files (memory-mapped from the Hugging Face cache, where the stage step put
              them), read a slice of rows at a time
-    s3://    the staged objects (trainer/s3/inputs.py), in key order, each read as a local file of its suffix
+    s3://    the staged objects (trainer/base/s3/inputs.py), in key order, each read as a local file of its suffix
     synthetic  generated
 
 A record's index is its position in that order (blank lines skipped), counted across all files of a data set: the
@@ -23,11 +23,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from trainer.base.errors import InputError
+from trainer.base.s3.inputs import staged_dataset_files
+from trainer.base.s3.uri import is_s3_uri
 from trainer.config import DataConfig
 from trainer.data.formats import Record
-from trainer.errors import InputError
-from trainer.s3.inputs import staged_dataset_files
-from trainer.s3.uri import is_s3_uri
 
 SYNTHETIC_DOCUMENTS = 4096
 SYNTHETIC_SEED = 1234  # the synthetic data set is fixed; --seed changes only the order and the init

@@ -22,11 +22,11 @@ from multiprocessing.context import BaseContext
 
 import numpy as np
 
+from trainer.base.errors import InputError
 from trainer.data.formats import Record, render
 from trainer.data.records import RecordBatch
 from trainer.data.split import is_held_out
 from trainer.data.tokenizer import Tokenizer
-from trainer.errors import InputError
 
 TOKEN_DTYPE = np.dtype(np.uint32)
 # Beyond a few dozen workers the one process that reads the records and writes the ids is the bottleneck.

@@ -7,9 +7,9 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from trainer.base.errors import InputError
+from trainer.base.model_source import BYTE_TOKENIZER
 from trainer.data.tokenizer_bytes import ByteTokenizer
-from trainer.errors import InputError
-from trainer.model.source import BYTE_TOKENIZER
 
 CHAT_FLAG = "--dataset-format chat"
 Message = dict[str, Any]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.errors import InputError
+from trainer.base.errors import InputError
 
 BOS_ID = 257
 EOS_ID = 258

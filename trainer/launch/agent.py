@@ -2,7 +2,7 @@
 on a peer node that left on request.
 
 A worker (trainer/main.py) exits 3 when the checkpoint file system cannot take the next save and 2 for bad input found
-after parsing (trainer/launch/exits.py FINAL_WORKER_EXITS). torchrun restarts a failed worker group --max-restarts times
+after parsing (trainer/base/exits.py FINAL_WORKER_EXITS). torchrun restarts a failed worker group --max-restarts times
 whatever the code (torch 2.13, elastic/agent/server/api.py SimpleElasticAgent._invoke_run: a FAILED group is
 restarted while _remaining_restarts > 0), and each restart reloads the model and the last checkpoint only to fail at
 the same point: on a 70B job, minutes of every node per restart, before the job fails anyway.
@@ -20,7 +20,8 @@ when the stopped pod is not back sooner), their agents would count that failure 
 voluntary disruptions would end a healthy run. So a failure of a group whose round has a node leaving on request is
 restarted without being counted.
 
-A node whose collectives failed the fabric preflight (trainer/preflight.py) is the same case seen from both sides: its
+A node whose collectives failed the fabric preflight (trainer/checks/fabric_preflight.py) is the same case seen from
+both sides: its
 own workers exit EXIT_BAD_NODE, which no restart on this node can change, so its agent spends the remaining restarts
 as for a final code (the launcher then ends with 201, retryable, the rendezvous left open: trainer/launch/launcher.py);
 the other nodes' workers exit EXIT_PEER_BAD_NODE, and their agents restart them without counting it, into a round
@@ -43,7 +44,7 @@ from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 from torch.distributed.elastic.rendezvous import RendezvousHandler
 from torch.distributed.launcher import api as launcher_api
 
-from trainer.launch.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE, FINAL_WORKER_EXITS, describe_exit
+from trainer.base.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE, FINAL_WORKER_EXITS, describe_exit
 from trainer.launch.rendezvous import NODES_LEAVING_KEY, HeldShutdown
 
 # The signals a pod is stopped with (the kubelet's SIGTERM) or a person stops a launch with; torchrun handles these

@@ -6,7 +6,7 @@ restart of the gang raises by one, whether it counts against failurePolicy.maxRe
 failurePolicyRecreateAll). The TrainJob's runtime hands the label to the node container through the downward API
 (workloads/job/trainjob.py), and the launcher reads it here:
 
-- The workers' attempt id starts from it (trainer/launch/attempt.py): each gang restart meets in a fresh static
+- The workers' attempt id starts from it (trainer/base/attempt.py): each gang restart meets in a fresh static
   rendezvous whose own count of starts begins again at 1, so without it the `restarts` metric of a TrainJob would
   always read 0.
 - A restart the JobSet does not count (RestartJobSetAndIgnoreMaxRestarts, for a pod marked DisruptionTarget) has no
@@ -23,8 +23,6 @@ Torch-free: the manifests and the local run read the names and the check from he
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-TORCH_FREE = True  # workloads/job/trainjob.py and the local TrainJob run name these variables
 
 # The node container's copy of the pod's restart-attempt label (the downward API), and the bound on it.
 RESTART_ATTEMPT_VARIABLE = "JOBSET_RESTART_ATTEMPT"

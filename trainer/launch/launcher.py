@@ -1,16 +1,16 @@
 """`python -m trainer.launch [--stage-inputs] <torchrun's arguments>`: torchrun, run in this process as the pod's main
-process, ending with an exit code the Training Operator reads right (the codes: trainer/launch/exits.py).
+process, ending with an exit code the Training Operator reads right (the codes: trainer/base/exits.py).
 
     python -m trainer.launch --stage-inputs --nnodes=2:4 --nproc-per-node=8 --rdzv-backend=etcd-v2 \\
         --rdzv-endpoint=HOST:2379 --rdzv-id=JOB --max-restarts=3 --shutdown-timeout=105 -m trainer --model ...
 
 First, where the pod names a Secrets Manager secret (HF_TOKEN_SECRET), the launcher reads the Hugging Face token
-from it into HF_TOKEN for the staging child alone (trainer/launch/hub_token.py): the workers run offline on what
+from it into HF_TOKEN for the staging child alone (trainer/base/hub_token.py): the workers run offline on what
 staging downloaded, and never see it (keep_token_from_workers; only a launch without --stage-inputs hands it to them).
 A secret it cannot read ends the launcher with 4 (EXIT_STAGING_FAILED), naming the secret and AWS's error.
 
 --stage-inputs, the launcher's own option, stages the trainer's inputs first (`python -m trainer.stage` with the
-flags after `-m trainer`; trainer/launch/stage.py says why here and not in an init container). A staging failure
+flags after `-m trainer`; trainer/base/staging.py says why here and not in an init container). A staging failure
 ends the launcher with 4 (EXIT_STAGING_FAILED; 2 where the trainer's parser refused its flags) before any
 rendezvous, the reason on the last line.
 
@@ -34,7 +34,8 @@ of them:
 - A worker exited with a code no restart can change (FINAL_WORKER_EXITS: 2, bad input; 3, checkpoint storage full):
   the agent spends no restart on it and stops at once (trainer/launch/agent.py); launch_agent raises
   ChildFailedError and closes the rendezvous. -> the worker's code, permanent: the job is over.
-- This node failed the fabric preflight (a worker exited EXIT_BAD_NODE, trainer/preflight.py): the agent spends no
+- This node failed the fabric preflight (a worker exited EXIT_BAD_NODE, trainer/checks/fabric_preflight.py): the agent
+spends no
   restart on it, as for a final code; launch_agent raises ChildFailedError. -> 201, retryable, the rendezvous left
   open: the operator creates the pod again (on another node: the bad node's taint keeps it off), and the job's other
   nodes, whose workers torchrun restarts without counting, go on without this one or wait for its new pod.
@@ -66,9 +67,7 @@ from torch.distributed.elastic.rendezvous import (
     RendezvousTimeoutError,
 )
 
-from trainer.fabric import node_name
-from trainer.launch.agent import STOP_SIGNALS, final_worker_exits_end_the_run, first_final_failure
-from trainer.launch.exits import (
+from trainer.base.exits import (
     EXIT_BACKEND_LOST,
     EXIT_BAD_ARGUMENTS,
     EXIT_BAD_NODE,
@@ -82,11 +81,13 @@ from trainer.launch.exits import (
     exit_for_signal,
     is_retryable,
 )
+from trainer.base.fabric import node_name
+from trainer.base.hub_token import TOKEN_VARIABLE, HubTokenError, load_hub_token
+from trainer.base.staging import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
+from trainer.launch.agent import STOP_SIGNALS, final_worker_exits_end_the_run, first_final_failure
 from trainer.launch.gang import restarts_spent
-from trainer.launch.hub_token import TOKEN_VARIABLE, HubTokenError, load_hub_token
 from trainer.launch.node_taint import taint_own_node
 from trainer.launch.rendezvous import held_rendezvous_shutdowns
-from trainer.launch.stage import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
 
 
 def _backend_errors() -> tuple[type[BaseException], ...]:
@@ -202,7 +203,7 @@ def hub_token_ending(environ: MutableMapping[str, str]) -> Ending | None:
 
 def keep_token_from_workers(staging: Mapping[str, str], staged: bool) -> None:
     """The token where only the processes that download see it. With staging, that is the staging child alone: the
-    workers run offline on what it staged (trainer/launch/stage.py), so this process's environment, which torchrun's
+    workers run offline on what it staged (trainer/base/staging.py), so this process's environment, which torchrun's
     workers inherit, loses the token, also one the container was given directly (the local run's). Without staging,
     the workers download for themselves and get it."""
     if staged:

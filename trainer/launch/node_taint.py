@@ -3,7 +3,7 @@ job's controller creates again, and every other pod of the job, is scheduled els
 (workloads/job/) name the taint, the node variable and the permissions from here.
 
 Why a taint, and not only the exit code: the Training Operator creates the pod again on a retryable code (>= 128,
-trainer/launch/exits.py), and a JobSet recreates the whole gang; neither remembers the node, and the scheduler would
+trainer/base/exits.py), and a JobSet recreates the whole gang; neither remembers the node, and the scheduler would
 put the new pod back on the one free GPU node, the bad one. The pods tolerate the GPU taint only
 (workloads/job/pod.py), so a node carrying BAD_NODE_TAINT_KEY takes none of them: the new pod lands on a spare node or
 stays Pending until the node is repaired or replaced (docs/aws.md, "Bad nodes").
@@ -33,8 +33,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-TORCH_FREE = True  # the job's manifests name the taint, the node variable and the role's rules from here
 
 # The taint: its key names the project (a DNS subdomain prefix, as Kubernetes' taint keys allow), its value the reason
 # (a label value), its effect keeps new pods off without evicting the node's daemons (which tolerate everything).

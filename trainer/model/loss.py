@@ -5,7 +5,7 @@ The plain loss (the output layer's logits, then cross-entropy) holds tokens x vo
 logits in the compute dtype, their fp32 copy, the saved log-probabilities and, in backward, their fp32 gradient (for
 Llama 3's 128k vocabulary at 8192 tokens, 2 GiB in bf16 and 3.9 GiB per fp32 copy). Here the output layer, while
 `labels_for_loss` sets its labels, returns the summed cross-entropy of its input's tokens instead of their logits
-(`ChunkedLossHead`). For each chunk of tokens (trainer/model/loss_chunks.py) it computes the chunk's logits in fp32,
+(`ChunkedLossHead`). For each chunk of tokens (trainer/base/loss_chunks.py) it computes the chunk's logits in fp32,
 its loss, and that loss's gradient with respect to the logits (softmax minus one-hot, zero for IGNORE_INDEX labels),
 and from it, at once, the chunk's input gradient and its share of the weight gradient, as Liger Kernel's fused linear
 cross-entropy does (LigerFusedLinearCrossEntropyFunction). Backward only scales the two by the loss's own gradient.
@@ -28,16 +28,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainer.base import loss_chunks
+from trainer.base.loss_chunks import accumulator_precision
 from trainer.data.packed import IGNORE_INDEX
 from trainer.dtypes import TORCH_DTYPES
-from trainer.model import loss_chunks
-from trainer.model.loss_chunks import accumulator_precision
 
 PRECISIONS = {dtype: name for name, dtype in TORCH_DTYPES.items()}
 
 
 def accumulator_dtype(weight_dtype: torch.dtype) -> torch.dtype:
-    """The weight gradient's dtype while the chunks add into it (trainer/model/loss_chunks.py)."""
+    """The weight gradient's dtype while the chunks add into it (trainer/base/loss_chunks.py)."""
     return TORCH_DTYPES[accumulator_precision(PRECISIONS[weight_dtype])]
 
 

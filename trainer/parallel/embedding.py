@@ -23,8 +23,8 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
 
-from trainer.parallel.collectives import all_gather_single, reduce_scatter_single
-from trainer.parallel.reduce_scatter import PairwiseReduceScatter
+from trainer.comms.collectives import all_gather_single, reduce_scatter_single
+from trainer.comms.reduce_scatter import PairwiseReduceScatter
 
 
 def reduce_scatter_sum(output: torch.Tensor, input: torch.Tensor, group: dist.ProcessGroup) -> None:

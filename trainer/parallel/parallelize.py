@@ -19,14 +19,14 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
+from trainer.base.parallel_plan import RunPlan
+from trainer.comms.reduce_scatter import PairwiseReduceScatter
 from trainer.config import ParallelConfig
 from trainer.dtypes import TORCH_DTYPES
 from trainer.model.build import decoder_layers, final_norm
 from trainer.model.lora import lora_layers
 from trainer.parallel.all_reduce import REPLICATE_DIM, apply_bf16_all_reduce
 from trainer.parallel.embedding import VocabShardedEmbedding
-from trainer.parallel.plan import RunPlan
-from trainer.parallel.reduce_scatter import PairwiseReduceScatter
 
 
 def build_mesh(strategy: str, plan: RunPlan, device_type: str) -> DeviceMesh:

@@ -82,7 +82,7 @@ def prometheus_storage_class() -> dict[str, Any]:
 
 
 def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE, api: str = PYTORCHJOB) -> dict[str, Any]:
-    """Scrape the leader pod, Worker 0, on its named metrics port: only rank 0 serves metrics (trainer/metrics.py),
+    """Scrape the leader pod, Worker 0, on its named metrics port: only rank 0 serves metrics (trainer/base/metrics.py),
     and rank 0 runs on Worker 0 whenever Worker 0 is in the group. torch's dynamic rendezvous ranks the nodes in
     the sorted order of their descriptors, host name first (torch/distributed/elastic/rendezvous/
     dynamic_rendezvous.py, _mark_rendezvous_complete); a pod's host name is its name, as the operator sets no

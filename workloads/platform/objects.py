@@ -20,9 +20,9 @@ from stack.names import (
     TRAINING_NAMESPACE,
     job_name,
 )
-from trainer.run_record import RECORD_DIRECTORY
-from trainer.s3.model_upload import download_command
-from trainer.s3.uri import S3Uri
+from trainer.base.s3.model_upload import download_command
+from trainer.base.s3.uri import S3Uri
+from trainer.record.archive import RECORD_DIRECTORY
 from workloads.job.api import Controller, job_api_for
 from workloads.job.pod import UNCREATED_BUCKET
 from workloads.platform.dashboards import dashboard_configmaps
@@ -111,8 +111,9 @@ def platform_objects(config: StackConfig) -> list[dict[str, Any]]:
 def artifacts_commands(run_uri: str) -> dict[str, str]:
     """The run's artifacts in S3 (`run_uri`, s3://bucket/prefix/stack/run-n/, the stack's artifactsUri; "" before the
     bucket has its name, for the keys alone): what is there, and the final model downloaded in Hugging Face format
-    once its export is complete (trainer/s3/model_upload.py download_command), and the run's record: metrics, summary
-    and chart (trainer/run_record.py)."""
+    once its export is complete (trainer/base/s3/model_upload.py download_command), and the run's record: metrics,
+    summary
+    and chart (trainer/record/archive.py)."""
     run = S3Uri.parse(run_uri, "artifactsUri") if run_uri else S3Uri(UNCREATED_BUCKET)
     model, record = run.join(MODEL_DIRECTORY), run.join(RECORD_DIRECTORY)
     return {

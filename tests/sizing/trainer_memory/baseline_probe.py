@@ -15,12 +15,12 @@ import json
 import os
 import sys
 
+from trainer.base.env import read_env
+from trainer.base.model_source import resolve_model
+from trainer.base.parallel_plan import make_plan
 from trainer.config import parse_args
-from trainer.env import read_env
 from trainer.model.build import build_meta_model, hf_config
-from trainer.model.source import resolve_model
-from trainer.parallel.plan import make_plan
-from trainer.reporting import peak_rss_bytes
+from trainer.record.reporting import peak_rss_bytes
 from trainer.train import init_distributed, load_data, pick_device
 
 

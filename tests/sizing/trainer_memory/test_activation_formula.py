@@ -11,11 +11,11 @@ import torch
 from torch.nn import functional
 
 from sizing.memory import FP32, Job, Ranks, layer_activation_bytes, memory_moments
+from trainer.base.model_source import ModelSource
+from trainer.base.presets import ModelShape
 from trainer.dtypes import TORCH_DTYPES
 from trainer.model.attention import document_inputs
 from trainer.model.build import build_meta_model, decoder_layers, hf_config, init_buffers, init_weights
-from trainer.model.presets import ModelShape
-from trainer.model.source import ModelSource
 
 MHA = ModelShape("mha", None, 300, 128, 352, 2, 8, 8, 256)
 GQA = ModelShape("gqa", None, 300, 128, 352, 2, 8, 2, 256)  # grouped-query attention, as Llama 2 70B

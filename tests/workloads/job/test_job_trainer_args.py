@@ -7,8 +7,8 @@ from functools import cache
 
 import pytest
 
+from trainer.base.exits import LAUNCH_MODULE
 from trainer.config import TrainConfig, parse_args
-from trainer.launch.exits import LAUNCH_MODULE
 from workloads.job.pytorchjob import pytorchjob_manifest
 
 from .job_stacks import STACKS, config_of, spec_of

@@ -3,8 +3,8 @@ trainer's preflight measured it before step 1.
 
 Series carry `Hostname` (the node name: the exporter's chart passes spec.nodeName as NODE_NAME) and `gpu` (the
 device index on that node), so every panel reads "node, GPU". The fabric panels read the trainer's own gauges
-(trainer/metrics.py, the preflight_* keys, served by rank 0): one series per job, the slowest node's figure for each
-level beside the figure the preflight expected (the catalog's, for the instance type).
+(trainer/base/metrics.py, the preflight_* keys, served by rank 0): one series per job, the slowest node's figure for
+each level beside the figure the preflight expected (the catalog's, for the instance type).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def _per_gpu(metric: str) -> Query:
     return Query(f"{metric}{{{NODE}}}", PER_GPU)
 
 
-# The fabric preflight's figures (trainer/preflight.py), by their metrics-file keys: nccl-tests' bus bandwidth in GB/s.
+# The fabric preflight's figures (trainer/checks/fabric_preflight.py), by their metrics-file keys: nccl-tests' bus
+# bandwidth in GB/s.
 FABRIC_LEVELS = (
     ("preflight_intra_all_gather_gb_per_s", "all-gather within a node"),
     ("preflight_intra_reduce_scatter_gb_per_s", "reduce-scatter within a node"),
@@ -59,8 +60,8 @@ def fabric_panels() -> list[Panel]:
             kind="stat",
             width=6,
             height=6,
-            description="The fabric preflight before step 1 (trainer/preflight.py): the slowest node's figure over "
-            "the catalog's expected figure, or over the median node's, the lowest over the levels. Below "
+            description="The fabric preflight before step 1 (trainer/checks/fabric_preflight.py): the slowest node's "
+            "figure over the catalog's expected figure, or over the median node's, the lowest over the levels. Below "
             "--preflight-min-fraction the node's pod exits 201 and its node is tainted fsdp-eks/bad-node.",
         ),
         Panel(

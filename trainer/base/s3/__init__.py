@@ -1,0 +1,1 @@
+"""S3: the run's data in and artifacts out. URIs (uri.py), the endpoint and region every client uses (endpoint.py)."""
