@@ -19,9 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from policy.jobs.registry import reader_for
 from policy.props import dotted, get, is_unknown, walk
-from policy.pytorchjob import PYTORCHJOB, replicas
-from policy.training_runtime import RUNTIME, runtime_replicas
 from stack.gated_models import gated_repo
 from trainer.base.hub_token import SECRET_VARIABLE
 from trainer.base.staging import TRAINER_MODULE
@@ -115,14 +114,11 @@ def _names_the_secret(container: Mapping[str, Any]) -> bool:
 
 def missing_secret_for_gated_model(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """Containers that run the trainer on a gated hub model (stack/gated_models.py) without HF_TOKEN_SECRET."""
-    if resource_type == PYTORCHJOB:
-        found = replicas(props)
-    elif resource_type == RUNTIME:
-        found = runtime_replicas(props)
-    else:
+    reader = reader_for(resource_type)
+    if reader is None:
         return []
     problems = []
-    for replica in found:
+    for replica in reader.replicas(props):
         for container in replica.containers:
             model = trained_model(container)
             name = get(container, "name")

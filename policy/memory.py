@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from policy.hf_token import TOKEN_LITERAL
+from policy.jobs.registry import DEFAULT_JOB_TYPE, reader_for
 from policy.props import as_int, get, has_unknown, is_unknown, not_checked
-from policy.pytorchjob import PYTORCHJOB, replicas
-from policy.training_runtime import RUNTIME, runtime_replicas
 from sizing.catalog import CATALOG, InstanceType
 from trainer.base.presets import find_shape
 from trainer.config import TrainConfig, parse_args
@@ -34,7 +33,7 @@ TRAINER_MODULE = "trainer"
 
 @dataclass(frozen=True)
 class JobShape:
-    """What the sizing needs to know about a PyTorchJob."""
+    """What the sizing needs to know about a training job."""
 
     train: TrainConfig
     instance: InstanceType
@@ -89,12 +88,13 @@ def quotable(refusal: str) -> str:
     return TOKEN_LITERAL.sub("hf_... (a token, left out)", refusal)
 
 
-def job_shape(props: Mapping[str, Any], resource_type: str = PYTORCHJOB) -> JobShape:
-    """The shape of a PyTorchJob (or a TrainJob's runtime) whose replicas run the trainer on one catalog instance
-    type. A runtime's nodes are its mlPolicy.numNodes: a TrainJob has no elastic range. UnsizedError where any of it
-    cannot be read."""
-    is_runtime = resource_type == RUNTIME
-    found_in = runtime_replicas(props) if is_runtime else replicas(props)
+def job_shape(props: Mapping[str, Any], resource_type: str = DEFAULT_JOB_TYPE) -> JobShape:
+    """The shape of a PyTorchJob (or a TrainJob's runtime: any object policy/jobs/ reads) whose replicas run the
+    trainer on one catalog instance type, at the fewest nodes its reader finds (a runtime's are its mlPolicy.numNodes:
+    a TrainJob has no elastic range). UnsizedError where any of it cannot be read."""
+    reader = reader_for(resource_type)
+    assert reader is not None, f"{resource_type} holds no job's pods"
+    found_in = reader.replicas(props)
     unknown = [r.role for r in found_in if is_unknown(r.pod_spec) or is_unknown(get(r.pod_spec, "containers"))]
     if unknown or (not found_in and has_unknown(get(props, "spec"))):
         raise UnsizedError(
@@ -117,16 +117,14 @@ def job_shape(props: Mapping[str, Any], resource_type: str = PYTORCHJOB) -> JobS
     argv = next(a for c in found[0].containers if (a := trainer_argv(c)) is not None)
     train = parse_trainer_argv(argv)
     counts = [r.replicas for r in found]
-    minimum_path = ("spec", "mlPolicy", "numNodes") if is_runtime else ("spec", "elasticPolicy", "minReplicas")
+    minimum_path = reader.nodes_path
     minimum_raw, nproc_raw = get(props, *minimum_path), get(props, "spec", "nprocPerNode")
     if any(is_unknown(v) for v in [*counts, minimum_raw, nproc_raw]):
         raise UnsizedError(
             f"the job's replica counts, {minimum_path[-1]} or nprocPerNode are unknown during this preview",
             "give them literal values",
         )
-    total = sum(c or 0 for c in counts)
-    minimum = None if is_runtime else as_int(minimum_raw)
-    nodes = min(total, minimum) if minimum else total
+    nodes = reader.fewest_nodes(sum(c or 0 for c in counts), minimum_raw)
     if nodes < 1:
         raise UnsizedError("the job has no replicas", "give its replicas a count")
     return JobShape(train, instance, nodes, as_int(nproc_raw) or instance.gpus)
@@ -162,7 +160,7 @@ def estimate(shape: JobShape) -> MemoryEstimate:
 
 
 def memory_fit_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    if resource_type not in (PYTORCHJOB, RUNTIME):
+    if reader_for(resource_type) is None:
         return []
     try:
         shape = job_shape(props, resource_type)

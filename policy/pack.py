@@ -22,18 +22,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from policy import (
-    cost,
-    exposure,
-    hf_token,
-    memory,
-    node_groups,
-    pytorchjob,
-    role_trust,
-    s3_buckets,
-    s3_grants,
-    training_runtime,
-)
+from policy import cost, exposure, hf_token, memory, node_groups, role_trust, s3_buckets, s3_grants
+from policy.jobs.registry import JOB_READERS
 from policy.props import UNKNOWN, StackResource
 
 ResourceCheck = Callable[[str, Mapping[str, Any]], list[str]]
@@ -166,15 +156,11 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
         "The Hugging Face token is in no Kubernetes object; a job on a gated model names its Secrets Manager secret.",
         _props_only(hf_token.hf_token_violations),
     ),
-    resource_policy(
-        "pytorchjob-matches-node-type",
-        "PyTorchJob pods are pinned to a catalog instance type and request all of its GPUs and EFA devices.",
-        _props_only(pytorchjob.node_type_violations),
-    ),
-    resource_policy(
-        "training-runtime-matches-node-type",
-        "A TrainJob's runtime pins its pods to a catalog instance type and requests all of its GPUs and EFA devices.",
-        _props_only(training_runtime.runtime_node_type_violations),
+    *(
+        resource_policy(
+            reader.node_type_policy.name, reader.node_type_policy.description, _props_only(reader.node_type_violations)
+        )
+        for reader in JOB_READERS
     ),
     resource_policy(
         "job-memory-fits-gpu",

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from policy.jobs.pytorchjob import node_type_violations
 from policy.props import NOT_CHECKED, UNKNOWN
-from policy.pytorchjob import EFA_RESOURCE, GPU_RESOURCE, node_type_violations
 from stack.files import stack_names
+from stack.node_contract import EFA_RESOURCE, GPU_RESOURCE
 from tests.policy.examples import pytorchjob, worker_container
 
 PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"

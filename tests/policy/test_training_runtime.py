@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from policy.jobs.trainjob import RUNTIME, runtime_node_type_violations
 from policy.props import NOT_CHECKED, UNKNOWN
-from policy.training_runtime import RUNTIME, runtime_node_type_violations
 from stack.job_api import ANCESTOR_LABEL
 from tests.workloads.job.trainjob_stacks import trainjob_spec_of
 from workloads.job.trainjob import training_runtime

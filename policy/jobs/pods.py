@@ -1,4 +1,5 @@
-"""The PyTorchJob as the checks read it, and the check that its pods ask for what their node type has.
+"""A job's pods as the checks read them, whatever its job API: its replica types (`Replica`), and the rule that each
+one's pods are pinned to a catalog instance type and ask for all of its GPUs and EFA devices.
 
 Why: a pod asking for more GPUs or EFA devices than its node type has stays Pending forever (on nodes billed by the
 hour); one asking for fewer leaves GPUs idle or, without every EFA device, sends NCCL's traffic over fewer links.
@@ -16,14 +17,14 @@ from policy.props import as_int, get, is_unknown, not_checked
 from sizing.catalog import CATALOG, InstanceType
 from stack.node_contract import EFA_RESOURCE, GPU_RESOURCE
 
-PYTORCHJOB = "kubernetes:kubeflow.org/v1:PyTorchJob"
 # The well-known node label with the EC2 instance type, and its deprecated beta spelling.
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 
 
 @dataclass(frozen=True)
 class Replica:
-    """One replica type of the job (Master, Worker): its pod template and how many pods."""
+    """One replica type of the job (a PyTorchJob's Master or Worker, a runtime's trainer step): its pod template and how
+    many pods."""
 
     role: str
     replicas: Any  # an int, None where not given, UNKNOWN where unknown during the preview
@@ -51,18 +52,6 @@ class Replica:
 def replica_count(value: Any) -> Any:
     """A replica count as an int, None where not given, UNKNOWN where unknown."""
     return value if is_unknown(value) else as_int(value)
-
-
-def replicas(props: Mapping[str, Any]) -> list[Replica]:
-    """The job's replica types; one whose whole spec is unknown is a Replica with an unknown pod template."""
-    specs = get(props, "spec", "pytorchReplicaSpecs")
-    if not isinstance(specs, Mapping):
-        return []
-    return [
-        Replica(role, replica_count(get(spec, "replicas")), get(spec, "template", "spec") or {})
-        for role, spec in specs.items()
-        if isinstance(spec, Mapping) or is_unknown(spec)
-    ]
 
 
 def container_count(container: Mapping[str, Any], resource: str) -> tuple[int | None, int | None]:
@@ -94,24 +83,6 @@ def pod_count(replica: Replica, resource: str) -> tuple[int, list[str]]:
             )
         total += request or 0
     return total, problems
-
-
-def node_type_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """Each replica is pinned to a catalog instance type and asks for all of its GPUs and EFA devices."""
-    if resource_type != PYTORCHJOB:
-        return []
-    specs = get(props, "spec", "pytorchReplicaSpecs")
-    if not isinstance(specs, Mapping):
-        state = "unknown during this preview" if is_unknown(specs) else "missing"
-        return [not_checked(f"spec.pytorchReplicaSpecs is {state}", "give the job its replica specs as literals")]
-    problems: list[str] = []
-    for replica in replicas(props):
-        instance, found = pinned_instance(replica)
-        problems += found
-        if instance is not None:
-            problems += request_problems(replica, instance)
-            problems += _nproc_problems(props, replica, instance)
-    return list(dict.fromkeys(problems))  # replicas on one type would repeat the nprocPerNode finding
 
 
 def pinned_instance(replica: Replica) -> tuple[InstanceType | None, list[str]]:
@@ -160,14 +131,3 @@ def request_problems(replica: Replica, instance: InstanceType) -> list[str]:
         want = f"all {instance.efa_interfaces}" if instance.supports_efa else "none (no EFA on this type)"
         problems.append(f"{replica.role} pods request {efas} {EFA_RESOURCE} on {instance.name}; expected {want}")
     return problems
-
-
-def _nproc_problems(props: Mapping[str, Any], replica: Replica, instance: InstanceType) -> list[str]:
-    """nprocPerNode (the operator's PET_NPROC_PER_NODE) is one process per GPU; 'auto'/'gpu' let torchrun count."""
-    nproc = get(props, "spec", "nprocPerNode")
-    if is_unknown(nproc):
-        return [not_checked("spec.nprocPerNode is unknown during this preview", "give it a literal value")]
-    count = as_int(nproc)
-    if count is None or count == instance.gpus:
-        return []
-    return [f"spec.nprocPerNode is {count} but {instance.name} has {instance.gpus} GPUs per node"]

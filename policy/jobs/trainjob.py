@@ -1,5 +1,5 @@
 """A TrainJob's ClusterTrainingRuntime as the checks read it, and the check that its pods ask for what their node
-type has (the same rule as the PyTorchJob's, policy/pytorchjob.py).
+type has (policy/jobs/pods.py, the PyTorchJob's rule too).
 
 The runtime holds the pod template: a TrainJob names the runtime and adds image, command and node count, so the
 node selector and the GPU and EFA requests the checks need are in the runtime alone. The trainer step is the
@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from policy.jobs.pods import Replica, pinned_instance, replica_count, request_problems
+from policy.jobs.reader import JobReader, PolicyInfo
 from policy.props import get, has_unknown, is_unknown, not_checked
-from policy.pytorchjob import Replica, pinned_instance, replica_count, request_problems
-from stack.job_api import ANCESTOR_LABEL, RUNTIME_KIND, TRAINER_ANCESTOR, TRAINER_API_VERSION
+from stack.job_api import ANCESTOR_LABEL, RUNTIME_KIND, TRAINER_ANCESTOR, TRAINER_API_VERSION, TRAINJOB
 
 RUNTIME = f"kubernetes:{TRAINER_API_VERSION}:{RUNTIME_KIND}"
 
@@ -60,3 +61,25 @@ def runtime_node_type_violations(resource_type: str, props: Mapping[str, Any]) -
         if instance is not None:
             problems += request_problems(replica, instance)
     return problems
+
+
+class TrainJobReader(JobReader):
+    """A TrainJob's ClusterTrainingRuntime: its trainer step holds the pods; a TrainJob has no elastic range, so it runs
+    on all mlPolicy.numNodes nodes."""
+
+    name = TRAINJOB
+    resource_type = RUNTIME
+    nodes_path = ("spec", "mlPolicy", "numNodes")
+    node_type_policy = PolicyInfo(
+        "training-runtime-matches-node-type",
+        "A TrainJob's runtime pins its pods to a catalog instance type and requests all of its GPUs and EFA devices.",
+    )
+
+    def replicas(self, props: Mapping[str, Any]) -> list[Replica]:
+        return runtime_replicas(props)
+
+    def fewest_nodes(self, total: int, written: Any) -> int:
+        return total
+
+    def node_type_violations(self, resource_type: str, props: Mapping[str, Any]) -> list[str]:
+        return runtime_node_type_violations(resource_type, props)
