@@ -1,19 +1,11 @@
 """The worker "pods" of the local run: one torchrun agent each, supervised the way the cluster would.
 
-- An agent that exits is treated as the Worker replica's restartPolicy says, the pod's status read as the operator
-  reads it (local/restart_policy.py container_exit: the `pytorch` container's exit code): under ExitCode, the job's
-  policy, a code from 1 to 127 (the launcher's when torchrun's restarts are spent or the
-  rendezvous is closed) fails the job at once, and a code from 128 up (stopped or killed by a signal, or the
-  launcher's after a lost etcd; trainer/base/exits.py) gets the pod created again; under OnFailure the container
-  restarts until the restarts of all pods reach backoffLimit. A restarted or re-created pod runs the same command
-  and environment. Each exit is reported with the launcher's own last line, which says why it ended.
-- When the job fails, the pods still running are stopped (cleanPodPolicy Running).
-- A pod that a drill kills is lost with its node: it is not started again, and the job carries on with the
-  agents left, within the elastic range.
-- A pod whose launcher found its node bad (EXIT_BAD_NODE) taints its node (the local stand-in for the launcher's
-  call to the API server, trainer/launch/node_taint.py); the pod created again has no other node to go to and stays
-  Pending (local/nodes.py), and the job carries on with the agents left, or ends where its elastic minimum says a node
-  is needed.
+- A pod runs the container's command with its environment, in a session of its own; its output goes to its log (like
+  `kubectl logs`). What follows its agent's exit is the rule of the job's controller, which each job API's local run
+  gives (JobPods._after_exit): the Training Operator's for a PyTorchJob (local/pytorchjob/pods.py), the Job and
+  JobSet controllers' for a TrainJob (local/trainjob/pods.py). Each exit is reported with the launcher's own last
+  line, which says why it ended.
+- A pod that a drill kills is lost with its node: it is not started again.
 - Stopping a pod stops every process in it: the agent gets SIGTERM (torchrun forwards it to its workers, and the
   launcher exits 143) and, after a grace period, the agent and every process it ever started get SIGKILL.
 """
@@ -25,16 +17,15 @@ import enum
 import signal
 import subprocess
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from local.launch import AgentLaunch
-from local.nodes import LocalNodes
+from local.pod_status import container_exit_code
 from local.procs import Proc, die_with_parent, kill_tree, process_tree
-from local.restart_policy import DEFAULT_CONTAINER, Action, container_exit, container_exit_code
 from stack.paths import PROJECT_ROOT
-from trainer.base.exits import EXIT_BAD_NODE, REASON_PREFIX
-from trainer.launch.node_taint import NODE_NAME_VARIABLE, bad_node_taint
+from trainer.base.exits import REASON_PREFIX
 
 # The pod's terminationGracePeriodSeconds is 120 s, time for a large model's checkpoint; the local models save in
 # well under a second, and a user who pressed Ctrl-C should not wait two minutes.
@@ -43,9 +34,6 @@ START_MARK = "--- "  # the line the local run writes into a pod's log each time 
 # Reading every process's parent takes a few ms; workers start and stop rarely, and a kill or a stop reads the
 # tree afresh anyway, so the pods' trees are recorded once a second rather than at every poll.
 SCAN_EVERY_S = 1.0
-# The pod as the local run has it: the agent is the default container, the one the operator reads exit codes from
-# (local/restart_policy.py). Init containers do not run here: the local volumes are this user's directories.
-AGENT_POD = {"containers": [{"name": DEFAULT_CONTAINER}]}
 
 
 class PodPhase(enum.Enum):
@@ -138,23 +126,14 @@ class PodEvent:
     what: str
 
 
-class WorkerPods:
-    """All worker pods of the job, and the job's state as the operator would report it."""
+class JobPods(ABC):
+    """All worker pods of one attempt of the job, and the job's state as its controller would report it. What follows
+    an agent's exit is the controller's (`_after_exit`: each job API's local run says, local/pytorchjob/pods.py and
+    local/trainjob/pods.py)."""
 
-    def __init__(
-        self,
-        launches: list[AgentLaunch],
-        log_dir: Path,
-        backoff_limit: int,
-        restart_policy: str,
-        nodes: LocalNodes | None = None,
-    ) -> None:
+    def __init__(self, launches: list[AgentLaunch], log_dir: Path) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.nodes = nodes  # where pods created again may go; None: anywhere
         self.pods = [Pod(launch, log_dir / f"{launch.name}.log") for launch in launches]
-        self.backoff_limit = backoff_limit
-        self.restart_policy = restart_policy
-        self.restarts = 0  # restarts and re-creations of all pods together
         self.failure = ""  # why the job failed, once it has
         self.last_scan = 0.0
 
@@ -163,7 +142,7 @@ class WorkerPods:
             pod.start()
 
     def poll(self) -> list[PodEvent]:
-        """Note exits and act on each as the restart policy says; returns what happened."""
+        """Note exits and act on each as the controller's rule says; returns what happened."""
         events = []
         scan = time.monotonic() - self.last_scan > SCAN_EVERY_S
         if scan:
@@ -179,41 +158,9 @@ class WorkerPods:
             events.append(self._after_exit(pod, container_exit_code(returncode)))
         return events
 
+    @abstractmethod
     def _after_exit(self, pod: Pod, code: int) -> PodEvent:
-        assert pod.process is not None
-        kill_tree(pod.process.pid, list(pod.seen))  # what is left of the container goes with it
-        outcome = container_exit(
-            self.restart_policy, AGENT_POD, DEFAULT_CONTAINER, code, self.restarts, self.backoff_limit
-        )
-        assert outcome is not None  # the pod's main container ended: something always follows
-        launcher = pod.launcher_line()
-        said = f" [{launcher}]" if launcher else ""
-        if outcome.action is Action.SUCCEED:
-            pod.phase = PodPhase.SUCCEEDED
-            return PodEvent(pod.name, f"agent {outcome.why}")
-        if outcome.action is Action.FAIL_JOB:
-            pod.phase = PodPhase.FAILED
-            self.failure = f"{pod.name}'s agent {outcome.why}{said}"
-            return PodEvent(pod.name, f"agent {outcome.why}: the PyTorchJob failed{said}")
-        self.restarts += 1
-        pod.restarts += 1
-        if self.nodes is not None:
-            if code == EXIT_BAD_NODE:  # what the launcher asks the API server for; the local run has none
-                self.nodes.taint(pod.launch.env.get(NODE_NAME_VARIABLE, ""), bad_node_taint())
-            if unschedulable := self.nodes.unschedulable(pod.launch.env):
-                return self._pending(pod, f"agent {outcome.why}{said}; it stays Pending: {unschedulable}")
-        pod.start()
-        return PodEvent(pod.name, f"agent {outcome.why} (restart {self.restarts} of the job's pods){said}")
-
-    def _pending(self, pod: Pod, what: str) -> PodEvent:
-        """The pod created again with no node to go to; the job fails when the pods left are too few to go on."""
-        assert self.nodes is not None
-        pod.phase = PodPhase.PENDING
-        running = sum(other.phase is PodPhase.RUNNING for other in self.pods)
-        if short := self.nodes.short_of(running):
-            self.failure = f"{pod.name} is Pending and {short}"
-            return PodEvent(pod.name, f"{what}; the job cannot go on: {short}")
-        return PodEvent(pod.name, f"{what}; the job goes on with {running} node(s)")
+        """What the controller does once `pod`'s agent exited with `code` (as Kubernetes reports it)."""
 
     @property
     def finished(self) -> bool:

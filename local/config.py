@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from local.apis import local_api_for
+from local.options import LocalJobOptions, Override
 from stack.config import StackConfig
 from stack.fields import NAMESPACE
 from stack.files import raw_stack_config
-from stack.job_api import rendezvous_backend
 from stack.parse import parse_stack_config
 from trainer.base.s3.uri import is_s3_uri
-from workloads.job.api import job_api_for
 
 LOCAL_MODEL = "tiny"  # the preset built for several CPU processes on a 2-core machine (trainer/base/presets.py)
 MAX_LOCAL_SEQ_LEN = 256
@@ -30,38 +29,6 @@ MAX_LOCAL_NODES = 4
 MAX_LOCAL_WORKERS_PER_NODE = 4  # siblings per agent: enough for a node's shape; more only slow a laptop down
 SYNTHETIC = "synthetic"
 LOCAL_CHECKPOINT_CLAIM = "local-checkpoints"
-
-
-@dataclass(frozen=True)
-class Override:
-    """One setting the local run changes: what, the stack's value, the local value, and why."""
-
-    setting: str
-    stack_value: Any
-    local_value: Any
-    reason: str
-
-    def describe(self) -> str:
-        return f"{self.setting}: {self.local_value} (stack: {self.stack_value}) - {self.reason}"
-
-
-@dataclass(frozen=True)
-class LocalJobOptions:
-    """What the user may change on the command line; None keeps the stack's (or the local default's) value."""
-
-    nodes: int | None = None
-    min_nodes: int | None = None
-    steps: int | None = None
-    checkpoint_every: int | None = None
-    model: str | None = None
-    dataset: str | None = None
-    api: str | None = None  # job.api: pytorchjob or trainjob
-    max_restarts: int | None = None  # job.maxRestarts: torchrun's restarts (PyTorchJob), the JobSet's (TrainJob)
-    max_disruption_restarts: int | None = None  # job.maxDisruptionRestarts: a TrainJob's uncounted gang restarts
-    global_batch_size: int | None = None  # job.globalBatchSize: lost-storage's new cluster keeps the lost one's
-    nproc_per_node: int = 1  # workers per agent here (the cluster's is the node's GPU count)
-    batch_size: int | None = None  # job.batchSize: sequences per worker and micro step
-    log_every: int | None = None  # the trainer's --log-every here (None: the manifest's); every step under a drill
 
 
 def _is_local_dataset(dataset: str) -> bool:
@@ -118,15 +85,9 @@ def local_job_settings(config: StackConfig, options: LocalJobOptions) -> tuple[d
     # bf16/fp16 compute on a CPU is slow or emulated, and fp32 keeps an elastic run's loss equal to an unbroken one
     change(job_keys, "mixedPrecision", job.mixed_precision, "fp32", "CPU", "job")
     change(job_keys, "compile", job.compile, False, "torch.compile on CPU needs a C++ toolchain and minutes", "job")
-    # Where the job's API has the platform run etcd for its rendezvous (the PyTorchJob's), the local run plays it with
-    # a local etcd; a TrainJob's rendezvous is torchrun's static one, locally too.
-    if job_api_for(api).platform.etcd:
-        reason = "the local run's rendezvous is a local etcd"
-        change(job_keys, "rdzvBackend", rendezvous_backend(job.api, job.rdzv_backend), "etcd", reason, "job")
-    else:  # the PyTorchJob's options of a stack run here as a TrainJob (--api trainjob)
-        change(job_keys, "rdzvBackend", job.rdzv_backend, None, "a TrainJob rendezvouses statically", "job")
-        if options.min_nodes is None:
-            change(job_keys, "minNodes", job.min_nodes, None, "a TrainJob has no elastic range", "job")
+    # What the job's API runs here in place of the stack's (local/api.py LocalJobApi.job_changes): its rendezvous.
+    for c in local_api_for(api).job_changes(job, options):
+        change(job_keys, c.key, c.stack_value, c.local_value, c.reason, "job")
     if options.batch_size is not None:
         change(
             job_keys, "batchSize", job.batch_size, options.batch_size, "a share of the global batch per worker", "job"

@@ -1,10 +1,8 @@
-"""From the PyTorchJob manifest to the torchrun agents the local run starts: one per worker replica, with the
-container's command (`python -m trainer.launch`, torchrun in that process) and environment, and the PET_* variables
-the Training Operator adds.
+"""From a job's worker container to the torchrun agents the local run starts: the pieces every job API's local run
+builds its agents from (local/pytorchjob/launch.py, local/trainjob/launch.py): the container's command
+(`python -m trainer.launch`, torchrun in that process) and environment, with this machine's changes.
 
-Pure functions of the manifest (no processes, no torch import). What changes for this machine, and only that:
-- the rendezvous points at the local etcd, with a rendezvous id fresh for each local run (a new run must never
-  join the closed rendezvous of the previous one in the same etcd);
+Pure functions of the container (no processes, no torch import). What changes for this machine, and only that:
 - one worker process per agent unless asked for more (nprocPerNode is the node's GPU count on the cluster; here there
   are no GPUs, and each worker takes a share of the CPU);
 - the agents and workers talk over loopback only;
@@ -23,15 +21,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import secrets
 import socket
-import sys
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from local.restart_policy import DEFAULT_POLICY, POLICIES, recreation_loops
 from stack.paths import PROJECT_ROOT
 from trainer.base.exits import LAUNCH_MODULE
 from trainer.base.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
@@ -39,15 +33,13 @@ from trainer.base.staging import split_launcher_options
 from trainer.config import TrainConfig, parse_args, to_argv
 from trainer.launch.node_taint import NODE_NAME_FIELD, NODE_NAME_VARIABLE
 from workloads.job.pod import expand_references
-from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS
 
-CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into
 LOOPBACK = "127.0.0.1"
 LOCAL_NPROC_PER_NODE = 1  # workers per agent unless the run asks for more (python -m local --nproc-per-node)
 # Two agents of two workers on two cores shared with other test runs measured one node's loopback collectives at 0.60,
 # then 0.19, of the median node's, and the preflight named it bad. A node twenty times slower than the median is still
-# named: the bad-node drill's 200 ms before each collective of a few milliseconds (local/drills.py) makes it some fifty
-# times slower.
+# named: the bad-node drill's 200 ms before each collective of a few milliseconds (local/drills/bad_node.py) makes it
+# some fifty times slower.
 LOCAL_PREFLIGHT_MIN_FRACTION = 0.05
 # Variables of an enclosing torchrun or operator that must not leak into the local agents' own launch.
 INHERITED_LAUNCH_VARIABLES = (
@@ -65,7 +57,7 @@ INHERITED_LAUNCH_VARIABLES = (
 
 def local_node_name(index: int) -> str:
     """The local "node" of the index-th pod: one per pod, as the cluster's one pod per GPU node; what the downward API's
-    spec.nodeName gives that pod here (NODE_NAME), and what a bad-node drill taints (local/drills.py)."""
+    spec.nodeName gives that pod here (NODE_NAME), and what a bad-node drill taints (local/drills/bad_node.py)."""
     return f"local-node-{index}"
 
 
@@ -84,7 +76,7 @@ def is_node_name_reference(entry: dict[str, Any]) -> bool:
 
 def is_label_reference(entry: dict[str, Any]) -> bool:
     """An env entry the kubelet fills with one of the pod's labels (the downward API): the controller that labels the
-    pod decides its value, which the local run's model of that controller gives (local/trainjob_run.py)."""
+    pod decides its value, which the local run's model of that controller gives (local/trainjob/pods.py)."""
     return entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "").startswith("metadata.labels[")
 
 
@@ -101,16 +93,16 @@ DEFAULT_WORKERS = WorkerOptions()
 
 
 class ManifestError(ValueError):
-    """The manifest is not a PyTorchJob this runner can execute; the message names what is off."""
+    """The job's objects are not what this runner can execute; the message names what is off."""
 
 
 @dataclass(frozen=True)
 class AgentLaunch:
-    """How to start one worker replica's torchrun agent (what the kubelet would run in the pod)."""
+    """How to start one worker pod's torchrun agent (what the kubelet would run in the pod)."""
 
-    name: str  # the pod's name: <job>-worker-<index>
+    name: str  # the pod's name (a PyTorchJob's <job>-worker-<index>, a TrainJob's <job>-node-0-<index>)
     argv: list[str]
-    env: dict[str, str]  # the container's environment and the operator's PET_* variables, after local changes
+    env: dict[str, str]  # the container's environment and its controller's PET_* variables, after local changes
     trainer: TrainConfig  # the trainer's arguments as parsed by the trainer's own parser
 
 
@@ -121,9 +113,9 @@ class LocalPlan:
     job: str
     replicas: int
     backoff_limit: int
-    restart_policy: str  # the Worker replica's restartPolicy, as the operator reads it
+    restart_policy: str  # the pods' restartPolicy, as their controller reads it
     rendezvous_id: str
-    cluster_nproc_per_node: int  # the manifest's nprocPerNode: the node's GPUs
+    cluster_nproc_per_node: int  # the job's processes per node on the cluster: the node's GPUs
     agents: list[AgentLaunch]
     changes: list[str] = field(default_factory=list)
     volumes: tuple[Path, ...] = ()  # the local directories that stand in for the pods' volumes (the shared file system)
@@ -134,27 +126,10 @@ class LocalPlan:
         return self.agents[0].trainer
 
 
-def fresh_rendezvous_id(manifest_id: str) -> str:
-    """The manifest's id plus a per-run suffix: the same etcd may hold the closed rendezvous of an earlier run."""
-    return f"{manifest_id}-local-{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
-
-
 def loopback_interface() -> str:
     """gloo binds to the interface its host name resolves to unless told otherwise; this keeps it on loopback."""
     names = {name for _, name in socket.if_nameindex()} if hasattr(socket, "if_nameindex") else set()
     return "lo0" if "lo0" in names and "lo" not in names else "lo"
-
-
-def worker_container(manifest: dict[str, Any]) -> dict[str, Any]:
-    try:
-        template = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
-        containers = template["spec"]["containers"]
-    except (KeyError, TypeError) as missing:
-        raise ManifestError(f"not a PyTorchJob with a Worker replica spec: missing {missing}") from None
-    for container in containers:
-        if container.get("name") == CONTAINER:
-            return dict(container)
-    raise ManifestError(f"the Worker pod has no container named {CONTAINER!r}")
 
 
 def launcher_options(command: list[str]) -> list[str]:
@@ -187,39 +162,6 @@ def split_command(command: list[str]) -> tuple[dict[str, str], list[str]]:
     if command[module_at + 1 : module_at + 2] != ["trainer"]:
         raise ManifestError(f"the container runs module {command[module_at + 1 : module_at + 2]}, not the trainer")
     return flags, command[module_at + 2 :]
-
-
-def operator_variables(manifest: dict[str, Any]) -> dict[str, str]:
-    """The PET_* variables the Training Operator sets on an elastic PyTorchJob's container (torchrun reads
-    PET_<FLAG> for each flag not given on its command line)."""
-    spec = manifest["spec"]
-    policy = spec.get("elasticPolicy") or {}
-    replicas = spec["pytorchReplicaSpecs"]["Worker"]["replicas"]
-    conf = ",".join(f"{item['key']}={item['value']}" for item in policy.get("rdzvConf", []))
-    variables = {
-        "PET_NPROC_PER_NODE": str(spec.get("nprocPerNode", "1")),
-        "PET_NNODES": f"{policy.get('minReplicas', replicas)}:{policy.get('maxReplicas', replicas)}",
-        "PET_RDZV_BACKEND": str(policy.get("rdzvBackend", "c10d")),
-        "PET_RDZV_ENDPOINT": f"{policy.get('rdzvHost')}:{policy.get('rdzvPort')}",
-        "PET_RDZV_ID": str(policy.get("rdzvId", manifest["metadata"]["name"])),
-        "PET_MAX_RESTARTS": str(policy.get("maxRestarts", 0)),
-    }
-    if conf:
-        variables["PET_RDZV_CONF"] = conf
-    return variables
-
-
-def flag_for(variable: str) -> str:
-    return variable.removeprefix("PET_").lower().replace("_", "-")
-
-
-def check_command_matches_policy(flags: dict[str, str], variables: dict[str, str]) -> None:
-    """The command's explicit flags win over PET_* in torchrun; if they disagreed, the job on the cluster would
-    not be the one its elasticPolicy describes. Refuse such a manifest rather than run either."""
-    for variable, value in variables.items():
-        flag = flag_for(variable)
-        if flag in flags and flags[flag] != value:
-            raise ManifestError(f"torchrun --{flag}={flags[flag]} disagrees with the operator's {variable}={value}")
 
 
 def remap_path(value: str, mounts: dict[str, Path]) -> str:
@@ -381,79 +323,3 @@ def agent_environment(container: dict[str, Any], mounts: dict[str, Path], variab
         }
     )
     return env
-
-
-def check_no_recreation_loop(manifest: dict[str, Any]) -> None:
-    """Refuse a job that the operator would answer, for a failure no new pod cures, with pods created again without
-    end (local/restart_policy.py recreation_loops): on the cluster it would hold every node and never fail."""
-    loops = recreation_loops(manifest, CONTAINER_PERMANENT_EXITS)
-    if loops:
-        raise ManifestError("a permanent failure would never end the job: " + "; ".join(x.describe() for x in loops))
-
-
-def local_plan(
-    manifest: dict[str, Any],
-    work_dir: Path,
-    etcd_endpoint: str,
-    metrics_port: int,
-    stand_ins: dict[str, str] | None = None,
-    workers: WorkerOptions = DEFAULT_WORKERS,
-) -> LocalPlan:
-    """The agents to start for `manifest`, with the rendezvous at `etcd_endpoint`, files under `work_dir`, the
-    container variables `stand_ins` (the local S3 API's, local/artifacts.py) in place of the manifest's, and the
-    `workers` each agent starts."""
-    stand_ins = stand_ins or {}
-    container = worker_container(manifest)
-    mounts = volume_directories(container, work_dir)
-    flags, manifest_args, trainer_args = expanded_command(
-        container, local_container_environment(container, mounts, stand_ins)
-    )
-    variables = operator_variables(manifest)
-    check_command_matches_policy(flags, variables)
-    job = manifest["metadata"]["name"]
-    replicas = int(manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"])
-    rendezvous_id = fresh_rendezvous_id(variables["PET_RDZV_ID"])
-    local = {
-        "nproc-per-node": str(workers.nproc_per_node),
-        "rdzv-backend": "etcd-v2",
-        "rdzv-endpoint": etcd_endpoint,
-        "rdzv-id": rendezvous_id,
-        "local-addr": LOOPBACK,  # the address an agent advertises to the others, and the workers' MASTER_ADDR
-    }
-    changes = [
-        f"torchrun --{name}={value} (manifest: {flags.get(name, 'unset')})"
-        for name, value in local.items()
-        if flags.get(name) != value
-    ]
-    flags = {**flags, **local}
-    variables = {**variables, **{f"PET_{name.upper().replace('-', '_')}": value for name, value in local.items()}}
-    low, high = (int(n) for n in variables["PET_NNODES"].split(":"))
-    trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1), workers)
-    args, trainer_lines = local_trainer_args(manifest_args, trainer)
-    changes += trainer_lines
-    changes += hub_token_changes(container)
-    changes += stand_in_changes(container, stand_ins)
-    changes += node_name_changes(container)
-    # The container's `python` is this interpreter here: the venv's, whatever is on PATH.
-    argv = [sys.executable, "-m", LAUNCH_MODULE, *launcher_options(container["command"])]
-    argv += [*(f"--{name}={value}" for name, value in flags.items()), "-m", "trainer", *args]
-    env = agent_environment(container, mounts, variables, stand_ins)
-    agents = [
-        AgentLaunch(
-            name=f"{job}-worker-{index}",
-            argv=list(argv),
-            env={**env, NODE_NAME_VARIABLE: local_node_name(index)},
-            trainer=trainer,
-        )
-        for index in range(replicas)
-    ]
-    backoff = int((manifest["spec"].get("runPolicy") or {}).get("backoffLimit", 0))
-    policy = manifest["spec"]["pytorchReplicaSpecs"]["Worker"].get("restartPolicy", DEFAULT_POLICY)
-    if policy not in POLICIES:
-        raise ManifestError(f"the Worker replicas' restartPolicy {policy!r} is none of {', '.join(POLICIES)}")
-    check_no_recreation_loop(manifest)
-    nproc = int(manifest["spec"].get("nprocPerNode", 1))
-    volumes = tuple(mounts.values())
-    return LocalPlan(
-        job, replicas, backoff, policy, rendezvous_id, nproc, agents, changes, volumes, workers.nproc_per_node
-    )

@@ -1,10 +1,11 @@
 """The fields each model of a controller's rules reads, and the check that an object holds no other.
 
 A model that passes over a field it does not read can admit an object the cluster refuses, or act other than the
-controller on one it admits: JobSet's webhook, say, has rules on a network's and a startup policy's fields, and the
-Job controller acts on activeDeadlineSeconds, which local/jobset_webhook.py and local/pod_failure_policy.py do not
-read. So each model declares the fields it reads as a tree (Fields) and refuses, before it judges, an object holding
-any other field, naming its path: a field the project starts to use must be modelled first.
+controller on one it admits: JobSet's webhook, say, has rules on a network's and a startup policy's fields, and the Job
+controller acts on activeDeadlineSeconds, which local/trainjob/jobset_webhook.py and
+local/trainjob/pod_failure_policy.py do not read. So each model declares the fields it reads as a tree (Fields) and
+refuses, before it judges, an object holding any other field, naming its path: a field the project starts to use must be
+modelled first.
 
 Pure and torch-free.
 """

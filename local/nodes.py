@@ -81,17 +81,3 @@ class LocalNodes:
             "cluster, the other pods wait in the rendezvous until its join timeout; node auto repair, a replacement "
             "or a removed taint brings the node back: docs/aws.md, 'Bad nodes')"
         )
-
-
-def nodes_for(manifest: Mapping[str, Any]) -> LocalNodes:
-    """The nodes of a PyTorchJob's local run: its Worker template's tolerations, its elasticPolicy's minReplicas."""
-    spec = manifest["spec"]
-    worker = spec["pytorchReplicaSpecs"]["Worker"]
-    policy = spec.get("elasticPolicy") or {}
-    tolerations = tuple(worker["template"]["spec"].get("tolerations", []))
-    return LocalNodes(tolerations, int(policy.get("minReplicas", worker["replicas"])))
-
-
-def elastic_minimum(agent_env: Mapping[str, str]) -> int:
-    """The fewest nodes an agent's torchrun goes on with: PET_NNODES's MIN (the operator's "MIN:MAX")."""
-    return int(agent_env["PET_NNODES"].split(":")[0])

@@ -1,7 +1,7 @@
 """A pod's container statuses after one of its containers exits, as the kubelet reports them under restartPolicy
 Never: init containers run one after another, each only once the one before exited 0, and the main containers start
 only after the last; what never ran is still waiting (no exit code). Pure: the Training Operator's reading of a pod
-(local/restart_policy.py) and the Job controller's (local/pod_failure_policy.py) both start from it.
+(local/pytorchjob/restart_policy.py) and the Job controller's (local/trainjob/pod_failure_policy.py) both start from it.
 """
 
 from __future__ import annotations
@@ -9,6 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from trainer.base.exits import exit_for_signal
+
+# A pod's restartPolicy (core/v1): what the kubelet does when one of its containers exits.
+ALWAYS, ON_FAILURE, NEVER = "Always", "OnFailure", "Never"
+
+
+def container_exit_code(returncode: int) -> int:
+    """The exit code Kubernetes reports for a container process: 128 + N for one killed by signal N (Python's
+    subprocess gives -N for that)."""
+    return exit_for_signal(-returncode) if returncode < 0 else returncode
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from local.etcd import LocalEtcd
-from local.run import LocalResult
+from local.supervise import LocalResult
 from tests.local.runs import ELASTIC, NODE_SHAPED, run_dev
 
 

@@ -10,8 +10,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from local.config import LocalJobOptions
-from local.run import LocalOptions, LocalResult, run_local
+from local.options import LocalJobOptions, LocalOptions
+from local.run import run_local
+from local.supervise import LocalResult
 
 STEPS = 40
 CHECKPOINT_EVERY = 10

@@ -1,6 +1,6 @@
 """The local run's model of a bad node (local/nodes.py, local/agents.py): the scheduler's taint rule, the pod created
 again after EXIT_BAD_NODE kept off its tainted node, the job going on or ending by its elastic minimum; then the
-bad-node drill end to end (local/drills.py): one node's slow preflight names it, and its launcher exits 201."""
+bad-node drill end to end (local/drills/bad_node.py): one node's slow preflight names it, and its launcher exits 201."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from local.agents import PodPhase, WorkerPods
-from local.config import LocalJobOptions
+from local.agents import PodPhase
 from local.launch import AgentLaunch, local_node_name
 from local.nodes import LocalNodes, tolerates, untolerated
-from local.restart_policy import EXIT_CODE
+from local.options import LocalJobOptions
+from local.pytorchjob.pods import WorkerPods
+from local.pytorchjob.restart_policy import EXIT_CODE
 from trainer.base.exits import EXIT_BAD_NODE
 from trainer.config import TrainConfig
 from trainer.launch.node_taint import BAD_NODE_TAINT_KEY, NODE_NAME_VARIABLE, bad_node_taint

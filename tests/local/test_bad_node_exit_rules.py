@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from local.jobset_policy import Verdict
-from local.restart_policy import EXIT_CODE, Action, container_exit
+from local.pytorchjob.restart_policy import EXIT_CODE, Action, container_exit
+from local.trainjob.jobset_policy import Verdict
 from tests.workloads.job.job_stacks import spec_of
 from tests.workloads.job.trainjob_stacks import STACKS
 from trainer.base.exits import EXIT_BAD_NODE, FINAL_EXITS, is_retryable

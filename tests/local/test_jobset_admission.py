@@ -1,5 +1,5 @@
 """The admission of a TrainJob run, modelled from JobSet v0.12.0's and Kubeflow Trainer v2.3.0's webhooks and the Job
-API's validation (local/trainjob_admission.py and the modules it runs): every stack's rendered runtime and TrainJob
+API's validation (local/trainjob/admission.py and the modules it runs): every stack's rendered runtime and TrainJob
 pass it, and each check refuses an object that breaks its rule, one rule per test, on the dev stack's objects."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from local.jobset_policy import JobSetRestarts, gang_outcome
-from local.jobset_webhook import admit_jobset, defaulted, jobset_problems, trainer_jobset
 from local.modelled_fields import UnmodelledFieldError
-from local.trainer_webhooks import runtime_problems, trainjob_problems
-from local.trainjob_admission import AdmissionError, admit
+from local.trainjob.admission import AdmissionError, admit
+from local.trainjob.jobset_policy import JobSetRestarts, gang_outcome
+from local.trainjob.jobset_webhook import admit_jobset, defaulted, jobset_problems, trainer_jobset
+from local.trainjob.trainer_webhooks import runtime_problems, trainjob_problems
 from tests.workloads.job.trainjob_stacks import STACKS, trainjob_spec_of
 from workloads.job.trainjob import training_runtime, trainjob_manifest
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from local.artifacts import LocalStorage, S3Upload, local_bucket
-from local.config import LocalJobOptions, local_stack_config
-from local.launch import local_plan
+from local.config import local_stack_config
+from local.options import LocalJobOptions
+from local.pytorchjob.launch import local_plan
 from local.s3 import LocalS3
 from stack.names import ARTIFACTS_BUCKET_VARIABLE
 from trainer.base.s3.endpoint import ENDPOINT_VARIABLE

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from local.config import LocalJobOptions, local_stack_config
-from local.launch import LocalPlan, ManifestError, local_plan
+from local.config import local_stack_config
+from local.launch import LocalPlan, ManifestError
+from local.options import LocalJobOptions
+from local.pytorchjob.launch import local_plan
 from trainer.base.staging import split_launcher_options
 from trainer.config import parse_args, to_argv
 from workloads.job.pytorchjob import pytorchjob_manifest

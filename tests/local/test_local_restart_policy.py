@@ -1,5 +1,5 @@
 """What the local run does when a worker pod's agent exits: the Training Operator's rules per restartPolicy
-(local/restart_policy.py), and the policy the local run reads from the manifest."""
+(local/pytorchjob/restart_policy.py), and the policy the local run reads from the manifest."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 
-from local.config import LocalJobOptions, local_stack_config
-from local.launch import ManifestError, local_plan
-from local.restart_policy import Action, container_exit_code, exit_outcome
+from local.config import local_stack_config
+from local.launch import ManifestError
+from local.options import LocalJobOptions
+from local.pod_status import container_exit_code
+from local.pytorchjob.launch import local_plan
+from local.pytorchjob.restart_policy import Action, exit_outcome
 from trainer.base.exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, exit_for_signal
 from workloads.job.pytorchjob import RESTART_POLICY, pytorchjob_manifest
 from workloads.job.spec import job_spec

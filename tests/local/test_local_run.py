@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from local.drills import EVICTIONS
+from local.drills.evict_pod import EVICTIONS
 from local.etcd import LocalEtcd
 from local.procs import alive
-from local.run import LocalResult
+from local.supervise import LocalResult
 from tests.local.runs import NPROC_PER_NODE, STEPS, TEST_TIMEOUT_S, final_loss, log_of, processes_mentioning, run_dev
 from trainer.base.exits import REASON_PREFIX
 from trainer.checkpoint.layout import checkpoint_name, complete_checkpoints

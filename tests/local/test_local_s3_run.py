@@ -17,7 +17,9 @@ import pytest
 
 from local.agents import START_MARK
 from local.artifacts import S3Upload
-from local.run import LocalOptions, LocalResult, run_local
+from local.options import LocalOptions
+from local.run import run_local
+from local.supervise import LocalResult
 from tests.local.runs import RUN_TIMEOUT_S, TEST_TIMEOUT_S, log_of, processes_mentioning
 from trainer.base.exits import EXIT_STAGING_FAILED
 from trainer.base.s3.model_upload import model_uri

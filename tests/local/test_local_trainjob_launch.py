@@ -12,15 +12,16 @@ from typing import Any
 import pytest
 from torch.distributed import run as torchrun
 
-from local import trainjob_run
-from local.cli import job_api, parse_args
-from local.config import LocalJobOptions, local_stack_config
-from local.jobset_policy import GangOutcome, JobSetRestarts, Verdict, gang_outcome
+from local.cli import parse_args
+from local.config import local_stack_config
 from local.launch import LocalPlan, ManifestError
-from local.pod_failure_policy import pod_exit
-from local.run import LocalOptions, LocalRunError
-from local.trainjob_launch import trainjob_plan, with_gang_restart
-from local.trainjob_run import describe_policy
+from local.options import LocalJobOptions, LocalOptions, LocalRunError
+from local.run import job_api, run_local
+from local.trainjob import api as trainjob_api
+from local.trainjob.api import describe_policy
+from local.trainjob.jobset_policy import GangOutcome, JobSetRestarts, Verdict, gang_outcome
+from local.trainjob.launch import trainjob_plan, with_gang_restart
+from local.trainjob.pod_failure_policy import pod_exit
 from stack.job_api import PYTORCHJOB, TRAINJOB
 from trainer.base.exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
 from trainer.base.staging import split_launcher_options
@@ -148,10 +149,10 @@ def test_a_runtime_the_jobset_webhook_refuses_is_refused_before_anything_starts(
 ) -> None:
     runtime = copy.deepcopy(objects[0])
     runtime["spec"]["template"]["spec"]["failurePolicy"]["rules"][0]["name"] = "bad-launch-arguments"
-    monkeypatch.setattr(trainjob_run, "training_runtime", lambda spec: runtime)
+    monkeypatch.setattr(trainjob_api, "training_runtime", lambda spec: runtime)
     options = LocalOptions(stack="dev", job=LocalJobOptions(nodes=2, api="trainjob"), work_dir=tmp_path)
     with pytest.raises(LocalRunError, match="invalid failure policy rule name 'bad-launch-arguments'"):
-        trainjob_run.run_trainjob_local(options)
+        run_local(options)
     assert not (tmp_path / "logs").exists()
 
 

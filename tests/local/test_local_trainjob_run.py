@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from local.config import LocalJobOptions
-from local.drills import EVICTIONS
+from local.drills.evict_pod import EVICTIONS
+from local.options import LocalJobOptions, LocalOptions, LocalRunError
 from local.procs import alive
-from local.run import LocalOptions, LocalResult, LocalRunError
-from local.trainjob_run import run_trainjob_local
+from local.run import run_local
+from local.supervise import LocalResult
 from tests.local.runs import CHECKPOINT_EVERY, RUN_TIMEOUT_S, STEPS, TEST_TIMEOUT_S, processes_mentioning
 from trainer.base.exits import REASON_PREFIX
 from trainer.checkpoint.layout import checkpoint_name
@@ -30,7 +30,7 @@ LOSS_TOLERANCE = 1e-6
 
 def run_trainjob(work_dir: Path, job: LocalJobOptions = TRAINJOB, **changes: Any) -> LocalResult:
     options = LocalOptions(stack="dev", job=job, work_dir=work_dir, timeout_s=RUN_TIMEOUT_S, **changes)
-    return run_trainjob_local(options)
+    return run_local(options)
 
 
 def node_log(result: LocalResult, node: int) -> str:
@@ -62,7 +62,7 @@ def evicted_trainjob(tmp_path_factory: pytest.TempPathFactory) -> LocalResult:
         timeout_s=RUN_TIMEOUT_S,
         drill="evict-pod",
     )
-    return run_trainjob_local(options)
+    return run_local(options)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The Training Operator's exit-code rule with init containers (kubeflow/trainer v1.9.4, pkg/controller.v1/common/pod.go
-ReconcilePods, modelled in local/restart_policy.py), and every stack's PyTorchJob run through it: each container failing
-in turn, no failure that a new pod cannot cure may create the pod again without end."""
+ReconcilePods, modelled in local/pytorchjob/restart_policy.py), and every stack's PyTorchJob run through it: each
+container failing in turn, no failure that a new pod cannot cure may create the pod again without end."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from local.config import LocalJobOptions, local_stack_config
-from local.launch import ManifestError, local_plan
-from local.restart_policy import (
+from local.config import local_stack_config
+from local.launch import ManifestError
+from local.options import LocalJobOptions
+from local.pytorchjob.launch import local_plan
+from local.pytorchjob.restart_policy import (
     DEFAULT_CONTAINER,
     POD_FAILED,
     POD_RUNNING,

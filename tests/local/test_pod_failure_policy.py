@@ -1,6 +1,6 @@
-"""The batch/v1 Job's podFailurePolicy, as local/pod_failure_policy.py models it from Kubernetes' sources: which rule
-a failed pod matches (init containers included), what the Job's Failed condition then says, and what the API server
-refuses in a Job's spec. One behaviour per test, on a small pod: an init container `prepare` and the container
+"""The batch/v1 Job's podFailurePolicy, as local/trainjob/pod_failure_policy.py models it from Kubernetes' sources:
+which rule a failed pod matches (init containers included), what the Job's Failed condition then says, and what the API
+server refuses in a Job's spec. One behaviour per test, on a small pod: an init container `prepare` and the container
 `node`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from local.pod_failure_policy import (
+from local.trainjob.pod_failure_policy import (
     BACKOFF_LIMIT_MESSAGE,
     REASON_BACKOFF_LIMIT,
     REASON_POD_FAILURE_POLICY,

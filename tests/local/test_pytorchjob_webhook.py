@@ -1,4 +1,4 @@
-"""The Training Operator v1.9.4's PyTorchJob webhook (local/pytorchjob_webhook.py) admits every stack's rendered
+"""The Training Operator v1.9.4's PyTorchJob webhook (local/pytorchjob/webhook.py) admits every stack's rendered
 job, as deployed and as the local run renders it, and each of its rules refuses an object that breaks it."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from local import run as local_run
-from local.config import LocalJobOptions, local_stack_config
+from local.config import local_stack_config
 from local.modelled_fields import UnmodelledFieldError
-from local.pytorchjob_webhook import AdmissionDeniedError, admit_pytorchjob, pytorchjob_problems, validate_pytorchjob
-from local.run import LocalRunError
+from local.options import LocalJobOptions, LocalOptions, LocalRunError
+from local.pytorchjob import api as pytorchjob_api
+from local.pytorchjob.webhook import AdmissionDeniedError, admit_pytorchjob, pytorchjob_problems, validate_pytorchjob
+from local.run import run_local
 from stack.job_api import PYTORCHJOB
 from tests.workloads.job.job_stacks import IMAGE, STACKS, config_of, spec_of
 from workloads.job.api import PyTorchJobApi
@@ -164,9 +165,9 @@ def test_the_local_run_refuses_a_job_the_webhook_refuses_before_starting_anythin
         job["metadata"]["name"] = "Fsdp_Dev"  # not a DNS-1035 label
         return job
 
-    monkeypatch.setattr(local_run, "pytorchjob_manifest", renamed)
+    monkeypatch.setattr(pytorchjob_api, "pytorchjob_manifest", renamed)
     with pytest.raises(LocalRunError, match="denied the request"):
-        local_run.run_local(local_run.LocalOptions(stack="dev", work_dir=tmp_path))
+        run_local(LocalOptions(stack="dev", work_dir=tmp_path))
     assert not (tmp_path / "logs").exists()  # no etcd, no agent
 
 

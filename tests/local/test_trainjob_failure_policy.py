@@ -1,6 +1,6 @@
-"""What follows a TrainJob pod's failure, as local/jobset_policy.py models JobSet v0.12.0's failure policy on top of the
-Job's podFailurePolicy: first JobSet's own semantics on small policies, then every stack's rendered runtime, pod by
-pod (the node container's exits, each init container's failure, a disruption)."""
+"""What follows a TrainJob pod's failure, as local/trainjob/jobset_policy.py models JobSet v0.12.0's failure policy on
+top of the Job's podFailurePolicy: first JobSet's own semantics on small policies, then every stack's rendered runtime,
+pod by pod (the node container's exits, each init container's failure, a disruption)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from local.jobset_policy import (
+from local.trainjob.jobset_policy import (
     REASON_FAIL_JOBSET_ACTION,
     REASON_FAILED_JOBS,
     REASON_MAX_RESTARTS,
@@ -19,7 +19,7 @@ from local.jobset_policy import (
     execute_failure_policy,
     gang_outcome,
 )
-from local.pod_failure_policy import BACKOFF_LIMIT_MESSAGE, JobFailure, pod_exit
+from local.trainjob.pod_failure_policy import BACKOFF_LIMIT_MESSAGE, JobFailure, pod_exit
 from tests.workloads.job.trainjob_stacks import STACKS, trainjob_spec_of
 from trainer.base.exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, EXIT_STAGING_FAILED, FINAL_EXITS, exit_for_signal
 from workloads.job.trainjob import training_runtime

@@ -43,10 +43,11 @@ CONTAINER_NAME = "pytorch"
 # the `pytorch` container only; a pod failed by an init container reads as 0xbeef, retryable, so no init container of
 # this pod may fail for good (CONTAINER_PERMANENT_EXITS; staging runs in the launcher for that reason).
 RESTART_POLICY = "ExitCode"
-# The exit codes each container of the worker pod ends with on a failure that no new pod cures (local/restart_policy.py
-# recreation_loops runs every one through the operator's rule; a container not named here is taken to have any).
-# The launcher's are final for the operator: it reads them from this container. prepare-checkpoints has none: it
-# cannot exit non-zero (prepare_checkpoints_container says why), so only a kill, which a new pod may cure, ends it.
+# The exit codes each container of the worker pod ends with on a failure that no new pod cures
+# (local/pytorchjob/restart_policy.py recreation_loops runs every one through the operator's rule; a container not named
+# here is taken to have any). The launcher's are final for the operator: it reads them from this container.
+# prepare-checkpoints has none: it cannot exit non-zero (prepare_checkpoints_container says why), so only a kill, which
+# a new pod may cure, ends it.
 CONTAINER_PERMANENT_EXITS: dict[str, tuple[int, ...]] = {CONTAINER_NAME: PERMANENT_EXITS, PREPARE_CHECKPOINTS: ()}
 
 

@@ -34,8 +34,8 @@ the facts behind it (kubeflow/trainer v2.3.0 and kubernetes-sigs/jobset v0.12.0)
   The launcher's exit 1 (workers failed, torchrun's restarts spent) is not final: under a static rendezvous that
   is also how the survivors of a lost node end, and their Job failure would end the run. Nor is the failure of an
   init container without a rule of its own (prepare-checkpoints): the pod fails with its node container never run,
-  no rule matches, and the Job fails on backoffLimit 0, a counted restart. local/jobset_policy.py models all of
-  it, and local/trainjob_admission.py the webhooks these objects must pass.
+  no rule matches, and the Job fails on backoffLimit 0, a counted restart. local/trainjob/jobset_policy.py models all of
+  it, and local/trainjob/admission.py the webhooks these objects must pass.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What happens to a worker pod whose container exited, as the kubelet and the Training Operator decide it.
 
-Pure: the local run (local/agents.py) applies it to its agents, the tests check it case by case. The rules
+Pure: the local run (local/pytorchjob/pods.py) applies it to its agents, the tests check it case by case. The rules
 are kubeflow/trainer v1.9.4's for a PyTorchJob's Worker replicas:
 - restartPolicy OnFailure / Always: the kubelet restarts the container in place; the operator fails the job as
   soon as the restarts of all running pods together reach runPolicy.backoffLimit (pkg/core/job.go PastBackoffLimit).
@@ -24,10 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from local.pod_status import ContainerStatus, exited_container_statuses
-from trainer.base.exits import FIRST_RETRYABLE_EXIT, describe_exit, exit_for_signal, is_retryable
+from local.pod_status import ALWAYS, NEVER, ON_FAILURE, ContainerStatus, exited_container_statuses
+from trainer.base.exits import FIRST_RETRYABLE_EXIT, describe_exit, is_retryable
 
-ALWAYS, ON_FAILURE, NEVER, EXIT_CODE = "Always", "OnFailure", "Never", "ExitCode"
+# The operator's own policy beside a pod's three (local/pod_status.py).
+EXIT_CODE = "ExitCode"
 POLICIES = (ALWAYS, ON_FAILURE, NEVER, EXIT_CODE)
 # The operator's default for a PyTorchJob replica without a restartPolicy (pkg/apis/kubeflow.org/v1/pytorch_types.go).
 DEFAULT_POLICY = ON_FAILURE
@@ -46,15 +47,10 @@ class Outcome:
     why: str
 
 
-def container_exit_code(returncode: int) -> int:
-    """The exit code Kubernetes reports for a container process: 128 + N for one killed by signal N (Python's
-    subprocess gives -N for that)."""
-    return exit_for_signal(-returncode) if returncode < 0 else returncode
-
-
 def exit_outcome(policy: str, code: int, restarts: int, backoff_limit: int) -> Outcome:
     """What follows a worker container's exit with `code`, after `restarts` restarts or re-creations of the job's
-    pods so far. `code` is the container's exit code as Kubernetes reports it (see container_exit_code)."""
+    pods so far. `code` is the container's exit code as Kubernetes reports it (local/pod_status.py
+    container_exit_code)."""
     if policy not in POLICIES:
         raise ValueError(f"restartPolicy {policy!r}: expected one of {', '.join(POLICIES)}")
     shown = describe_exit(code)

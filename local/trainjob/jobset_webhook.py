@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from local.modelled_fields import WHOLE, Fields, Only, require_modelled
-from local.pod_failure_policy import (
+from local.trainjob.pod_failure_policy import (
     JOB_SPEC_FIELDS,
     REASON_BACKOFF_LIMIT,
     REASON_POD_FAILURE_POLICY,
@@ -81,7 +81,7 @@ JOBSET_SPEC_FIELDS: Fields = {
         ],
     },
 }
-JOBSET_MODEL = "the JobSet v0.12.0 model (local/jobset_webhook.py, local/jobset_policy.py)"
+JOBSET_MODEL = "the JobSet v0.12.0 model (local/trainjob/jobset_webhook.py, local/trainjob/jobset_policy.py)"
 
 
 class JobSetAdmissionError(Exception):

@@ -1,5 +1,5 @@
-"""What follows a failed pod of a TrainJob: its Job's podFailurePolicy (local/pod_failure_policy.py), then the
-JobSet's failurePolicy, both read from the runtime object itself, so that the local run (local/trainjob_run.py)
+"""What follows a failed pod of a TrainJob: its Job's podFailurePolicy (local/trainjob/pod_failure_policy.py), then the
+JobSet's failurePolicy, both read from the runtime object itself, so that the local run (local/trainjob/pods.py)
 and the tests follow the policy the cluster gets (workloads/job/trainjob.py).
 
 The JobSet's part, kubernetes-sigs/jobset v0.12.0 pkg/controllers/failure_policy.go:
@@ -25,15 +25,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from local.jobset_webhook import (
+from local.modelled_fields import require_modelled
+from local.trainjob.jobset_webhook import (
     FAIL_JOBSET,
     JOBSET_MODEL,
     JOBSET_SPEC_FIELDS,
     RESTART_JOBSET,
     RESTART_JOBSET_UNCOUNTED,
 )
-from local.modelled_fields import require_modelled
-from local.pod_failure_policy import FailedPod, JobFailure, job_failure
+from local.trainjob.pod_failure_policy import FailedPod, JobFailure, job_failure
 from workloads.job.trainjob import NODE
 
 # pkg/constants/constants.go: the JobSet's Failed condition reasons, and its Restarting condition's.

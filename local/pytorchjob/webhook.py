@@ -33,7 +33,7 @@ MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
 REPLICA_SPECS = "spec.pytorchReplicaSpecs"
 # The fields the Training Operator's models read (local/modelled_fields.py): this webhook, the operator's PET_*
-# variables (local/launch.py), its restart rule (local/restart_policy.py) and cleanPodPolicy Running alone (the local
+# variables (launch.py), its restart rule (restart_policy.py) and cleanPodPolicy Running alone (the local
 # run stops a failed job's running pods). No elasticPolicy.nProcPerNode (deprecated; the PET_* model reads
 # spec.nprocPerNode), metrics, schedulingPolicy, TTL, deadline or suspend; the one manager that reconciles it.
 PYTORCHJOB_FIELDS: Fields = {
@@ -60,7 +60,7 @@ PYTORCHJOB_FIELDS: Fields = {
         "pytorchReplicaSpecs": EachValue({"replicas": WHOLE, "restartPolicy": WHOLE, "template": WHOLE}),
     },
 }
-PYTORCHJOB_MODEL = "the Training Operator v1.9.4 model (local/pytorchjob_webhook.py, local/launch.py)"
+PYTORCHJOB_MODEL = "the Training Operator v1.9.4 model (local/pytorchjob/webhook.py, local/launch.py)"
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def validate_pytorchjob(job: Mapping[str, Any], old: Mapping[str, Any] | None = 
 
 
 def pytorchjob_problems(job: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[str]:
-    """The errors alone, in the form of local/trainer_webhooks.py's trainjob_problems: empty when admitted."""
+    """The errors alone, in the form of local/trainjob/trainer_webhooks.py's trainjob_problems: empty when admitted."""
     return list(validate_pytorchjob(job, old).errors)
 
 

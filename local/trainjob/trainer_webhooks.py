@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from local.jobset_webhook import JOBSET_SPEC_FIELDS
 from local.modelled_fields import WHOLE, Fields
+from local.trainjob.jobset_webhook import JOBSET_SPEC_FIELDS
 from stack.job_api import RUNTIME_KIND, TRAINER_ANCESTOR, TRAINER_API_GROUP
 from stack.names import DNS_1035_LABEL, DNS_LABEL_MAX_LENGTH
 from workloads.job.trainjob import NODE, TRAINER_V2_ENV
@@ -58,7 +58,7 @@ TRAINJOB_FIELDS: Fields = {
         "trainer": {"image": WHOLE, "command": WHOLE, "env": WHOLE, "numNodes": WHOLE, "numProcPerNode": WHOLE},
     },
 }
-TRAINER_MODEL = "the Trainer v2.3.0 model (local/trainer_webhooks.py, local/trainjob_launch.py)"
+TRAINER_MODEL = "the Trainer v2.3.0 model (local/trainjob/trainer_webhooks.py, local/trainjob/launch.py)"
 
 
 def replicated_jobs_problems(runtime: Mapping[str, Any]) -> list[str]:

@@ -38,7 +38,7 @@ from local.launch import (
     stand_in_changes,
     volume_directories,
 )
-from local.restart_policy import NEVER
+from local.pod_status import NEVER
 from trainer.base.exits import LAUNCH_MODULE
 from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE
 from trainer.launch.node_taint import NODE_NAME_VARIABLE

@@ -1,10 +1,10 @@
 """The admission of a TrainJob run's objects, in the order the cluster meets them; pure and torch-free.
 
-1. The ClusterTrainingRuntime: its CRD's rules and Trainer v2.3.0's webhook (local/trainer_webhooks.py).
+1. The ClusterTrainingRuntime: its CRD's rules and Trainer v2.3.0's webhook (local/trainjob/trainer_webhooks.py).
 2. The TrainJob, once its runtime exists: its CRD's rules and Trainer's webhook.
-3. The JobSet that Trainer's controller then builds: JobSet v0.12.0's defaults and webhook (local/jobset_webhook.py).
+3. The JobSet that Trainer's controller then builds: JobSet v0.12.0's defaults and webhook (jobset_webhook.py).
 4. Each child Job the JobSet controller creates (<jobset>-<replicated job>-<index>): the Job API's validation
-   (local/pod_failure_policy.py).
+   (local/trainjob/pod_failure_policy.py).
 Steps 1 and 2 fail `pulumi up`; steps 3 and 4 fail later and quietly, in a controller's retries and events, with
 the TrainJob accepted and nothing running. Every step runs here before the local run starts anything, and objects
 that pass them all must hold no field the models do not read (local/modelled_fields.py: UnmodelledFieldError).
@@ -15,10 +15,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from local.jobset_webhook import JobSetAdmissionError, admit_jobset, trainer_jobset
 from local.modelled_fields import require_modelled
-from local.pod_failure_policy import job_spec_problems
-from local.trainer_webhooks import RUNTIME_FIELDS, TRAINER_MODEL, TRAINJOB_FIELDS, runtime_problems, trainjob_problems
+from local.trainjob.jobset_webhook import JobSetAdmissionError, admit_jobset, trainer_jobset
+from local.trainjob.pod_failure_policy import job_spec_problems
+from local.trainjob.trainer_webhooks import (
+    RUNTIME_FIELDS,
+    TRAINER_MODEL,
+    TRAINJOB_FIELDS,
+    runtime_problems,
+    trainjob_problems,
+)
 
 
 class AdmissionError(Exception):
