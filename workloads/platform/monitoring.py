@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from stack.config import MonitoringConfig, StackConfig
-from stack.job_api import PYTORCHJOB, leader_labels
+from stack.job_api import DEFAULT_JOB_API, leader_labels
 from stack.names import (
     GPU_NODE_GROUP,
     GPU_TAINT_EFFECT,
@@ -81,7 +81,7 @@ def prometheus_storage_class() -> dict[str, Any]:
     }
 
 
-def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE, api: str = PYTORCHJOB) -> dict[str, Any]:
+def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE, api: str = DEFAULT_JOB_API) -> dict[str, Any]:
     """Scrape the leader pod, Worker 0, on its named metrics port: only rank 0 serves metrics (trainer/base/metrics.py),
     and rank 0 runs on Worker 0 whenever Worker 0 is in the group. torch's dynamic rendezvous ranks the nodes in
     the sorted order of their descriptors, host name first (torch/distributed/elastic/rendezvous/
