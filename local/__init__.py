@@ -1,2 +1,2 @@
-"""The local run: a stack's PyTorchJob on this machine, with a real etcd and one torchrun agent per worker replica,
-and its fault drills (`python -m local`, `make demo`)."""
+"""The local run: a stack's job on this machine as its job API's controllers would run it, one torchrun agent per pod,
+and its fault drills (`python -m local`, `make demo`). One folder per job API (pytorchjob/, trainjob/) behind api.py."""

@@ -44,6 +44,8 @@ from trainer.base.exits import EXIT_BAD_INPUT, EXIT_PERMANENT, exit_for_signal
 # bad input as the trainer's, Ctrl-C as a shell reports SIGINT.
 EXIT_FAILED = EXIT_PERMANENT
 EXIT_INTERRUPTED = exit_for_signal(signal.SIGINT)
+# The drills aimed at one worker pod, which --drill-pod picks.
+POD_DRILLS = tuple(name for name, drill in DRILLS.items() if drill.targets_pod)
 
 
 def parse_args(argv: list[str] | None) -> LocalOptions:
@@ -90,7 +92,7 @@ def parse_args(argv: list[str] | None) -> LocalOptions:
         "--drill-pod",
         type=int,
         default=-1,
-        help="kill-agent, kill-workers, hung-peer: which worker pod crashes (default: the last)",
+        help=f"{', '.join(POD_DRILLS)}: which worker pod the fault hits (default: the last)",
     )
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="give up after this many seconds")
     args = parser.parse_args(argv)

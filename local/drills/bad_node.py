@@ -40,7 +40,7 @@ class BadNode(Drill):
 
     def check_job(self, nodes: range, replicas: int, local_etcd: bool, elastic: bool) -> None:
         if replicas < BAD_NODE_NODES:
-            raise DrillError(f"bad-node needs the preflight to name one of {BAD_NODE_NODES} nodes or more (one rank "
+            raise DrillError(f"{self.name} needs the preflight to name one of {BAD_NODE_NODES} nodes or more (one rank "
                              f"each here), but the job runs {replicas}; run with --nodes {BAD_NODE_NODES}")  # fmt: skip
 
     def describe(self, pods: Sequence[str]) -> str:

@@ -32,14 +32,14 @@ class HungPeer(Drill):
 
     def check_job(self, nodes: range, replicas: int, local_etcd: bool, elastic: bool) -> None:
         if replicas < 2:
-            raise DrillError(f"hung-peer needs a second worker pod whose workers block, but the job runs {replicas}; "
+            raise DrillError(f"{self.name} needs a second worker pod whose workers block, but the job runs {replicas}; "
                              "run with --nodes 2")  # fmt: skip
 
     def check_machine(self) -> None:
         try:
             check_connection_holding()
         except OSError as refused:
-            raise DrillError(f"hung-peer keeps the workers' connections open with pidfd_getfd(2), which this "
+            raise DrillError(f"{self.name} keeps the workers' connections open with pidfd_getfd(2), which this "
                              f"machine refuses ({refused}); it needs Linux 5.6 or later") from None  # fmt: skip
 
     def target(self, pods: Sequence[str]) -> str:

@@ -30,10 +30,10 @@ class KillAgent(Drill):
 
     def check_job(self, nodes: range, replicas: int, local_etcd: bool, elastic: bool) -> None:
         if not elastic and replicas < 2:
-            raise DrillError("--drill kill-agent needs a second node to survive the kill; run with --nodes 2")
+            raise DrillError(f"--drill {self.name} needs a second node to survive the kill; run with --nodes 2")
         if elastic and (replicas < 2 or nodes.start >= replicas):
             raise DrillError(
-                f"kill-agent needs the job to go on with fewer agents, but it runs {nodes.start}:{replicas}; "
+                f"{self.name} needs the job to go on with fewer agents, but it runs {nodes.start}:{replicas}; "
                 "run with --nodes 2 --min-nodes 1"
             )
 

@@ -52,14 +52,14 @@ class LostStorage(Drill):
 
     def check_job(self, nodes: range, replicas: int, local_etcd: bool, elastic: bool) -> None:
         if replicas < 2:
-            raise DrillError(f"lost-storage starts the job again on fewer nodes, but it runs {replicas}; "
+            raise DrillError(f"{self.name} starts the job again on fewer nodes, but it runs {replicas}; "
                              "run with --nodes 2")  # fmt: skip
 
     def attach_storage(self, plan: LocalPlan, storage: LocalStorage) -> None:
         """What it destroys and waits for: the plan's volumes and the run's checkpoints in S3."""
         uri = plan.trainer.artifacts.uri
         if not is_s3_uri(uri):
-            raise DrillError("--drill lost-storage: the job writes no artifacts to S3 (no --artifacts-uri)")
+            raise DrillError(f"--drill {self.name}: the job writes no artifacts to S3 (no --artifacts-uri)")
         assert uri is not None
         self.storage = RunStorage(plan.volumes, lambda: storage.newest_checkpoint_step(uri))
         self.log_offsets: dict[Path, int] = {}  # the pods' logs when it fired; the new cluster's follow
@@ -72,9 +72,8 @@ class LostStorage(Drill):
     def due(self, checkpoint_dir: Path | None, last_step: int) -> bool:
         if self.storage is None:
             return super().due(checkpoint_dir, last_step)
-        if (
-            time.monotonic() - self.listed_at < S3_POLL_S
-        ):  # a listing takes milliseconds; the run polls ten times a second
+        # A listing takes milliseconds, and the run polls ten times a second: list once a second (S3_POLL_S).
+        if time.monotonic() - self.listed_at < S3_POLL_S:
             return False
         self.listed_at = time.monotonic()
         return self.trigger.met(checkpoint_dir, last_step, self.storage.newest_durable)

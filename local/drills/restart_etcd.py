@@ -19,7 +19,7 @@ class RestartEtcd(Drill):
 
     def check_job(self, nodes: range, replicas: int, local_etcd: bool, elastic: bool) -> None:
         if not local_etcd:
-            raise DrillError("restart-etcd restarts the etcd this run started; leave out --etcd-endpoint")
+            raise DrillError(f"{self.name} restarts the etcd this run started; leave out --etcd-endpoint")
 
     def inject(self, pods: JobPods, etcd: LocalEtcd | None) -> Injected:
         assert etcd is not None  # checked in check_job
