@@ -101,4 +101,4 @@ class LocalJobApi(ABC):
 
     @abstractmethod
     def restart_rule(self, job: AdmittedJob, echo: Callable[[str], None]) -> RestartRule:
-        """How the API's controller restarts after a failed pod (workloads/job/api.py RestartScope)."""
+        """How the API's controller restarts after a failed pod: that pod alone, or the whole gang."""

@@ -22,7 +22,7 @@ class AfterFailure:
 
 
 class RestartRule(Protocol):
-    """How the job's controller restarts after a failed pod (workloads/job/api.py RestartScope): within an attempt,
+    """How the job's controller restarts after a failed pod (that pod alone, or the whole gang): within an attempt,
     through the pods it makes (`pods`), and between attempts (`after_failure`)."""
 
     chart_title: str  # after the job's name on the chart

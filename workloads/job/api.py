@@ -1,14 +1,14 @@
 """The job API as one seam: everything that differs between a PyTorchJob and a TrainJob, behind one interface.
 
 `job_api_for(job.api)` chooses the implementation once; the render CLI, the job and platform components, the
-reviewer's summary and the local runner ask it instead of comparing job.api themselves:
+reviewer's summary and the local runner ask it instead of comparing job.api themselves (the local run's own part per
+API, its controllers' admission and restart rules, is local/apis.py's):
 
 - the custom resources to register, in order, with what each waits for (`custom_resources`), and from them every
   object the render CLI prints (`objects`);
 - the worker pod, and the object that holds it for the policy pack (`pod_owner`);
 - the labels of the leader pod, global rank 0 (`leader_labels`);
-- the platform parts the job needs (`platform`: its controller, and whether torchrun's rendezvous needs etcd);
-- how its controller restarts after a failed pod (`restarts`), the rule the local run's supervisor follows.
+- the platform parts the job needs (`platform`: its controller, and whether torchrun's rendezvous needs etcd).
 
 stack/job_api.py holds what sits below the workloads: the config values, kinds and API versions, the rendezvous each
 runs and the options only the PyTorchJob has.
@@ -36,13 +36,6 @@ class Controller(enum.Enum):
     TRAINER_V2 = "trainer-v2"  # Kubeflow Trainer v2 with JobSet: ClusterTrainingRuntime and TrainJob
 
 
-class RestartScope(enum.Enum):
-    """What the controller starts again after a pod fails (and the failure is not final)."""
-
-    POD = "pod"  # that pod alone (the Training Operator's ExitCode rule); the others re-form an elastic rendezvous
-    GANG = "gang"  # every pod of the job (JobSet's RestartJobSet): a static rendezvous cannot take a new member
-
-
 @dataclass(frozen=True)
 class PlatformParts:
     """What the platform installs for a job of this API."""
@@ -67,7 +60,6 @@ class JobApi(ABC):
 
     name: ClassVar[str]  # the job.api value (stack/job_api.py)
     platform: ClassVar[PlatformParts]
-    restarts: ClassVar[RestartScope]
 
     @abstractmethod
     def custom_resources(self, spec: JobSpec, image: Any = None, bucket: Any = None) -> list[JobResource]:
@@ -99,7 +91,6 @@ class PyTorchJobApi(JobApi):
 
     name = PYTORCHJOB
     platform = PlatformParts(Controller.TRAINING_OPERATOR, etcd=True)
-    restarts = RestartScope.POD
 
     def custom_resources(self, spec: JobSpec, image: Any = None, bucket: Any = None) -> list[JobResource]:
         manifest = pytorchjob_manifest(spec)
@@ -122,7 +113,6 @@ class TrainJobApi(JobApi):
 
     name = TRAINJOB
     platform = PlatformParts(Controller.TRAINER_V2, etcd=False)
-    restarts = RestartScope.GANG
 
     def custom_resources(self, spec: JobSpec, image: Any = None, bucket: Any = None) -> list[JobResource]:
         """The runtime after the platform (Trainer v2's CRDs and webhooks), and the TrainJob after the runtime:

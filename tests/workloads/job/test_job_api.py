@@ -10,7 +10,7 @@ import pytest
 
 from stack.job_api import JOB_APIS, PYTORCHJOB, TRAINJOB
 from stack.names import COMPONENT_LABEL, TRAINER_COMPONENT
-from workloads.job.api import Controller, RestartScope, custom_resource_type, job_api_for
+from workloads.job.api import Controller, custom_resource_type, job_api_for
 from workloads.job.pytorchjob import CONTAINER_NAME, pytorchjob_manifest
 from workloads.job.trainjob import NODE, training_runtime, trainjob_manifest
 
@@ -88,8 +88,7 @@ def test_the_leader_labels_select_a_trainer_pod(api: str) -> None:
     assert labels[COMPONENT_LABEL] == TRAINER_COMPONENT and len(labels) == 2
 
 
-def test_each_api_names_its_platform_parts_and_restart_rule() -> None:
+def test_each_api_names_its_platform_parts() -> None:
     pytorchjob, trainjob = job_api_for(PYTORCHJOB), job_api_for(TRAINJOB)
     assert (pytorchjob.platform.controller, pytorchjob.platform.etcd) == (Controller.TRAINING_OPERATOR, True)
     assert (trainjob.platform.controller, trainjob.platform.etcd) == (Controller.TRAINER_V2, False)
-    assert (pytorchjob.restarts, trainjob.restarts) == (RestartScope.POD, RestartScope.GANG)
