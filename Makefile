@@ -55,27 +55,27 @@ demo: $(STAMP)
 demo-drill: $(STAMP)
 	$(PY) -m local --stack dev --drill kill-agent --after-checkpoint
 
-# Two pytest-xdist workers: the slow tests in one group on one worker, the others a file at a time on both
-# (tests/conftest.py).
-PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder
+# The tiers without slow tests on two pytest-xdist workers, a test file at a time (a module's fixtures made once).
+PYTEST_ON_TWO = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 # The system packages a few tests need (Prometheus, promtool, gpg, gpgv) are installed first when missing.
-# The 25 slowest tests are listed at the end.
+# The slow tests one after another, the others beside them in a second pytest (scripts/test-both-tiers.sh); the
+# slowest of each are listed.
 test: $(STAMP)
 	scripts/system-packages.sh test
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(TYPE_CHECK)
 	$(PY) -m stack.docs --check
-	$(PYTEST) --durations=25
+	scripts/test-both-tiers.sh $(PY)
 
 # Tiers (markers in pyproject.toml): the unit tier, without multi-process or end-to-end runs (`slow`) and without runs
 # of the Pulumi program under the mocks (`program`); then those program runs.
 test-fast: $(STAMP)
-	$(PYTEST) -m "not slow and not program"
+	$(PYTEST_ON_TWO) -m "not slow and not program"
 
 test-program: $(STAMP)
-	$(PYTEST) -m "program and not slow"
+	$(PYTEST_ON_TWO) -m "program and not slow"
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -2,11 +2,7 @@
 
 Tiers (markers in pyproject.toml): `make test-fast` runs neither `slow` tests (several processes, end to end) nor
 `program` ones (__main__.py under the mocks); `make test` runs every test. A test that starts a program run without
-the `program` mark gets a warning naming it: it belongs to the tier that runs the program.
-
-`make test` runs on two pytest-xdist workers (`--dist loadgroup --no-loadscope-reorder`): the slow tests first, as one
-group on one worker, one after another (each holds several processes; two at once would each take longer), while the
-other worker takes the other tests a file at a time, so that a module's fixtures are made once."""
+the `program` mark gets a warning naming it: it belongs to the tier that runs the program."""
 
 from __future__ import annotations
 
@@ -33,21 +29,6 @@ def stack_run(request: pytest.FixtureRequest) -> ProgramRun:
     run = run_program(request.param)
     assert run.error is None, run.error
     return run
-
-
-SLOW_GROUP = "slow"
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups into the test ids
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first, in one group; every other test in its file's group (used by --dist loadgroup)."""
-    slow = [item for item in items if item.get_closest_marker("slow") is not None]
-    rest = [item for item in items if item.get_closest_marker("slow") is None]
-    for item in slow:
-        item.add_marker(pytest.mark.xdist_group(SLOW_GROUP))
-    for item in rest:
-        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-    items[:] = slow + rest
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)  # inside the warnings plugin's wrapper, which records the warning
