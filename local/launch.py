@@ -22,6 +22,7 @@ import dataclasses
 import math
 import os
 import socket
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -323,3 +324,48 @@ def agent_environment(container: dict[str, Any], mounts: dict[str, Path], variab
         }
     )
     return env
+
+
+@dataclass(frozen=True)
+class LocalContainer:
+    """A worker container as the agents run it here: its volumes' local directories, torchrun's flags and the
+    trainer's arguments with the `$(VAR)` references expanded, the trainer's arguments as the manifest writes them
+    (what the header shows the local changes against), and the container variables the run replaces (`stand_ins`)."""
+
+    spec: dict[str, Any]
+    mounts: dict[str, Path]
+    flags: dict[str, str]
+    manifest_args: list[str]
+    trainer_args: list[str]
+    stand_ins: dict[str, str]
+
+    def agent_environment(self, variables: dict[str, str]) -> dict[str, str]:
+        """An agent's environment with the controller's `variables` (agent_environment)."""
+        return agent_environment(self.spec, self.mounts, variables, self.stand_ins)
+
+
+def local_container(container: dict[str, Any], work_dir: Path, stand_ins: dict[str, str]) -> LocalContainer:
+    """`container` with its volumes under `work_dir` and the stand-ins (the local S3 API's) over its variables."""
+    mounts = volume_directories(container, work_dir)
+    environment = local_container_environment(container, mounts, stand_ins)
+    flags, manifest_args, trainer_args = expanded_command(container, environment)
+    return LocalContainer(container, mounts, flags, manifest_args, trainer_args, stand_ins)
+
+
+def local_trainer(
+    container: LocalContainer, metrics_port: int, node_counts: range, workers: WorkerOptions
+) -> tuple[TrainConfig, list[str], list[str]]:
+    """The trainer's config here (local_trainer_config), its command line, and the header's lines for what the run
+    changes in the container: the trainer's options, the token's source, the stand-ins, the node's name."""
+    trainer = local_trainer_config(container.trainer_args, container.mounts, metrics_port, node_counts, workers)
+    args, changes = local_trainer_args(container.manifest_args, trainer)
+    spec = container.spec
+    changes += [*hub_token_changes(spec), *stand_in_changes(spec, container.stand_ins), *node_name_changes(spec)]
+    return trainer, args, changes
+
+
+def launcher_argv(container: LocalContainer, flags: dict[str, str], trainer_args: list[str]) -> list[str]:
+    """The container's command here: `python -m trainer.launch` with this interpreter (the venv's, whatever is on
+    PATH), the launcher's own switches as they are (--stage-inputs), torchrun's `flags`, then the trainer's."""
+    launcher = [sys.executable, "-m", LAUNCH_MODULE, *launcher_options(container.spec["command"])]
+    return [*launcher, *(f"--{name}={value}" for name, value in flags.items()), "-m", "trainer", *trainer_args]

@@ -9,7 +9,6 @@ join the closed rendezvous of the previous one in the same etcd).
 from __future__ import annotations
 
 import secrets
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,20 +20,12 @@ from local.launch import (
     LocalPlan,
     ManifestError,
     WorkerOptions,
-    agent_environment,
-    expanded_command,
-    hub_token_changes,
-    launcher_options,
-    local_container_environment,
+    launcher_argv,
+    local_container,
     local_node_name,
-    local_trainer_args,
-    local_trainer_config,
-    node_name_changes,
-    stand_in_changes,
-    volume_directories,
+    local_trainer,
 )
 from local.pytorchjob.restart_policy import DEFAULT_POLICY, POLICIES, recreation_loops
-from trainer.base.exits import LAUNCH_MODULE
 from trainer.launch.node_taint import NODE_NAME_VARIABLE
 from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS
 
@@ -110,12 +101,8 @@ def local_plan(
     """The agents to start for `manifest`, with the rendezvous at `etcd_endpoint`, files under `work_dir`, the
     container variables `stand_ins` (the local S3 API's, local/artifacts.py) in place of the manifest's, and the
     `workers` each agent starts."""
-    stand_ins = stand_ins or {}
-    container = worker_container(manifest)
-    mounts = volume_directories(container, work_dir)
-    flags, manifest_args, trainer_args = expanded_command(
-        container, local_container_environment(container, mounts, stand_ins)
-    )
+    container = local_container(worker_container(manifest), work_dir, stand_ins or {})
+    flags = container.flags
     variables = operator_variables(manifest)
     check_command_matches_policy(flags, variables)
     job = manifest["metadata"]["name"]
@@ -133,19 +120,12 @@ def local_plan(
         for name, value in local.items()
         if flags.get(name) != value
     ]
-    flags = {**flags, **local}
     variables = {**variables, **{f"PET_{name.upper().replace('-', '_')}": value for name, value in local.items()}}
     low, high = (int(n) for n in variables["PET_NNODES"].split(":"))
-    trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(low, high + 1), workers)
-    args, trainer_lines = local_trainer_args(manifest_args, trainer)
-    changes += trainer_lines
-    changes += hub_token_changes(container)
-    changes += stand_in_changes(container, stand_ins)
-    changes += node_name_changes(container)
-    # The container's `python` is this interpreter here: the venv's, whatever is on PATH.
-    argv = [sys.executable, "-m", LAUNCH_MODULE, *launcher_options(container["command"])]
-    argv += [*(f"--{name}={value}" for name, value in flags.items()), "-m", "trainer", *args]
-    env = agent_environment(container, mounts, variables, stand_ins)
+    trainer, args, trainer_changes = local_trainer(container, metrics_port, range(low, high + 1), workers)
+    changes += trainer_changes
+    argv = launcher_argv(container, {**flags, **local}, args)
+    env = container.agent_environment(variables)
     agents = [
         AgentLaunch(
             name=f"{job}-worker-{index}",
@@ -161,7 +141,7 @@ def local_plan(
         raise ManifestError(f"the Worker replicas' restartPolicy {policy!r} is none of {', '.join(POLICIES)}")
     check_no_recreation_loop(manifest)
     nproc = int(manifest["spec"].get("nprocPerNode", 1))
-    volumes = tuple(mounts.values())
+    volumes = tuple(container.mounts.values())
     return LocalPlan(
         job, replicas, backoff, policy, rendezvous_id, nproc, agents, changes, volumes, workers.nproc_per_node
     )

@@ -14,7 +14,6 @@ the run's directory).
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +25,12 @@ from local.launch import (
     LocalPlan,
     ManifestError,
     WorkerOptions,
-    agent_environment,
-    expanded_command,
-    hub_token_changes,
-    launcher_options,
-    local_container_environment,
+    launcher_argv,
+    local_container,
     local_node_name,
-    local_trainer_args,
-    local_trainer_config,
-    node_name_changes,
-    stand_in_changes,
-    volume_directories,
+    local_trainer,
 )
 from local.pod_status import NEVER
-from trainer.base.exits import LAUNCH_MODULE
 from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE
 from trainer.launch.node_taint import NODE_NAME_VARIABLE
 
@@ -103,13 +94,8 @@ def trainjob_plan(
     """The agents to start for the TrainJob, meeting on 127.0.0.1:`master_port`, with files under `work_dir`, the
     container variables `stand_ins` (the local S3 API's) in place of the TrainJob's, and the `workers` each agent
     starts."""
-    stand_ins = stand_ins or {}
-    container = node_container(runtime, trainjob)
-    mounts = volume_directories(container, work_dir)
-    flags, manifest_args, trainer_args = expanded_command(
-        container, local_container_environment(container, mounts, stand_ins)
-    )
-    given = sorted(set(flags) & set(TRAINER_V2_FLAGS))
+    container = local_container(node_container(runtime, trainjob), work_dir, stand_ins or {})
+    given = sorted(set(container.flags) & set(TRAINER_V2_FLAGS))
     if given:
         raise ManifestError(f"the command sets --{', --'.join(given)}, which Trainer v2 sets from the TrainJob")
     job = trainjob["metadata"]["name"]
@@ -117,26 +103,15 @@ def trainjob_plan(
     cluster = trainer_v2_variables(trainjob, node_rank=0)
     local = local_variables(master_port, workers.nproc_per_node)
     changes = [f"{name}={value} (cluster: {cluster[name]})" for name, value in local.items()]
-    trainer = local_trainer_config(trainer_args, mounts, metrics_port, range(nodes, nodes + 1), workers)
-    args, trainer_lines = local_trainer_args(manifest_args, trainer)
-    changes += trainer_lines
-    changes += hub_token_changes(container)
-    changes += stand_in_changes(container, stand_ins)
-    changes += node_name_changes(container)
-    argv = [
-        sys.executable,
-        "-m",
-        LAUNCH_MODULE,
-        *launcher_options(container["command"]),  # the launcher's own switches (--stage-inputs), as they are
-        *(f"--{name}={value}" for name, value in flags.items()),
-    ]
-    argv += ["-m", "trainer", *args]
+    trainer, args, trainer_changes = local_trainer(container, metrics_port, range(nodes, nodes + 1), workers)
+    changes += trainer_changes
+    argv = launcher_argv(container, container.flags, args)
     agents = [
         AgentLaunch(
             name=f"{job}-{NODE}-0-{rank}",  # the pod's host name: <jobset>-<replicated job>-<job index>-<pod index>
             argv=list(argv),
             env={
-                **agent_environment(container, mounts, {**trainer_v2_variables(trainjob, rank), **local}, stand_ins),
+                **container.agent_environment({**trainer_v2_variables(trainjob, rank), **local}),
                 NODE_NAME_VARIABLE: local_node_name(rank),
                 RESTART_ATTEMPT_VARIABLE: "0",  # the JobSet's first attempt; with_gang_restart sets the later ones
             },
@@ -146,7 +121,7 @@ def trainjob_plan(
     ]
     nproc = int(trainjob["spec"]["trainer"]["numProcPerNode"])
     rendezvous = f"static on {LOOPBACK}:{master_port}"
-    volumes = tuple(mounts.values())
+    volumes = tuple(container.mounts.values())
     return LocalPlan(job, nodes, 0, NEVER, rendezvous, nproc, agents, changes, volumes, workers.nproc_per_node)
 
 
