@@ -3,7 +3,8 @@ one interface, as workloads/job/api.py puts their objects behind one.
 
 local/run.py runs every job the same way and asks the job's API (`local/apis.py local_api_for`) for its parts:
 - the stack's objects rendered for this machine and admitted as the cluster admits them (`admitted`);
-- the torchrun agents that run its pods here (`plan`), and the run's header (`header`);
+- the torchrun agents that run its pods here (`plan`), and its lines in the run's header (`describe`,
+  `rule_lines`);
 - how its controller restarts after a failed pod (`restart_rule`, local/restart_rule.py);
 - what it changes in the stack's job settings to run here (`job_changes`), and the options of the run it refuses
   (`refuse_options`);
@@ -22,7 +23,7 @@ from typing import Any, ClassVar
 from local.drills.base import Drill
 from local.drills.registry import DRILLS
 from local.launch import LocalPlan, WorkerOptions
-from local.options import LocalJobOptions, LocalOptions, LocalRunError, Override
+from local.options import LocalJobOptions, LocalOptions, LocalRunError
 from local.restart_rule import RestartRule
 from stack.config import JobConfig, StackConfig
 
@@ -87,17 +88,12 @@ class LocalJobApi(ABC):
         local S3 API's) and the `workers` each agent starts; LocalRunError where the objects cannot be run."""
 
     @abstractmethod
-    def header(
-        self,
-        options: LocalOptions,
-        job: AdmittedJob,
-        plan: LocalPlan,
-        overrides: list[Override],
-        etcd_endpoint: str | None,
-        work_dir: Path,
-        s3: list[str],
-    ) -> str:
-        """The run's first lines: what runs where, and what the run changed for this machine."""
+    def describe(self, stack: str, job: AdmittedJob, plan: LocalPlan, etcd_endpoint: str | None) -> list[str]:
+        """The run header's first lines: what runs where, and its rendezvous."""
+
+    def rule_lines(self, job: AdmittedJob) -> list[str]:
+        """The run header's lines on the rules that judge the job after a failure, where they are worth showing."""
+        return []
 
     @abstractmethod
     def restart_rule(self, job: AdmittedJob, echo: Callable[[str], None]) -> RestartRule:

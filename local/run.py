@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from local.api import LocalJobApi
+from local.api import AdmittedJob, LocalJobApi
 from local.apis import local_api_for
 from local.artifacts import LocalStorage, local_bucket
 from local.config import MAX_LOCAL_NODES, MAX_LOCAL_WORKERS_PER_NODE, Override, local_stack_config
@@ -24,7 +24,7 @@ from local.drills.registry import DRILLS, drill_named
 from local.etcd import EtcdError, LocalEtcd, is_healthy
 from local.launch import LocalPlan
 from local.options import LocalOptions, LocalRunError, worker_options
-from local.supervise import LocalResult, supervise
+from local.supervise import LocalResult, shorter_paths, supervise
 from stack.config import StackConfig
 from stack.fields import ConfigError
 from stack.files import load_stack_config
@@ -124,6 +124,32 @@ def start_etcd(options: LocalOptions, log_path: Path) -> LocalEtcd | None:
         raise LocalRunError(str(error)) from None
 
 
+def header(
+    stack: str,
+    api: LocalJobApi,
+    job: AdmittedJob,
+    plan: LocalPlan,
+    overrides: list[Override],
+    etcd_endpoint: str | None,
+    work_dir: Path,
+    s3: list[str],
+) -> str:
+    """The run's first lines: what runs where (the API's), the S3 API's lines `s3`, the rules after a failure (the
+    API's), and what the run changed for this machine."""
+    lines = [
+        *api.describe(stack, job, plan, etcd_endpoint),
+        *(f"  {line}" for line in s3),
+        f"  artifacts: {plan.trainer.artifacts.uri or 'none (no --artifacts-uri)'}",
+        *api.rule_lines(job),
+        f"  rank 0's Prometheus metrics: http://{plan.trainer.metrics.host}:{plan.trainer.metrics.port}/metrics",
+        f"  files: {work_dir}",
+        "  changed for this machine:",
+        *(f"    {override.describe()}" for override in overrides),
+        *(f"    {change}" for change in plan.changes),
+    ]
+    return shorter_paths("\n".join(lines), work_dir)
+
+
 def new_cluster_nodes(nodes: int) -> int:
     """lost-storage's new cluster: the largest node count below the lost one's that divides it, so that the lost
     job's global batch divides evenly at the new world size (more gradient accumulation per rank)."""
@@ -167,7 +193,7 @@ def run_local(options: LocalOptions) -> LocalResult:
             return api.plan(job, work_dir, endpoint, stand_ins, worker_options(options))
 
         plan = with_drill_environment(api.plan(job, work_dir, endpoint, stand_ins, worker_options(options)), drill)
-        options.echo(api.header(options, job, plan, overrides, endpoint, work_dir, s3_lines))
+        options.echo(header(options.stack, api, job, plan, overrides, endpoint, work_dir, s3_lines))
         rule = api.restart_rule(job, options.echo)
         if drill:
             options.echo(f"  drill: {drill.describe([agent.name for agent in plan.agents])}")

@@ -17,12 +17,11 @@ from local.drills.registry import DRILLS
 from local.etcd import free_port
 from local.launch import LocalPlan, ManifestError, WorkerOptions
 from local.modelled_fields import UnmodelledFieldError
-from local.options import LocalJobOptions, LocalOptions, LocalRunError, Override
+from local.options import LocalJobOptions, LocalRunError
 from local.pytorchjob.launch import local_plan
 from local.pytorchjob.pods import PodRestarts, nodes_for
 from local.pytorchjob.webhook import AdmissionDeniedError, admit_pytorchjob
 from local.restart_rule import RestartRule
-from local.supervise import shorter_paths
 from stack.config import JobConfig, StackConfig
 from stack.job_api import PYTORCHJOB, rendezvous_backend
 from workloads.job.pytorchjob import pytorchjob_manifest
@@ -68,31 +67,14 @@ class PyTorchJobLocal(LocalJobApi):
         except ManifestError as error:
             raise LocalRunError(f"the stack's manifest: {error}") from None
 
-    def header(
-        self,
-        options: LocalOptions,
-        job: AdmittedJob,
-        plan: LocalPlan,
-        overrides: list[Override],
-        etcd_endpoint: str | None,
-        work_dir: Path,
-        s3: list[str],
-    ) -> str:
+    def describe(self, stack: str, job: AdmittedJob, plan: LocalPlan, etcd_endpoint: str | None) -> list[str]:
         nproc, here = plan.cluster_nproc_per_node, plan.nproc_per_node
         reduced = "" if nproc == here else f" (nprocPerNode is {nproc} on the cluster, one per GPU; {here} here)"
-        lines = [
-            f"local run of stack {options.stack}: PyTorchJob {plan.job}, {plan.replicas} worker replica(s) -> "
+        return [
+            f"local run of stack {stack}: PyTorchJob {plan.job}, {plan.replicas} worker replica(s) -> "
             f"{plan.replicas} torchrun agent(s) with {here} worker process(es) each{reduced}",
             f"  rendezvous: etcd-v2 at {etcd_endpoint}, id {plan.rendezvous_id}",
-            *(f"  {line}" for line in s3),
-            f"  artifacts: {plan.trainer.artifacts.uri or 'none (no --artifacts-uri)'}",
-            f"  rank 0's Prometheus metrics: http://{plan.trainer.metrics.host}:{plan.trainer.metrics.port}/metrics",
-            f"  files: {work_dir}",
-            "  changed for this machine:",
-            *(f"    {override.describe()}" for override in overrides),
-            *(f"    {change}" for change in plan.changes),
         ]
-        return shorter_paths("\n".join(lines), work_dir)
 
     def restart_rule(self, job: AdmittedJob, echo: Callable[[str], None]) -> RestartRule:
         (manifest,) = job.objects

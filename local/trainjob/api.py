@@ -27,9 +27,8 @@ from local.drills.kill_workers import KillWorkers
 from local.etcd import free_port
 from local.launch import LocalPlan, ManifestError, WorkerOptions
 from local.modelled_fields import UnmodelledFieldError
-from local.options import LocalJobOptions, LocalOptions, LocalRunError, Override
+from local.options import LocalJobOptions, LocalOptions, LocalRunError
 from local.restart_rule import RestartRule
-from local.supervise import shorter_paths
 from local.trainjob.admission import AdmissionError, admit
 from local.trainjob.jobset_policy import trainer_job
 from local.trainjob.launch import trainjob_plan
@@ -96,32 +95,20 @@ class TrainJobLocal(LocalJobApi):
         except ManifestError as error:
             raise LocalRunError(f"the stack's TrainJob: {error}") from None
 
-    def header(
-        self,
-        options: LocalOptions,
-        job: AdmittedJob,
-        plan: LocalPlan,
-        overrides: list[Override],
-        etcd_endpoint: str | None,
-        work_dir: Path,
-        s3: list[str],
-    ) -> str:
-        changes = [override.describe() for override in overrides]
-        lines = [
-            f"local run of stack {options.stack}: TrainJob {plan.job}, {plan.replicas} node(s) -> {plan.replicas} "
+    def describe(self, stack: str, job: AdmittedJob, plan: LocalPlan, etcd_endpoint: str | None) -> list[str]:
+        return [
+            f"local run of stack {stack}: TrainJob {plan.job}, {plan.replicas} node(s) -> {plan.replicas} "
             f"torchrun agent(s) with {plan.nproc_per_node} worker process(es) each (numProcPerNode is "
             f"{plan.cluster_nproc_per_node} on the cluster, one per GPU)",
             f"  rendezvous: {plan.rendezvous_id}, node 0 (Trainer v2's PET_MASTER_ADDR)",
-            *(f"  {line}" for line in s3),
-            f"  artifacts: {plan.trainer.artifacts.uri or 'none (no --artifacts-uri)'}",
+        ]
+
+    def rule_lines(self, job: AdmittedJob) -> list[str]:
+        """How Trainer v2, JobSet and the Job API admitted the job, and the runtime's rules after a failure."""
+        return [
             "  admitted as Trainer v2, JobSet and the Job API would; after a failure, the runtime's rules:",
             *(f"    {line}" for line in describe_policy(job.objects[0])),
-            f"  rank 0's Prometheus metrics: http://{plan.trainer.metrics.host}:{plan.trainer.metrics.port}/metrics",
-            f"  files: {work_dir}",
-            "  changed for this machine:",
-            *(f"    {line}" for line in [*changes, *plan.changes]),
         ]
-        return shorter_paths("\n".join(lines), work_dir)
 
     def restart_rule(self, job: AdmittedJob, echo: Callable[[str], None]) -> RestartRule:
         runtime, trainjob = job.objects
