@@ -22,9 +22,9 @@ from typing import Any
 from policy.jobs.registry import reader_for
 from policy.props import dotted, get, is_unknown, walk
 from stack.gated_models import gated_repo
+from trainer.base.config import ModelConfig
 from trainer.base.hub_token import SECRET_VARIABLE
 from trainer.base.staging import TRAINER_MODULE
-from trainer.config import ModelConfig
 
 # The variables huggingface_hub reads a token from (HF_TOKEN; HUGGING_FACE_HUB_TOKEN is its older name).
 TOKEN_VARIABLES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_HUB_TOKEN"})
@@ -32,7 +32,7 @@ TOKEN_VARIABLES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_
 TOKEN_LITERAL = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
 SECRET_TYPES = ("kubernetes:core/v1:Secret",)
 CONFIG_MAP_TYPES = ("kubernetes:core/v1:ConfigMap",)
-# The trainer's model flag and its default, from the trainer's own config (trainer/config.py ModelConfig.name).
+# The trainer's model flag and its default, from the trainer's own config (trainer/base/config.py ModelConfig.name).
 MODEL_FIELD = next(f for f in dataclasses.fields(ModelConfig) if f.name == "name")
 MODEL_FLAG = MODEL_FIELD.metadata["flag"]
 DEFAULT_MODEL = MODEL_FIELD.default

@@ -25,8 +25,8 @@ from policy.hf_token import TOKEN_LITERAL
 from policy.jobs.registry import DEFAULT_JOB_TYPE, reader_for
 from policy.props import as_int, get, has_unknown, is_unknown, not_checked
 from sizing.catalog import CATALOG, InstanceType
+from trainer.base.config import TrainConfig, parse_args
 from trainer.base.presets import find_shape
-from trainer.config import TrainConfig, parse_args
 
 TRAINER_MODULE = "trainer"
 
@@ -67,7 +67,7 @@ def trainer_argv(container: Mapping[str, Any]) -> list[str] | None:
 
 
 def parse_trainer_argv(argv: Sequence[str]) -> TrainConfig:
-    """The trainer's own parser (trainer/config.py, torch-free). Where the trainer itself would refuse the flags
+    """The trainer's own parser (trainer/base/config.py, torch-free). Where the trainer itself would refuse the flags
     (argparse exits) the job cannot be sized: UnsizedError with argparse's last line."""
     errors = io.StringIO()
     with contextlib.redirect_stderr(errors):

@@ -33,12 +33,12 @@ from sizing.throughput import (
     estimate_throughput,
     scaling_efficiency,
 )
+from trainer.base.config import LORA_TARGETS, SHARDING_STRATEGIES, TrainConfig
 from trainer.base.env import DistEnv
+from trainer.base.options import flag_of, option_problems
 from trainer.base.parallel_plan import make_plan
 from trainer.base.presets import PRESETS, ModelShape, find_shape
 from trainer.base.units import GIB
-from trainer.config import LORA_TARGETS, SHARDING_STRATEGIES, TrainConfig
-from trainer.options import flag_of, option_problems
 
 # Memory a GPU process holds outside PyTorch's allocator, which the trainer's `peak_memory_bytes`
 # (torch.cuda.max_memory_allocated) does not see: the CUDA context (about 0.5 GiB with lazy module loading,
@@ -192,7 +192,7 @@ ASSUMED_VAL_DATASET_SHARE = 500 / 12_460
 
 @dataclass(frozen=True)
 class Validation:
-    """The trainer's validation flags (trainer/config.py ValidationConfig) as far as the time of a run goes."""
+    """The trainer's validation flags (trainer/base/config.py ValidationConfig) as far as the time of a run goes."""
 
     steps: int
     every: int = 0

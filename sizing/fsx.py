@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 
 from sizing.memory import adapter_parameters
 from trainer.base.checkpoint_space import COPIES_PER_PARAMETER, MASTER_WEIGHT_BYTES
+from trainer.base.config import LORA_TARGETS, CheckpointConfig
 from trainer.base.presets import ModelShape
 from trainer.base.units import GIB
-from trainer.config import LORA_TARGETS, CheckpointConfig
 
 TIB_GIB = 1024
 MB = 10**6  # FSx quotes throughput in MB/s (decimal)

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainer.base.config import LORA_TARGETS, ParallelConfig, TrainConfig
 from trainer.base.env import DistEnv
 from trainer.base.loss_chunks import CHUNK_TOKENS, VECTOR_BYTES_PER_TOKEN, accumulator_precision
 from trainer.base.parallel_plan import mesh_shape
 from trainer.base.presets import ModelShape
 from trainer.base.units import DTYPE_BYTES
-from trainer.config import LORA_TARGETS, ParallelConfig, TrainConfig
 
 FP32 = 4
 INT64 = 8

@@ -34,10 +34,10 @@ from sizing.catalog import InstanceType
 from sizing.estimate import SizingError, make_job, resolve_instance, resolve_shape
 from sizing.memory import Job
 from sizing.throughput import Assumptions, MeasuredFabric, expected_fabric, scaling_efficiency
+from trainer.base.config import SHARDING_STRATEGIES, DataConfig, ParallelConfig, ScheduleConfig, TrainConfig
 from trainer.base.exits import EXIT_BAD_INPUT
 from trainer.base.metrics_file import MetricsFileError, read_records
 from trainer.base.units import GIB
-from trainer.config import SHARDING_STRATEGIES, DataConfig, ParallelConfig, ScheduleConfig, TrainConfig
 
 # The metrics' preflight fields (trainer/base/metrics.py METRIC_FIELDS) the model's links are read from.
 INTRA_FIELDS = ("preflight_intra_all_gather_gb_per_s", "preflight_intra_reduce_scatter_gb_per_s")

@@ -1,5 +1,5 @@
 """Where a stack's runs keep their durable artifacts in S3: `s3://<bucket>/<prefix>/<stack>/run-<n>/`, with the
-checkpoints under `checkpoints/step_<N>/` and the final Hugging Face model under `model/` (trainer/config.py
+checkpoints under `checkpoints/step_<N>/` and the final Hugging Face model under `model/` (trainer/base/config.py
 ArtifactsConfig). One place for the keys that the job's flags, the pods' IAM policy and the stack's outputs share.
 
 Pure and torch-free.

@@ -30,9 +30,9 @@ from stack.hub_token_secret import secret_reference_problem
 from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
 from stack.names import CLUSTER_NAME_PREFIX
 from stack.versions import EKS_SUPPORT_ENDS
+from trainer.base.config import LORA_TARGETS
 from trainer.base.errors import InputError
 from trainer.base.s3.uri import S3Uri, bucket_name_problem, checkpoint_bucket_problem, is_s3_uri
-from trainer.config import LORA_TARGETS
 
 CAPACITY_TYPES = ("ON_DEMAND", "CAPACITY_BLOCK", "SPOT")
 ALL_CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from sizing.throughput import expected_fabric
 from stack.config import StackConfig
 from stack.fit import stack_sizing, stack_storage
+from trainer.base.config import PreflightConfig
 from trainer.base.fabric import GB, default_bytes, pair_rounds
 from trainer.base.shutdown import MAIN_THREAD_GRACE_S
-from trainer.config import PreflightConfig
 
 # torch 2.13's dynamic rendezvous reads its state from the backend at most once a second (dynamic_rendezvous.py
 # _BackendRendezvousStateHolder, cache_duration 1), and an agent's monitor loop asks for waiting nodes every

@@ -1,4 +1,4 @@
-"""The trainer's own TrainConfig (trainer/config.py) that the stack's job.* settings choose: the one object the job's
+"""The trainer's own TrainConfig (trainer/base/config.py) that the stack's job.* settings choose: the object the job's
 trainer runs with (workloads/job/pod_trainer_config.py adds the pod's layout to it and renders it with `to_argv`), that
 the sizing sizes (stack/fit.py) and that the policy pack reads back from the job's flags with the trainer's parser.
 
@@ -11,9 +11,9 @@ from dataclasses import replace
 
 from stack.config import ArtifactsConfig, JobConfig
 from stack.fields import stack_problem, trainer_values
+from trainer.base.config import TrainConfig
+from trainer.base.options import dependency_problems, with_values
 from trainer.base.s3.uri import is_s3_uri
-from trainer.config import TrainConfig
-from trainer.options import dependency_problems, with_values
 
 
 def stack_trainer_config(
@@ -41,7 +41,7 @@ def stack_trainer_config(
 
 
 def trainer_rule_problems(job: JobConfig) -> list[str]:
-    """The trainer's rules across its options (trainer/options.py OnlyWith) on the options the job's pods get, in the
+    """The trainer's rules across its options (trainer/base/options.py OnlyWith) on the options the pods get, in the
     trainer's words with each option named by its job.* key: the trainer would refuse these at start."""
     return [stack_problem(problem) for problem in dependency_problems(stack_trainer_config(job))]
 

@@ -88,9 +88,7 @@ def test_the_layers_above_the_trainer_never_load_torch(module: str) -> None:
 # The trainer's role folders and top-level modules, lowest first, as LAYERS above: a part may import its own modules
 # and those of lower layers; parts that share a layer do not import each other.
 TRAINER_LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"options"}),  # how an option is declared, with its checks
-    frozenset({"config"}),  # the flags; base/ reads them (the fabric's flag checks, the parallel plan)
-    frozenset({"base"}),  # without torch: what the layers above the trainer import
+    frozenset({"base"}),  # without torch: the flags and their declarations, what the layers above the trainer import
     frozenset({"dtypes", "loss_scale", "optim", "comms", "data", "launch"}),  # the loop's pieces, ranks' groups
     frozenset({"model"}),  # built on the process groups, trained on the packed data
     frozenset({"parallel", "checkpoint", "evaluation"}),  # what shards, saves and evaluates the model
@@ -100,9 +98,6 @@ TRAINER_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"stage", "__main__"}),  # the entry points
 )
 BASE = "trainer.base"
-# The trainer's modules outside base/ that stack/, sizing/ and the policy pack still import: the flags' parser and
-# their declarations, which move into base/ next.
-OUTSIDE_BASE = frozenset({"trainer.config", "trainer.options"})
 BASE_ONLY_PACKAGES = frozenset({"stack", "sizing", "policy"})
 
 
@@ -151,15 +146,8 @@ def test_the_stack_sizing_and_the_policy_pack_import_only_the_trainers_base(modu
         and imported != "trainer"
         and not imported.startswith(f"{BASE}.")
         and imported != BASE
-        and imported not in OUTSIDE_BASE
     )
     assert not outside, f"{module} imports {outside}: move what it needs into trainer/base/"
-
-
-@pytest.mark.parametrize("module", sorted(OUTSIDE_BASE))
-def test_what_the_stack_still_imports_outside_the_base_never_loads_torch(module: str) -> None:
-    heavy = {(source, name) for source in reachable(module) for name in third_party(source) & HEAVY}
-    assert not heavy, f"{module} loads {sorted(heavy)}"
 
 
 def test_the_checks_see_the_import_graph() -> None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 import sys
 
+from trainer.base.config import parse_args
 from trainer.base.env import DistEnv, read_env
 from trainer.base.errors import InputError, StorageError
 from trainer.base.exits import EXIT_BAD_INPUT, EXIT_NO_SPACE, EXIT_PERMANENT
 from trainer.base.model_source import resolve_model
-from trainer.config import parse_args
 from trainer.validate import validate
 
 log = logging.getLogger("trainer")

@@ -31,12 +31,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from trainer.base.config import TrainConfig, parse_args
 from trainer.base.errors import InputError
 from trainer.base.exits import EXIT_STAGING_FAILED
 from trainer.base.model_source import BYTE_TOKENIZER, ModelSource, resolve_model
 from trainer.base.s3.inputs import read_manifest, stage_dataset, stage_model
 from trainer.base.s3.uri import S3Uri, is_s3_uri
-from trainer.config import TrainConfig, parse_args
 from trainer.main import configure_logging
 from trainer.validate import is_local_dataset
 

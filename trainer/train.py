@@ -22,6 +22,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
+from trainer.base.config import TrainConfig, ValidationConfig
 from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
 from trainer.base.faults import maybe_fault
@@ -35,7 +36,6 @@ from trainer.checkpoint.export import export_hf, generation_config
 from trainer.checkpoint.layout import checkpoint_name, model_fingerprint
 from trainer.checkpoint.load import Replicas
 from trainer.comms.distributed import init_distributed, io_group, leave_distributed, pick_device
-from trainer.config import TrainConfig, ValidationConfig
 from trainer.data.cache import cached_splits
 from trainer.data.packing import (
     PackedData,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from trainer.base.config import LORA_TARGETS, TrainConfig, config_problems
 from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
 from trainer.base.fabric import preflight_flag_problems
@@ -18,7 +19,6 @@ from trainer.base.s3.inputs import DATA_SUFFIXES
 from trainer.base.s3.uri import S3Uri, checkpoint_bucket_problem, is_s3_uri
 from trainer.checkpoint.layout import incompatibility, latest_checkpoint, read_meta
 from trainer.checks.packages import BOTO3, DATASETS, S3_CONNECTOR, TORCHAO, OptionalPackage, missing_problem
-from trainer.config import LORA_TARGETS, TrainConfig, config_problems
 from trainer.data.tokenizer_bytes import BYTE_VOCAB_SIZE
 
 LOCAL_DATA_SUFFIXES = DATA_SUFFIXES

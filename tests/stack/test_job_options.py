@@ -1,4 +1,4 @@
-"""The job.* settings that are trainer options: declared by the option (trainer/config.py StackKey), checked by its
+"""The job.* settings that are trainer options: declared by the option (trainer/base/config.py StackKey), checked by its
 rules, refused at preview in the trainer's words."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from stack.fields import JOB_OPTIONS, NAMESPACE, ConfigError, parse_section, sec
 from stack.files import raw_stack_config
 from stack.parse import parse_stack_config
 from stack.trainer_config import stack_trainer_config
-from trainer.config import TrainConfig, config_problems
-from trainer.options import options, value_at
+from trainer.base.config import TrainConfig, config_problems
+from trainer.base.options import options, value_at
 
 
 def _job_problems(**job: object) -> list[str]:

@@ -12,7 +12,7 @@ from stack.fields import ConfigError
 from stack.files import load_stack_config, raw_stack_config, stack_names
 from stack.parse import parse_stack_config
 from stack.trainer_config import job_s3_inputs, stack_trainer_config
-from trainer.config import ValidationConfig, parse_args
+from trainer.base.config import ValidationConfig, parse_args
 from workloads.job.pod import trainer_args
 from workloads.job.spec import job_spec
 

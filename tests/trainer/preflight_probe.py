@@ -16,10 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from trainer.base import metrics
+from trainer.base.config import parse_args
 from trainer.base.env import read_env
 from trainer.base.faults import FAULT_ENV, slow_preflight_fault
 from trainer.checks.fabric_preflight import fabric_preflight
-from trainer.config import parse_args
 
 DELAY_MS = 150
 

@@ -13,10 +13,10 @@ import torch.multiprocessing as mp
 from torch.distributed.fsdp import FSDPModule
 from torch.nn import functional
 
+from trainer.base.config import ParallelConfig, TrainConfig, config_problems, parse_args
 from trainer.base.env import DistEnv
 from trainer.base.model_source import resolve_model
 from trainer.base.parallel_plan import make_plan
-from trainer.config import ParallelConfig, TrainConfig, config_problems, parse_args
 from trainer.parallel.all_reduce import Bf16AllReduce
 from trainer.parallel.parallelize import build_mesh
 from trainer.train import build_model

@@ -17,6 +17,7 @@ import pytest
 
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
 from tests.trainer.process_groups import DEFAULT_GROUP
+from trainer.base.config import CheckpointConfig
 from trainer.base.env import DistEnv
 from trainer.checkpoint.checkpointer import Checkpointer
 from trainer.checkpoint.commit import PendingSave
@@ -27,7 +28,6 @@ from trainer.checkpoint.layout import (
     complete_checkpoints,
     leftover_directories,
 )
-from trainer.config import CheckpointConfig
 
 STEP = 7
 

@@ -19,8 +19,8 @@ import pytest
 import trainer.data.records as records_module
 import trainer.data.tokenise as tokenise_module
 from tests.trainer.worker_probes import KILL_TEXT, ForkerTokenizer, KilledAtATextTokenizer, thread_count
+from trainer.base.config import DataConfig, ValidationConfig
 from trainer.base.errors import InputError
-from trainer.config import DataConfig, ValidationConfig
 from trainer.data.cache import build_entry, build_split_entries, map_entry
 from trainer.data.packing import build_packed_data, build_splits, pack
 from trainer.data.prepare import EntryFiles, NpyAppender, prepare

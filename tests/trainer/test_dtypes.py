@@ -3,8 +3,8 @@ flag accepts has both a size and a torch dtype."""
 
 from __future__ import annotations
 
+from trainer.base.config import EXPORT_DTYPES, MIXED_PRECISIONS
 from trainer.base.units import DTYPE_BYTES
-from trainer.config import EXPORT_DTYPES, MIXED_PRECISIONS
 from trainer.dtypes import TORCH_DTYPES
 
 

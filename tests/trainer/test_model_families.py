@@ -15,10 +15,10 @@ import torch
 
 from sizing.memory import layer_parameter_shapes, numel, root_parameter_shapes
 from tests.harness.trainer_runs import TINY, assert_same_losses, run_trainer, with_flags
+from trainer.base.config import DataConfig
 from trainer.base.errors import InputError
 from trainer.base.model_source import resolve_model, shape_from_hf_config
 from trainer.base.presets import PRESETS, find_shape
-from trainer.config import DataConfig
 from trainer.data.packing import IGNORE_INDEX, SampleOrder, build_packed_data, step_batch
 from trainer.data.tokenizer_bytes import ByteTokenizer
 from trainer.model.build import build_meta_model, hf_config

@@ -8,6 +8,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 
 from trainer.base import metrics
 from trainer.base.attempt import ATTEMPT_ENV
+from trainer.base.config import parse_args
 from trainer.base.env import DistEnv, read_env
 from trainer.base.exits import (
     EXIT_BACKEND_LOST,
@@ -32,7 +33,6 @@ from trainer.base.fabric import (
 )
 from trainer.base.faults import FAULT_ENV, preflight_delay_s, slow_preflight_fault
 from trainer.checks.fabric_preflight import Topology, fabric_preflight, topology
-from trainer.config import parse_args
 from trainer.launch.agent import first_final_failure, only_peer_bad_node
 from trainer.launch.launcher import ending
 

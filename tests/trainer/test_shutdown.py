@@ -17,12 +17,12 @@ import pytest
 from local.procs import kill_tree, process_tree
 from tests.harness.trainer_runs import ROOT, TINY, TrainerRun, assert_same_losses, run_trainer, trainer_env, with_flags
 from tests.trainer.process_groups import DEFAULT_GROUP
+from trainer.base.config import CheckpointConfig
 from trainer.base.env import DistEnv
 from trainer.base.exits import LAUNCH_MODULE, REASON_PREFIX, exit_for_signal
 from trainer.checkpoint.checkpointer import Checkpointer
 from trainer.checkpoint.commit import PendingSave
 from trainer.checkpoint.layout import complete_checkpoints
-from trainer.config import CheckpointConfig
 
 
 def saving(tmp_path: Path, *extra: str) -> list[str]:

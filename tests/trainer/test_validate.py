@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.harness.floor import MISSING_PACKAGES
+from trainer.base.config import parse_args
 from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
 from trainer.base.model_source import looks_like_path, resolve_model
 from trainer.base.presets import PRESETS
 from trainer.checkpoint.layout import checkpoint_name, model_fingerprint, write_meta
-from trainer.config import parse_args
 from trainer.validate import validate
 
 TWO_NODES_OF_FOUR = DistEnv(rank=0, world_size=8, local_rank=0, local_world_size=4)

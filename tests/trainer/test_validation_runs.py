@@ -16,10 +16,10 @@ import torch
 from torch.nn.functional import cross_entropy
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
+from trainer.base.config import parse_args
 from trainer.base.model_source import resolve_model
 from trainer.checkpoint.export import PROVENANCE_FILE
 from trainer.checkpoint.layout import complete_checkpoints, read_meta
-from trainer.config import parse_args
 from trainer.data.packed import IGNORE_INDEX, PackedData
 from trainer.data.tokenizer_bytes import ByteTokenizer
 from trainer.train import load_data

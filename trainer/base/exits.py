@@ -64,7 +64,7 @@ EXIT_GANG_RESTARTS_SPENT = 6
 # The exits after which nothing is retried, on either API.
 FINAL_EXITS = (EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_STAGING_FAILED, EXIT_GANG_RESTARTS_SPENT)
 # Every code the launcher ends with for a failure that a new pod cannot cure: what the operator must answer by failing
-# the job (local/restart_policy.py recreation_loops checks every rendered PyTorchJob for it).
+# the job (local/pytorchjob/restart_policy.py recreation_loops checks every rendered PyTorchJob for it).
 PERMANENT_EXITS = (EXIT_PERMANENT, *FINAL_EXITS)
 # A worker's (trainer/main.py) exit codes that no restart of the worker group can change: bad input found after
 # parsing (EXIT_BAD_INPUT, 2) and a checkpoint file system too full for the next save (3). torchrun spends none of

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainer.base.config import TrainConfig
 from trainer.base.env import DistEnv
-from trainer.config import TrainConfig
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ Why in the main container and not in an init container: the Training Operator (k
 pkg/controller.v1/common/pod.go ReconcilePods) reads a failed pod's exit code only from its `pytorch` container; a
 pod whose init container failed gets 0xbeef, which is retryable under restartPolicy ExitCode, so a staging failure
 that no retry can cure (a gated model without a token, a data set that is not there) deleted and created the pod
-again without end, holding every GPU node (local/restart_policy.py models it). Run by the launcher, the same failure
-ends the launcher with EXIT_STAGING_FAILED and a reason, and the operator fails the job.
+again without end, holding every GPU node (local/pytorchjob/restart_policy.py models it). Run by the launcher, the
+same failure ends the launcher with EXIT_STAGING_FAILED and a reason, and the operator fails the job.
 
 Staging runs as a child process, `python -m trainer.stage`:
 - with the hub reachable: the pod's environment keeps the workers offline (HF_HUB_OFFLINE=1,

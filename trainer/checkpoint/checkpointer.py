@@ -61,6 +61,7 @@ from trainer.base.checkpoint_space import (
     plan_space,
 )
 from trainer.base.checkpoint_writers import assign_replicas, replicas_of
+from trainer.base.config import ArtifactsConfig, CheckpointConfig
 from trainer.base.env import DistEnv
 from trainer.base.errors import InputError, StorageError
 from trainer.base.faults import maybe_fault
@@ -83,7 +84,6 @@ from trainer.checkpoint.load import Replicas, Source, load_state
 from trainer.checkpoint.s3_store import S3Checkpoints, resume_source
 from trainer.checkpoint.stats import CheckpointStats
 from trainer.comms.distributed import replica_place
-from trainer.config import ArtifactsConfig, CheckpointConfig
 from trainer.loss_scale import LossScaler
 
 log = logging.getLogger(__name__)

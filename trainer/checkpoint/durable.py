@@ -27,11 +27,11 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
 from trainer.base.checkpoint_space import format_bytes
+from trainer.base.config import ArtifactsConfig
 from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.commit import BackgroundWrite
 from trainer.checkpoint.s3_store import S3Checkpoint, S3Checkpoints, checkpoint_uri, checkpoints_root
 from trainer.checkpoint.stats import CheckpointStats
-from trainer.config import ArtifactsConfig
 
 log = logging.getLogger(__name__)
 

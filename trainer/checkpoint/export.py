@@ -21,10 +21,10 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from trainer.base.config import LoraConfig
 from trainer.base.env import DistEnv
 from trainer.base.units import GIB
 from trainer.checkpoint.layout import PROVENANCE_FILE
-from trainer.config import LoraConfig
 from trainer.dtypes import TORCH_DTYPES
 from trainer.model.build import canonical_name
 from trainer.model.lora import adapter_key, is_adapter, merges, peft_config

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainer.base.config import TrainConfig
 from trainer.base.env import DistEnv
 from trainer.base.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE
 from trainer.base.fabric import (
@@ -57,7 +58,6 @@ from trainer.base.faults import preflight_delay_s
 from trainer.base.metrics import append_record, preflight_failure_record, set_start_figures
 from trainer.comms.collectives import all_gather_single, reduce_scatter_single
 from trainer.comms.distributed import pick_device
-from trainer.config import TrainConfig
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor, Replicate
 
+from trainer.base.config import CheckpointConfig, ParallelConfig
 from trainer.base.env import DistEnv
-from trainer.config import CheckpointConfig, ParallelConfig
 
 TRAINING_TIMEOUT = timedelta(minutes=ParallelConfig.timeout_minutes)
 WAIT_TIMEOUT = timedelta(minutes=CheckpointConfig.timeout_minutes)

@@ -38,11 +38,11 @@ from pathlib import Path
 import numpy as np
 
 from trainer.base.attempt import attempt_id
+from trainer.base.config import DataConfig, ValidationConfig
 from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
 from trainer.base.s3.inputs import staged
 from trainer.base.s3.uri import is_s3_uri
-from trainer.config import DataConfig, ValidationConfig
 from trainer.data.packed import no_samples
 from trainer.data.packing import PackedData, check_enough, stream_names, val_dataset_config
 from trainer.data.prepare import RECORDS, TOKENS, TRAINABLE, EntryFiles, prepare

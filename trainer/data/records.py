@@ -23,10 +23,10 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from trainer.base.config import DataConfig
 from trainer.base.errors import InputError
 from trainer.base.s3.inputs import staged_dataset_files
 from trainer.base.s3.uri import is_s3_uri
-from trainer.config import DataConfig
 from trainer.data.formats import Record
 
 SYNTHETIC_DOCUMENTS = 4096

@@ -19,9 +19,9 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
+from trainer.base.config import ParallelConfig
 from trainer.base.parallel_plan import RunPlan
 from trainer.comms.reduce_scatter import PairwiseReduceScatter
-from trainer.config import ParallelConfig
 from trainer.dtypes import TORCH_DTYPES
 from trainer.model.build import decoder_layers, final_norm
 from trainer.model.lora import lora_layers

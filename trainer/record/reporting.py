@@ -13,12 +13,12 @@ from typing import TypedDict
 import torch
 import torch.distributed as dist
 
+from trainer.base.config import TrainConfig
 from trainer.base.env import DistEnv
 from trainer.base.hardware import PEAK_BF16_FLOPS, chip_for_device_name
 from trainer.base.metrics import MetricsSink, StepMetrics, model_flops_utilisation, training_flops_per_token
 from trainer.base.presets import ModelShape
 from trainer.checkpoint.stats import CheckpointStats
-from trainer.config import TrainConfig
 from trainer.evaluation import BestSoFar, Evaluation
 
 log = logging.getLogger(__name__)

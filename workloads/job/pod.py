@@ -31,8 +31,8 @@ from stack.names import (
     TRAINER_METRICS_PORT_NAME,
 )
 from stack.node_contract import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE
+from trainer.base.config import to_argv
 from trainer.base.hub_token import REGION_VARIABLE, SECRET_VARIABLE
-from trainer.config import to_argv
 from trainer.launch.node_taint import NODE_NAME_FIELD, NODE_NAME_VARIABLE
 from workloads.job.shutdown import TERMINATION_GRACE_S
 from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec

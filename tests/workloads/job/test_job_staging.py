@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from stack.parse import parse_stack_config
+from trainer.base.config import parse_args
 from trainer.base.staging import split_launcher_options, staging_environment
-from trainer.config import parse_args
 from workloads.job.pod import trainer_args
 from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec

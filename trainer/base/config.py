@@ -1,11 +1,11 @@
 """The trainer's configuration: one tree of typed dataclasses, parsed from the command line.
 
 Torch-free on purpose: the job builder parses a manifest's trainer arguments with `parse_args` to check them
-before anything is deployed. Each option is declared once, with `option(...)` (trainer/options.py): its default, flag,
+before anything is deployed. Each option is declared once, with `option(...)` (options.py beside it): its default, flag,
 choices, checks, and the stack's job.* key and the sizing's flag where they take it; the docstring under the field is
 its `--help` text. `config_problems` is every declared rule the config breaks, in the trainer's words.
 
-    from trainer.config import parse_args
+    from trainer.base.config import parse_args
     config = parse_args(["--model", "tiny", "--steps", "10"])
 """
 
@@ -15,8 +15,8 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer import options
-from trainer.options import Check, OnlyWith, StackKey, non_negative, option, positive
+from trainer.base import options
+from trainer.base.options import Check, OnlyWith, StackKey, non_negative, option, positive
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 MIXED_PRECISIONS = ("bf16", "fp16", "fp32")
@@ -465,5 +465,5 @@ def to_argv(config: TrainConfig) -> list[str]:
 
 
 def config_problems(config: TrainConfig) -> list[str]:
-    """Every declared rule of trainer/config.py that `config` breaks, each naming the flag and the value."""
+    """Every declared rule of trainer/base/config.py that `config` breaks, each naming the flag and the value."""
     return [problem.render(options.flag_of(TrainConfig)) for problem in options.option_problems(config)]

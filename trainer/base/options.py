@@ -1,7 +1,7 @@
 """How a trainer option is declared, once: its flag, type, default, `--help` text, checks, and where the stack and
 the sizing take it.
 
-Torch-free. trainer/config.py declares every option with `option(...)` as a dataclass field; the docstring under the
+Torch-free. config.py beside it declares every option with `option(...)` as a dataclass field; the docstring under the
 field is its `--help` text. From that one declaration come the trainer's parser and `to_argv`, the stack's job.*
 settings (stack/fields.py `job_option`, by `stack=StackKey(...)`), the sizing's flags (`sizing=True`), and the
 problems below: each names the option by its path ("parallel.sharding_strategy"), and each reader names that path
