@@ -59,7 +59,7 @@ demo-drill: $(STAMP)
 PYTEST_ON_TWO = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 # The system packages a few tests need (Prometheus, promtool, gpg, gpgv) are installed first when missing.
-# The slow tests one after another, the others beside them in a second pytest (scripts/test-both-tiers.sh); the
+# The slow tests on two xdist workers, the others beside them in a second pytest (scripts/test-both-tiers.sh); the
 # slowest of each are listed.
 test: $(STAMP)
 	scripts/system-packages.sh test

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make test`'s pytest: every test, in two pytest processes at once. The slow tests (each holds several processes:
-# torchrun agents and workers, etcd, an S3 server) run one after another in the foreground; the other tests run
-# beside them and their output follows. The slow tests leave a core idle for much of their time, which the others
-# fill; two slow tests at once would each take longer.
+# torchrun agents and workers, etcd, an S3 server) run in the foreground on two pytest-xdist workers, a test file at
+# a time (a module's runs made once); much of their time is spent waiting (rendezvous, restarts, timeouts), which
+# the other worker and the other tests fill. The other tests run beside them and their output follows.
 #
 #   scripts/test-both-tiers.sh PYTHON [pytest arguments...]
 #
@@ -19,7 +19,7 @@ others=$!
 trap 'kill "$others" 2>/dev/null; rm -f "$others_log"' EXIT
 
 echo "== the slow tests (the other tests run beside them; their output follows)"
-"${PYTEST[@]}" -m slow --durations=25
+"${PYTEST[@]}" -m slow -n 2 --dist loadfile --durations=25
 slow_status=$?
 
 wait "$others"
