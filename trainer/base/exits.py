@@ -101,22 +101,21 @@ def is_retryable(code: int) -> bool:
     return code >= FIRST_RETRYABLE_EXIT
 
 
+EXIT_MEANINGS = {
+    EXIT_BACKEND_LOST: "rendezvous backend lost",
+    EXIT_BAD_NODE: "bad node: fabric preflight",
+    EXIT_RENDEZVOUS_TIMEOUT: "rendezvous timed out",
+    EXIT_PEER_BAD_NODE: "another node failed the fabric preflight",
+    EXIT_NO_SPACE: "checkpoint storage full",
+    EXIT_STAGING_FAILED: "staging failed",
+    EXIT_GANG_RESTARTS_SPENT: "gang restarts spent",
+}
+
+
 def describe_exit(code: int) -> str:
     """`code` with what it means where it is one of the launcher's: '143 (SIGTERM)', '200 (rendezvous backend lost)'."""
-    if code == EXIT_BACKEND_LOST:
-        return f"{code} (rendezvous backend lost)"
-    if code == EXIT_BAD_NODE:
-        return f"{code} (bad node: fabric preflight)"
-    if code == EXIT_RENDEZVOUS_TIMEOUT:
-        return f"{code} (rendezvous timed out)"
-    if code == EXIT_PEER_BAD_NODE:
-        return f"{code} (another node failed the fabric preflight)"
-    if code == EXIT_NO_SPACE:
-        return f"{code} (checkpoint storage full)"
-    if code == EXIT_STAGING_FAILED:
-        return f"{code} (staging failed)"
-    if code == EXIT_GANG_RESTARTS_SPENT:
-        return f"{code} (gang restarts spent)"
+    if code in EXIT_MEANINGS:
+        return f"{code} ({EXIT_MEANINGS[code]})"
     if code > FIRST_RETRYABLE_EXIT:
         try:
             return f"{code} ({signal.Signals(code - FIRST_RETRYABLE_EXIT).name})"
