@@ -9,7 +9,6 @@ the exceptions that arrive, and what the next pod finds in the rendezvous.
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from torch.distributed.elastic.rendezvous import (
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from local.etcd import LocalEtcd, free_port
+from tests.harness.listening import listening
 from tests.harness.trainer_runs import ROOT, trainer_env
 from tests.trainer.test_attempt import OneRound
 from trainer.base.attempt import ATTEMPT_ENV
@@ -170,11 +170,6 @@ def wait_for(marks: Path, prefix: str, process: subprocess.Popen[str]) -> None:
 def finished(process: subprocess.Popen[str]) -> tuple[int, str]:
     output, _ = process.communicate(timeout=120)
     return process.returncode, output
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def last_line(output: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from local.etcd import free_port
+from tests.harness.listening import listening
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
 from trainer.base.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE, REASON_PREFIX, exit_for_signal
 from trainer.base.fabric import NODE_NAME_ENV
@@ -83,14 +83,10 @@ def wait_until_listening(port: int, process: subprocess.Popen[str], timeout_s: f
     """Until a server accepts on 127.0.0.1:`port`: the first agent hosts the rendezvous store (the c10d backend on a
     local endpoint: whichever agent binds it first), so the test decides which node it is."""
     deadline = time.monotonic() + timeout_s
-    while True:
+    while not listening(port):
         assert process.poll() is None, "the hosting node's launcher ended before it listened"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline, f"nothing listens on 127.0.0.1:{port} after {timeout_s:.0f} s"
-            time.sleep(0.1)
+        assert time.monotonic() < deadline, f"nothing listens on 127.0.0.1:{port} after {timeout_s:.0f} s"
+        time.sleep(0.1)
 
 
 @pytest.mark.slow
