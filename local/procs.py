@@ -9,24 +9,21 @@ an unrelated process is never signalled.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer.base.parent_death import set_parent_death_signal
+
 PROC = Path("/proc")
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def die_with_parent() -> None:
     """preexec_fn: have the kernel SIGTERM this child when the runner dies, even by SIGKILL (Linux only), so a
     crashed runner leaves no etcd or agent behind. Elsewhere a no-op; the runner's own cleanup still applies."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    set_parent_death_signal(signal.SIGTERM)
 
 
 @dataclass(frozen=True)

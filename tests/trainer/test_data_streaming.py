@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
+import subprocess
+import sys
 import threading
+import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +22,8 @@ import pytest
 
 import trainer.data.records as records_module
 import trainer.data.tokenise as tokenise_module
+from local.procs import Proc, alive, process_tree, signal_all
+from stack.paths import PROJECT_ROOT
 from tests.trainer.worker_probes import KILL_TEXT, ForkerTokenizer, KilledAtATextTokenizer, thread_count
 from trainer.base.config import DataConfig, ValidationConfig
 from trainer.base.errors import InputError
@@ -329,3 +335,45 @@ def test_a_hub_data_set_is_read_from_its_arrow_table_a_slice_at_a_time(monkeypat
     batches = list(record_batches(DataConfig(dataset="org/instructions")))
     assert [batch.first_index for batch in batches] == [0, 3, 6, 9]
     assert [record for batch in batches for record in batch.parsed()] == rows
+
+
+# An owner that tokenises two batches a worker and then waits for its next batch, for good: the workers sit idle on
+# their task pipe, as they do while a trainer reads its next records.
+OWNER_WAITING_FOR_RECORDS = """
+import sys, threading
+import trainer.data.records as records
+import trainer.data.tokenise as tokenise
+from trainer.data.tokenizer_bytes import ByteTokenizer
+
+def batches():
+    for i in range(4):
+        yield records.RecordBatch(i, "--dataset d", records=[{"text": "abc"}])
+    threading.Event().wait()
+
+for tokens in tokenise.tokenised(batches(), tokenise.Recipe(ByteTokenizer(), "text"), workers=2):
+    print("tokenised", flush=True)
+"""
+
+
+def test_a_trainer_killed_while_it_tokenises_leaves_no_worker_behind() -> None:
+    """SIGKILL (torchrun restarting its workers, the OOM killer) runs no cleanup in the owner. Each worker watches
+    its owner and ends with it (trainer/base/parent_death.py), then the fork server and the resource tracker end, as
+    no process holds their pipes any more. Without the watch every one of them waits for good."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER_WAITING_FOR_RECORDS], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True
+    )
+    started: list[Proc] = []
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == "tokenised\n"
+        started = process_tree(owner.pid)
+        assert len(started) >= 3, started  # the owner, its fork server, and a worker at least
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 30
+        while any(alive(proc) for proc in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [proc for proc in started if alive(proc)], "left behind by the killed owner"
+    finally:
+        owner.kill()
+        owner.wait()
+        signal_all(started, signal.SIGKILL)

@@ -23,6 +23,7 @@ from multiprocessing.context import BaseContext
 import numpy as np
 
 from trainer.base.errors import InputError
+from trainer.base.parent_death import end_with_owner
 from trainer.data.formats import Record, render
 from trainer.data.records import RecordBatch
 from trainer.data.split import is_held_out
@@ -136,9 +137,11 @@ def worker_count(requested: int) -> int:
 _recipe: Recipe | None = None  # a worker's, set once when it starts
 
 
-def start_worker(recipe: Recipe) -> None:
+def start_worker(recipe: Recipe, owner: int) -> None:
     global _recipe
     _recipe = recipe
+    # A worker would outlive an owner killed by SIGKILL (torchrun restarting its workers, the OOM killer) for good.
+    end_with_owner(owner)
     # One thread per worker: the processes are the parallelism (the Rust tokenizer would otherwise start a thread
     # per CPU in each of them; tokenizers reads this variable on every batch call, utils/parallelism.rs).
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -193,7 +196,7 @@ def tokenised(batches: Iterable[RecordBatch], recipe: Recipe, workers: int) -> I
         yield from (tokenise_batch(batch, recipe) for batch in chain(head, batches))
         return
     context = worker_context(recipe)
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=start_worker, initargs=(recipe,))
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=start_worker, initargs=(recipe, os.getpid()))
     pending: deque[Future[BatchTokens]] = deque()
     try:
         for batch in chain(head, batches):

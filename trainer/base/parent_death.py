@@ -1,0 +1,69 @@
+"""Helper processes that end with the process they serve, even when it was killed by SIGKILL and ran no cleanup.
+
+Two users: the local run's services and agents (local/procs.py), which the kernel signals when the runner ends
+(Linux's parent-death signal), and the data preparation's tokeniser workers (trainer/data/tokenise.py). Those are
+forked by a multiprocessing fork server, so their owner is their grandparent, and no parent-death signal reaches
+them. Nor does the fork server end first: each worker holds a copy of the pipe end whose EOF would end it
+(multiprocessing/forkserver.py passes it to every child), and each waits for tasks on a pipe whose both ends it holds.
+Without a watch of their own, a trainer killed while it tokenises (torchrun restarting its workers, the OOM killer)
+leaves its fork server and every worker behind for the pod's life.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import sys
+import threading
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def set_parent_death_signal(signum: int = signal.SIGTERM) -> bool:
+    """Have the kernel send `signum` to this process when its parent ends (prctl(2)). False where it cannot (not
+    Linux): the caller's own cleanup is then all there is."""
+    if not sys.platform.startswith("linux"):
+        return False
+    with contextlib.suppress(OSError, AttributeError):
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum) == 0
+    return False
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent pid of process `pid` (the fourth field of /proc/<pid>/stat, proc(5)); None once it is gone. The
+    command name in the second field may hold spaces and parentheses, so the fields are read after its last ')'."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def end_with_owner(owner: int) -> bool:
+    """End this process as soon as process `owner`, its parent or its parent's parent, ends. A thread waits on a
+    pidfd of the owner (pidfd_open(2), Linux 5.3), which becomes readable when the owner ends, then exits the process
+    at once. False where no pidfd can be had: the owner's own shutdown of its workers is then all there is."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return False
+    try:
+        pidfd = opener(owner)
+    except ProcessLookupError:
+        os._exit(1)  # the owner is gone already: nobody will read this process's results
+    except OSError:
+        return False  # no pidfds in this kernel or sandbox
+    # The pidfd names the owner only if the owner is still in this process's ancestry: a pid is reused once its
+    # process ends, and a process whose parent ends is handed to a reaper.
+    if owner not in (os.getppid(), parent_of(os.getppid())):
+        os._exit(1)
+    threading.Thread(target=_exit_when_readable, args=(pidfd,), name="end-with-owner", daemon=True).start()
+    return True
+
+
+def _exit_when_readable(pidfd: int) -> None:
+    select.select([pidfd], [], [])
+    os._exit(1)
