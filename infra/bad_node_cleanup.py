@@ -1,30 +1,27 @@
 """On an existing cluster, `pulumi destroy` takes the launcher's bad-node taint off every node it left it on.
 
-The launcher taints a node that failed the fabric preflight (trainer/launch/node_taint.py). On the stack's own cluster
-the node goes with its group; on a cluster the stack does not manage, the node stays, and so would the taint, keeping
-every later workload that tolerates the GPU taint but not ours off a node that may well be fine again. So the
-ExistingCluster component carries a before-delete resource hook (Pulumi "Resource option: hooks"): the engine runs it
-when it deletes the component, which is after the job and the platform, which depend on it, so no pod of the job is
-left to taint a node again. Delete hooks make the engine refuse `pulumi destroy` without `--run-program` (pulumi/pulumi
-3.182.0 changelog, "Prevent destroy without running the program if any resource have delete hooks"; the hook is the
-program's code), which docs/aws.md says.
+The launcher taints a node that failed the fabric preflight (trainer/launch/node_taint.py; the taint and the node edits
+are trainer/base/bad_node.py). On the stack's own cluster the node goes with its group; on a cluster the stack does not
+manage, the node stays, and so would the taint, keeping every later workload that tolerates the GPU taint but not ours
+off a node that may well be fine again. So the ExistingCluster component carries a before-delete resource hook (Pulumi
+"Resource option: hooks"): the engine runs it when it deletes the component, which is after the job and the platform,
+which depend on it, so no pod of the job is left to taint a node again. Delete hooks make the engine refuse `pulumi
+destroy` without `--run-program` (pulumi/pulumi 3.182.0 changelog, "Prevent destroy without running the program if any
+resource have delete hooks"; the hook is the program's code), which docs/aws.md says.
 
 The hook reaches the cluster as the Kubernetes provider does: its endpoint and certificate authority from
 `aws eks describe-cluster`, a token from `aws eks get-token` (infra/existing_cluster.py token_command), then the
-Kubernetes API: the nodes listed, and each tainted one patched with a JSON merge patch holding its other taints and the
-resourceVersion read, which the API server takes as a precondition (409 Conflict if the node changed; read again).
+Kubernetes API: the nodes listed, and each tainted one patched with its other taints, as the launcher patches its node
+(trainer/base/bad_node.py patch_node: a JSON merge patch with the resourceVersion read; read again on 409 Conflict).
+The hook runs in the Pulumi program's own process, not in the cluster.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import ssl
 import subprocess
 import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +29,7 @@ from typing import Any
 import pulumi
 
 from infra.existing_cluster import token_command
-from trainer.launch.node_taint import BAD_NODE_TAINT_KEY, CONFLICT_ATTEMPTS, TIMEOUT_S, ApiServer
+from trainer.base.bad_node import BAD_NODE_TAINT_KEY, NODES_PATH, ApiServer, call, node_taints, patch_node, taints_patch
 
 HOOK_NAME = "remove-bad-node-taints"
 
@@ -40,43 +37,19 @@ HOOK_NAME = "remove-bad-node-taints"
 def without_bad_node_taint(node: dict[str, Any]) -> dict[str, Any] | None:
     """The merge patch that takes the bad-node taint off `node` (as read) if it is unchanged since; None if it has
     none."""
-    taints = list((node.get("spec") or {}).get("taints") or [])
+    taints = node_taints(node)
     kept = [t for t in taints if t.get("key") != BAD_NODE_TAINT_KEY]
-    if len(kept) == len(taints):
-        return None
-    return {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": kept}}
-
-
-def _request(api: ApiServer, method: str, path: str, patch: dict[str, Any] | None = None) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {api.token}", "Accept": "application/json"}
-    if patch is not None:
-        headers["Content-Type"] = "application/merge-patch+json"
-    body = json.dumps(patch).encode() if patch is not None else None
-    request = urllib.request.Request(api.url + path, data=body, headers=headers, method=method)
-    context = ssl.create_default_context(cafile=str(api.ca_file)) if api.ca_file is not None else None
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as response:
-        return json.loads(response.read())
+    return None if len(kept) == len(taints) else taints_patch(node, kept)
 
 
 def clean_node(api: ApiServer, name: str) -> bool:
     """Take the taint off node `name`; True if it carried it."""
-    path = f"/api/v1/nodes/{urllib.parse.quote(name, safe='')}"
-    for _ in range(CONFLICT_ATTEMPTS):
-        patch = without_bad_node_taint(_request(api, "GET", path))
-        if patch is None:
-            return False
-        try:
-            _request(api, "PATCH", path, patch)
-            return True
-        except urllib.error.HTTPError as error:
-            if error.code != 409:  # 409: the node changed since the read; read it again
-                raise
-    raise RuntimeError(f"node {name} changed under every one of {CONFLICT_ATTEMPTS} patches (409 Conflict)")
+    return patch_node(api, name, without_bad_node_taint)
 
 
 def clean_cluster(api: ApiServer) -> list[str]:
     """Every node of the cluster without the bad-node taint; the names of those that carried it."""
-    nodes = _request(api, "GET", "/api/v1/nodes").get("items") or []
+    nodes = call(api, "GET", NODES_PATH).get("items") or []
     tainted = [n["metadata"]["name"] for n in nodes if without_bad_node_taint(n) is not None]
     return [name for name in tainted if clean_node(api, name)]
 

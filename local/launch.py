@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from stack.paths import PROJECT_ROOT
+from trainer.base.bad_node import NODE_NAME_FIELD, NODE_NAME_VARIABLE
 from trainer.base.config import TrainConfig, parse_args, to_argv
 from trainer.base.exits import LAUNCH_MODULE
 from trainer.base.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
 from trainer.base.staging import split_launcher_options
-from trainer.launch.node_taint import NODE_NAME_FIELD, NODE_NAME_VARIABLE
 from workloads.job.pod import expand_references
 
 LOOPBACK = "127.0.0.1"

@@ -1,6 +1,6 @@
 """Where a stack's runs keep their durable artifacts in S3: `s3://<bucket>/<prefix>/<stack>/run-<n>/`, with the
-checkpoints under `checkpoints/step_<N>/` and the final Hugging Face model under `model/` (trainer/base/config.py
-ArtifactsConfig). One place for the keys that the job's flags, the pods' IAM policy and the stack's outputs share.
+checkpoints under `checkpoints/step_<N>/` and the final Hugging Face model under `model/` (trainer/base/run_layout.py).
+One place for the keys that the job's flags, the pods' IAM policy and the stack's outputs share.
 
 Pure and torch-free.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from stack.names import ARTIFACTS_BUCKET_VARIABLE, artifacts_bucket_prefix
+from trainer.base.run_layout import MODEL_DIRECTORY
 from trainer.base.s3.uri import S3Uri
 
 DEFAULT_PREFIX = "fsdp-eks"
@@ -17,8 +18,6 @@ DEFAULT_PREFIX = "fsdp-eks"
 # ! - _ . * ' ( )), here without the ones a shell or an IAM policy would read as something else (* is an IAM wildcard),
 # in segments joined by single slashes, with no slash at either end.
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
-MODEL_DIRECTORY = "model"  # trainer: the exported HF model under the run's URI
-CHECKPOINT_DIRECTORY = "checkpoints"  # trainer: step_<N>/ under it
 # The stack's outputs that say which bucket it created and where (__main__.py exports them; a preview reads the last
 # `up`'s back, infra/artifacts.py guard_created_bucket).
 CREATED_BUCKET_OUTPUT = "createdArtifactsBucket"

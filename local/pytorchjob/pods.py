@@ -30,8 +30,9 @@ from local.nodes import LocalNodes
 from local.procs import kill_tree
 from local.pytorchjob.restart_policy import DEFAULT_CONTAINER, Action, container_exit
 from local.restart_rule import AfterFailure
+from trainer.base.bad_node import NODE_NAME_VARIABLE
 from trainer.base.exits import EXIT_BAD_NODE
-from trainer.launch.node_taint import NODE_NAME_VARIABLE, bad_node_taint
+from trainer.launch.node_taint import bad_node_taint
 
 # The pod as the local run has it: the agent is the default container, the one the operator reads exit codes from
 # (restart_policy.py). Init containers do not run here: the local volumes are this user's directories.

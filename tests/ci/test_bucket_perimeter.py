@@ -13,8 +13,9 @@ from ci.bucket_perimeter import bucket_perimeter_policy
 from ci.deploy_policy import BUCKET_READS, BUCKET_WRITES, Account, deploy_policy
 from infra.artifacts import bucket_arn, tls_only_policy
 from infra.s3_access import artifacts_policy
-from stack.artifacts import DEFAULT_PREFIX, MODEL_DIRECTORY, run_key
+from stack.artifacts import DEFAULT_PREFIX, run_key
 from tests.ci.iam_request import Caller, check_rcp, request_allowed
+from trainer.base.run_layout import MODEL_DIRECTORY
 
 ACCOUNT = Account("123456789012")
 OTHER_ACCOUNT = "210987654321"

@@ -16,7 +16,8 @@ import pytest
 
 from infra.bad_node_cleanup import HOOK_NAME, clean_cluster, cluster_api, without_bad_node_taint
 from tests.infra.existing_cluster_stack import run_existing_cluster
-from trainer.launch.node_taint import ApiServer, bad_node_taint
+from trainer.base.bad_node import ApiServer
+from trainer.launch.node_taint import bad_node_taint
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 TOKEN = "k8s-aws-v1.stand-in"

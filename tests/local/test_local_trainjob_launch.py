@@ -24,8 +24,8 @@ from local.trainjob.launch import trainjob_plan, with_gang_restart
 from local.trainjob.pod_failure_policy import pod_exit
 from stack.job_api import PYTORCHJOB, TRAINJOB
 from trainer.base.exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
+from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE
 from trainer.base.staging import split_launcher_options
-from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import training_runtime, trainjob_manifest
 

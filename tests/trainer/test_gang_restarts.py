@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from trainer.base.exits import EXIT_GANG_RESTARTS_SPENT, FINAL_EXITS
-from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE, gang_restarts, restarts_spent
+from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
+from trainer.launch.gang import gang_restarts, restarts_spent
 from trainer.launch.launcher import stage_then_launch
 
 TORCHRUN = ["--standalone", "--nnodes=1", "--nproc-per-node=1", "-m", "trainer", "--model", "tiny"]

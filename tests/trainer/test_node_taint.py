@@ -16,16 +16,8 @@ import kubernetes_validate
 import pytest
 
 from stack.config import KUBERNETES_VERSIONS
-from trainer.launch.node_taint import (
-    BAD_NODE_TAINT_EFFECT,
-    BAD_NODE_TAINT_KEY,
-    NODE_NAME_VARIABLE,
-    ApiServer,
-    in_cluster,
-    taint_own_node,
-    taint_value,
-    taints_with,
-)
+from trainer.base.bad_node import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY, NODE_NAME_VARIABLE, ApiServer
+from trainer.launch.node_taint import in_cluster, taint_own_node, taint_value, taints_with
 
 TOKEN = "service-account-token"
 NODE = "ip-10-0-1-23.ec2.internal"

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import uuid
 
+from trainer.base.run_layout import CHECKPOINT_DIRECTORY
 from trainer.base.s3.endpoint import region
 from trainer.base.s3.transfer import S3Error, call
 from trainer.base.s3.transfer import client as s3_client
 from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.layout import META_FILE
-from trainer.checkpoint.s3_store import CHECKPOINTS
 
 # GetBucketLocation answers no LocationConstraint for us-east-1 (Amazon S3 API reference, GetBucketLocation).
 UNCONSTRAINED_REGION = "us-east-1"
@@ -57,7 +57,7 @@ def _crt_write(probe: S3Uri) -> None:
 
 def absent_uri(artifacts: S3Uri) -> S3Uri:
     """A key under the run's checkpoints that nothing writes: where DCP's HEAD of `.metadata` goes."""
-    return artifacts.join(CHECKPOINTS, f"{ABSENT_PREFIX}{uuid.uuid4().hex}", META_FILE)
+    return artifacts.join(CHECKPOINT_DIRECTORY, f"{ABSENT_PREFIX}{uuid.uuid4().hex}", META_FILE)
 
 
 def _crt_head_absent(absent: S3Uri) -> None:

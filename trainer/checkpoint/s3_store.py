@@ -21,20 +21,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from trainer.base.run_layout import CHECKPOINT_DIRECTORY
 from trainer.base.s3.transfer import S3Error, call, list_objects
 from trainer.base.s3.transfer import client as s3_client
 from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, checkpoint_step
 
-CHECKPOINTS = "checkpoints"
-"""The durable tier's folder under --artifacts-uri."""
 # DeleteObjects takes at most 1,000 keys per request (Amazon S3 API reference, DeleteObjects).
 DELETE_BATCH = 1000
 
 
 def checkpoints_root(artifacts_uri: str) -> S3Uri:
     """Where a run with --artifacts-uri keeps its durable checkpoints."""
-    return S3Uri.parse(artifacts_uri, "--artifacts-uri").join(CHECKPOINTS)
+    return S3Uri.parse(artifacts_uri, "--artifacts-uri").join(CHECKPOINT_DIRECTORY)
 
 
 def checkpoint_uri(root: S3Uri, step: int) -> S3Uri:
@@ -130,7 +129,7 @@ def resume_source(uri: S3Uri, client: Any = None) -> S3Checkpoint | None:
         parent = S3Uri(uri.bucket, uri.key.rstrip("/").rpartition("/")[0])
         complete = S3Checkpoints(parent, client).is_complete(uri)
         return S3Checkpoint(step, checkpoint_uri(parent, step), True) if complete else None
-    for root in (uri, uri.join(CHECKPOINTS)):
+    for root in (uri, uri.join(CHECKPOINT_DIRECTORY)):
         complete = S3Checkpoints(root, client).complete()
         if complete:
             return complete[-1]

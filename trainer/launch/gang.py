@@ -17,16 +17,14 @@ failurePolicyRecreateAll). The TrainJob's runtime hands the label to the node co
   it starts nothing and exits EXIT_GANG_RESTARTS_SPENT, a final exit: the runtime's podFailurePolicy fails the Job
   and its JobSet rule finalExit the JobSet.
 
-Torch-free: the manifests and the local run read the names and the check from here.
+The variables' names are the contract in trainer/base/gang_restarts.py, which the manifests and the local run share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-# The node container's copy of the pod's restart-attempt label (the downward API), and the bound on it.
-RESTART_ATTEMPT_VARIABLE = "JOBSET_RESTART_ATTEMPT"
-RESTART_LIMIT_VARIABLE = "FSDP_EKS_MAX_GANG_RESTARTS"
+from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
 
 
 def gang_restarts(environ: Mapping[str, str]) -> int:

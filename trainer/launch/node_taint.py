@@ -1,6 +1,7 @@
 """The launcher's last act after a failed fabric preflight (EXIT_BAD_NODE): it taints its own node, so that the pod the
-job's controller creates again, and every other pod of the job, is scheduled elsewhere. Torch-free: the job's manifests
-(workloads/job/) name the taint, the node variable and the permissions from here.
+job's controller creates again, and every other pod of the job, is scheduled elsewhere. The taint, the node's name,
+the permission and the read-then-patch of a node are the contract in trainer/base/bad_node.py, which the job's
+manifests and the stack's destroy hook share.
 
 Why a taint, and not only the exit code: the Training Operator creates the pod again on a retryable code (>= 128,
 trainer/base/exits.py), and a JobSet recreates the whole gang; neither remembers the node, and the scheduler would
@@ -12,10 +13,6 @@ How: the pod's own service account (its token and CA are mounted at SERVICE_ACCO
 in KUBERNETES_SERVICE_HOST/PORT, as client-go's rest.InClusterConfig reads them), the node's name from the downward API
 (NODE_NAME_VARIABLE, spec.nodeName), and a ClusterRole allowing get and patch on nodes, which an admission policy
 narrows to adding this taint to the pod's own node (workloads/job/node_access.py).
-The node is read, the taint added to its list, and the list written back with a JSON merge patch (RFC 7386: a list is
-replaced whole, so the read keeps the others' taints) that carries the read's metadata.resourceVersion: the API server
-takes it as a precondition and answers 409 Conflict if the node changed in between (kubernetes/kubernetes#63104; the
-patch handler, staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go), and the launcher reads it again.
 
 Never fatal: any failure (no API server, no permission, no node name) is one line in the log, and the exit code stands.
 """
@@ -25,31 +22,28 @@ from __future__ import annotations
 import json
 import os
 import re
-import ssl
 import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# The taint: its key names the project (a DNS subdomain prefix, as Kubernetes' taint keys allow), its value the reason
-# (a label value), its effect keeps new pods off without evicting the node's daemons (which tolerate everything).
-BAD_NODE_TAINT_KEY = "fsdp-eks/bad-node"
-BAD_NODE_TAINT_EFFECT = "NoSchedule"
+from trainer.base.bad_node import (
+    BAD_NODE_TAINT_EFFECT,
+    BAD_NODE_TAINT_KEY,
+    NODE_NAME_VARIABLE,
+    ApiServer,
+    NodeConflictError,
+    node_path,
+    node_taints,
+    patch_node,
+    taints_patch,
+)
+
 DEFAULT_REASON = "preflight"
-# The pod's node, from the downward API (core/v1 ObjectFieldSelector: spec.nodeName).
-NODE_NAME_VARIABLE = "NODE_NAME"
-NODE_NAME_FIELD = "spec.nodeName"
-# What the job's service account may do, and no more: read a node and patch it (workloads/job/node_access.py).
-NODE_VERBS = ("get", "patch")
 # Where the kubelet mounts the service account's token and the cluster's CA (Kubernetes docs, "Accessing the
 # Kubernetes API from a Pod"; client-go rest.InClusterConfig).
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 HOST_VARIABLE, PORT_VARIABLE = "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"
-CONFLICT_ATTEMPTS = 3  # a node's status changes every few seconds (the kubelet's heartbeat does not: it is a Lease)
-TIMEOUT_S = 10.0  # per request: the pod is on its way out, and the kubelet's grace period runs
 # A label value (and so a taint's value): at most 63 characters, alphanumerics at both ends, -_. between.
 _LABEL_VALUE_MAX = 63
 _NOT_IN_VALUE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -57,16 +51,6 @@ _NOT_IN_VALUE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 class TaintError(RuntimeError):
     """The node could not be tainted; the message says why."""
-
-
-@dataclass(frozen=True)
-class ApiServer:
-    """Where and how to call the Kubernetes API: the base URL, a bearer token, and the CA file to trust (None: the
-    system's, or plain HTTP in tests)."""
-
-    url: str
-    token: str
-    ca_file: Path | None = None
 
 
 def in_cluster(env: Mapping[str, str] = os.environ, account_dir: Path = SERVICE_ACCOUNT_DIR) -> ApiServer | None:
@@ -103,22 +87,8 @@ def taints_with(taints: list[dict[str, Any]], taint: dict[str, str]) -> list[dic
 def taint_patch(node: dict[str, Any], taint: dict[str, str]) -> dict[str, Any] | None:
     """The merge patch that adds `taint` to `node` (a Node as read) only if the node is unchanged since the read;
     None when nothing is to change."""
-    taints = taints_with(list((node.get("spec") or {}).get("taints") or []), taint)
-    if taints is None:
-        return None
-    return {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
-
-
-def _call(api: ApiServer, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {api.token}", "Accept": "application/json"}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/merge-patch+json"
-    request = urllib.request.Request(api.url + path, data=data, headers=headers, method=method)
-    context = ssl.create_default_context(cafile=str(api.ca_file)) if api.ca_file else None
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as response:
-        return json.loads(response.read())
+    taints = taints_with(node_taints(node), taint)
+    return None if taints is None else taints_patch(node, taints)
 
 
 def _api_error(error: urllib.error.HTTPError) -> str:
@@ -133,21 +103,15 @@ def _api_error(error: urllib.error.HTTPError) -> str:
 def taint_node(api: ApiServer, node_name: str, reason: str = DEFAULT_REASON) -> bool:
     """Add the bad-node taint to `node_name`; True when it was added, False when it was there already. Raises
     TaintError."""
-    path = f"/api/v1/nodes/{urllib.parse.quote(node_name, safe='')}"
     taint = bad_node_taint(reason)
-    for _ in range(CONFLICT_ATTEMPTS):
-        try:
-            patch = taint_patch(_call(api, "GET", path), taint)
-            if patch is None:
-                return False
-            _call(api, "PATCH", path, patch)
-            return True
-        except urllib.error.HTTPError as error:
-            if error.code != 409:  # 409: the node changed since the read; read it again
-                raise TaintError(f"{error.geturl()}: {_api_error(error)}") from None
-        except (urllib.error.URLError, OSError, ValueError, KeyError) as error:
-            raise TaintError(f"{api.url}{path}: {type(error).__name__}: {error}") from None
-    raise TaintError(f"node {node_name} changed under every one of {CONFLICT_ATTEMPTS} patches (409 Conflict)")
+    try:
+        return patch_node(api, node_name, lambda node: taint_patch(node, taint))
+    except urllib.error.HTTPError as error:
+        raise TaintError(f"{error.geturl()}: {_api_error(error)}") from None
+    except NodeConflictError as error:
+        raise TaintError(str(error)) from None
+    except (urllib.error.URLError, OSError, ValueError, KeyError) as error:
+        raise TaintError(f"{api.url}{node_path(node_name)}: {type(error).__name__}: {error}") from None
 
 
 def taint_own_node(

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from trainer.base.metrics_file import MetricsFileError, read_records
+from trainer.base.run_layout import RECORD_DIRECTORY
 from trainer.base.s3.transfer import S3Error, client, s3_error
 from trainer.base.s3.uri import S3Uri
 from trainer.record.chart import CHART_FILE, svg_chart
 from trainer.record.summary import summarize, summary_json
 
-RECORD_DIRECTORY = "record"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 CONTENT_TYPES = {METRICS_FILE: "application/x-ndjson", SUMMARY_FILE: "application/json", CHART_FILE: "image/svg+xml"}

@@ -31,9 +31,9 @@ from stack.names import (
     TRAINER_METRICS_PORT_NAME,
 )
 from stack.node_contract import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE
+from trainer.base.bad_node import NODE_NAME_FIELD, NODE_NAME_VARIABLE
 from trainer.base.config import to_argv
 from trainer.base.hub_token import REGION_VARIABLE, SECRET_VARIABLE
-from trainer.launch.node_taint import NODE_NAME_FIELD, NODE_NAME_VARIABLE
 from workloads.job.shutdown import TERMINATION_GRACE_S
 from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec
 from workloads.job.staging import worker_env

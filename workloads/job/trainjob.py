@@ -52,8 +52,8 @@ from stack.job_api import (
     TRAINJOB_KIND,
 )
 from trainer.base.exits import FINAL_EXITS, LAUNCH_MODULE
+from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
 from trainer.base.staging import STAGE_INPUTS_OPTION
-from trainer.launch.gang import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
 from workloads.job.node_access import node_access_objects
 from workloads.job.pod import (
     PYTHON,

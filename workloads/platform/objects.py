@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from stack.artifacts import CHECKPOINT_DIRECTORY, MODEL_DIRECTORY
 from stack.config import StackConfig
 from stack.job_api import JOB_KIND, SUCCEEDED_CONDITION
 from stack.names import (
@@ -20,9 +19,9 @@ from stack.names import (
     TRAINING_NAMESPACE,
     job_name,
 )
+from trainer.base.run_layout import CHECKPOINT_DIRECTORY, MODEL_DIRECTORY, RECORD_DIRECTORY
 from trainer.base.s3.model_upload import download_command
 from trainer.base.s3.uri import S3Uri
-from trainer.record.archive import RECORD_DIRECTORY
 from workloads.job.api import Controller, job_api_for
 from workloads.job.pod import UNCREATED_BUCKET
 from workloads.platform.dashboards import dashboard_configmaps

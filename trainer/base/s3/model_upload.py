@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainer.base.run_layout import MODEL_DIRECTORY
 from trainer.base.s3.transfer import S3Object, call, client, list_objects, upload_directory
 from trainer.base.s3.uri import S3Uri
 
-MODEL_PREFIX = "model"
 MANIFEST = "export-manifest.json"
 DOWNLOAD_DIRECTORY = "./model"
 
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def model_uri(artifacts_uri: str) -> S3Uri:
     """Where the run's final model lands: `<artifacts-uri>/model/` (a prefix)."""
-    model = S3Uri.parse(artifacts_uri, "--artifacts-uri").join(MODEL_PREFIX)
+    model = S3Uri.parse(artifacts_uri, "--artifacts-uri").join(MODEL_DIRECTORY)
     return S3Uri(model.bucket, model.prefix)
 
 
