@@ -1,6 +1,7 @@
-"""Where a stack's runs keep their durable artifacts in S3: `s3://<bucket>/<prefix>/<stack>/run-<n>/`, with the
-checkpoints under `checkpoints/step_<N>/` and the final Hugging Face model under `model/` (trainer/base/run_layout.py).
-One place for the keys that the job's flags, the pods' IAM policy and the stack's outputs share.
+"""Where a stack's runs keep their artifacts in S3 (`<prefix>/<stack>/run-<n>/`), the prefix's check, and
+`--artifacts-uri` as the pods get it. Below a run, the checkpoints, the final model and the record sit as
+trainer/base/run_layout.py says. One place for the keys that the job's flags, the pods' IAM policy and the stack's
+outputs share.
 
 Pure and torch-free.
 """

@@ -1,5 +1,5 @@
-"""Checks of the cluster the stack creates that the AWS provider or EKS would otherwise answer mid-`pulumi up`: how
-long its name may be, given the node groups named after it, who may reach its API endpoint, whether a system
+"""Checks of the cluster the stack creates that EKS or the AWS provider would otherwise answer mid-`pulumi up`. They
+say how long its name may be, given the node groups named after it, who may reach its API endpoint, whether a system
 node runs in the AZ of Prometheus' volume, and which administrators get an access entry from the stack.
 
 Kept apart from stack/checks.py (the checks across every section) because infra/ names its node groups with

@@ -1,5 +1,5 @@
-"""Read a stack's config from its Pulumi.<stack>.yaml the way the engine would pass it, for code that runs
-without the engine: the render CLI, the local run, the reviewer's summary and the tests."""
+"""A stack's config read from its Pulumi.<stack>.yaml as the engine would pass it, for code that runs without the
+engine. That is the render CLI, the local run, the reviewer's summary and the tests."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Does the stack's job fit its fleet: the configured job sized with the sizing model (sizing/estimate.py), the
-problems `parse_stack_config` reports for a job that cannot fit (with the smallest changes that would), and the
-stack's `jobSizing` output.
+"""Does the stack's job fit its fleet: the job sized with the sizing model, the smallest changes that would make it
+fit, and the `jobSizing` output. The sizing model is sizing/estimate.py; `parse_stack_config` reports a job that
+cannot fit as problems with those changes.
 
 The StackConfig half of the sizing: the model below it (sizing/) knows nothing of the stack's config.
 """

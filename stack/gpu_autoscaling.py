@@ -1,5 +1,5 @@
-"""How the GPU node group scales: the sizes the managed node group gets and the Cluster Autoscaler's settings for it,
-written once for infra/gpu_nodes.py (the group), workloads/platform/autoscaler.py (the autoscaler) and
+"""How the GPU node group scales: the managed node group's sizes and the Cluster Autoscaler's settings for it.
+Written once for infra/gpu_nodes.py (the group), workloads/platform/autoscaler.py (the autoscaler) and
 stack/run_cost.py (what idle nodes cost).
 
 The group runs between min and max (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws: the autoscaler only

@@ -1,5 +1,5 @@
-"""Where the project lives on disk: the one definition every package and test reads (standard library only, so the
-pipeline's bare-runner tools can import it too)."""
+"""Where the project lives on disk: the one definition every package and test reads. Standard library only, so the
+pipeline's bare-runner tools can import it too."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The trainer's own TrainConfig (trainer/base/config.py) that the stack's job.* settings choose: the object the job's
-trainer runs with (workloads/job/pod_trainer_config.py adds the pod's layout to it and renders it with `to_argv`), that
-the sizing sizes (stack/fit.py) and that the policy pack reads back from the job's flags with the trainer's parser.
+"""The trainer's own TrainConfig that the stack's job.* settings choose: the one object the job runs with, the sizing
+sizes and the policy pack reads back. The class is trainer/base/config.py's. workloads/job/pod_trainer_config.py adds
+the pod's layout to it and renders it with `to_argv`, stack/fit.py sizes it, and the policy pack reads it back from
+the job's flags with the trainer's parser.
 
 Pure and torch-free.
 """

@@ -6,7 +6,8 @@ something else than its module, shows.
     python -m tools.module_tables --check    # exits 1, naming each table that differs (tests/test_module_tables.py)
 
 A table sits between `<!-- module-table: FOLDER -->` and `<!-- /module-table -->` in a Markdown file of docs/: every
-module under FOLDER, or with `FOLDER folders`, FOLDER's role folders and its top-level modules, one row each.
+module under FOLDER, or with `FOLDER folders`, FOLDER's folders and its top-level modules, one row each. Every table
+in docs/ whose first column is "Module" is one of these (tests/test_module_tables.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from stack.paths import PROJECT_ROOT
 
 TABLE = re.compile(r"(<!-- module-table: (?P<spec>[^>]+?) -->\n)(?P<body>.*?)(<!-- /module-table -->)", re.DOTALL)
-DOCS = ("docs/architecture.md", "docs/trainer.md")
+DOCS_FOLDER = "docs"
 # A sentence ends at a full stop followed by a space or the paragraph's end; "e.g.", "i.e." and "..." do not end one.
 SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\.\.)\.(\s|$)")
 
@@ -71,8 +72,13 @@ def rendered(text: str) -> str:
     return TABLE.sub(lambda m: m.group(1) + table(m.group("spec")) + m.group(4), text)
 
 
+def docs() -> list[str]:
+    """The Markdown files of docs/, relative to the project."""
+    return [path.relative_to(PROJECT_ROOT).as_posix() for path in sorted((PROJECT_ROOT / DOCS_FOLDER).glob("*.md"))]
+
+
 def stale_docs() -> list[str]:
-    return [doc for doc in DOCS if rendered((PROJECT_ROOT / doc).read_text()) != (PROJECT_ROOT / doc).read_text()]
+    return [doc for doc in docs() if rendered((PROJECT_ROOT / doc).read_text()) != (PROJECT_ROOT / doc).read_text()]
 
 
 def main(argv: list[str] | None = None) -> int:
