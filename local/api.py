@@ -1,5 +1,5 @@
-"""The job API as the local run plays it: everything that differs between a PyTorchJob's run and a TrainJob's, behind
-one interface, as workloads/job/api.py puts their objects behind one.
+"""The job API as the local run plays it: what differs between a PyTorchJob's run and a TrainJob's, behind one
+interface. workloads/job/api.py puts their objects behind one in the same way.
 
 local/run.py runs every job the same way and asks the job's API (`local/apis.py local_api_for`) for its parts:
 - the stack's objects rendered for this machine and admitted as the cluster admits them (`admitted`);

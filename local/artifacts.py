@@ -1,5 +1,5 @@
-"""The local run's S3: moto's server for the run (local/s3.py), the artifacts bucket, local files put there as a stack's
-s3:// inputs, and what the run left in it.
+"""The local run's S3: the artifacts bucket on moto's server (local/s3.py), local files put there as a stack's s3://
+inputs, and what the run left in it.
 
 On the cluster the job's pods write under `s3://<artifacts bucket>/<prefix>/<stack>/run-<n>/`: the pod's
 `--artifacts-uri s3://$(FSDP_EKS_ARTIFACTS_BUCKET)/...` names the bucket through the container's variable, which the

@@ -1,6 +1,6 @@
-"""A model of what the Cluster Autoscaler and the scheduler do with the GPU node group, read from the autoscaler's
-source at the pinned version (kubernetes/autoscaler, cluster-autoscaler-1.35.2; stack/versions.py), so a drill can
-show a bad node replaced and idle nodes released without a cluster. Modelled, not run: the rules below, one group.
+"""A model of what the Cluster Autoscaler and the scheduler do with the GPU node group, so that a drill can show a bad
+node replaced and idle nodes released without a cluster. It is read from the autoscaler's source at the pinned version
+(kubernetes/autoscaler, cluster-autoscaler-1.35.2; stack/versions.py). Modelled, not run: the rules below, one group.
 
 - Placement (the scheduler): a pending pod goes on a ready node whose NoSchedule and NoExecute taints it tolerates
   (local/nodes.py, the TaintToleration filter) and whose free allocatable covers its requests.

@@ -1,6 +1,6 @@
-"""From a job's worker container to the torchrun agents the local run starts: the pieces every job API's local run
-builds its agents from (local/pytorchjob/launch.py, local/trainjob/launch.py): the container's command
-(`python -m trainer.launch`, torchrun in that process) and environment, with this machine's changes.
+"""From a job's worker container to the command and environment of a torchrun agent: what every job API's local run
+builds its agents from. The command is the container's (`python -m trainer.launch`, torchrun in that process), with this
+machine's changes; local/pytorchjob/launch.py and local/trainjob/launch.py add each API's variables.
 
 Pure functions of the container (no processes, no torch import). What changes for this machine, and only that:
 - one worker process per agent unless asked for more (nprocPerNode is the node's GPU count on the cluster; here there

@@ -1,7 +1,7 @@
-"""The local run's nodes: one per worker pod, as the cluster runs one pod per GPU node, named as the downward API
-names them to the pod (local/launch.py local_node_name), with the taints put on them, and the one scheduling rule the
-local run needs: a pod goes only onto a node whose NoSchedule and NoExecute taints it tolerates (the scheduler's
-TaintToleration filter plugin, kubernetes pkg/scheduler/framework/plugins/tainttoleration; the matching rule is
+"""The local run's nodes, their taints, and the one scheduling rule the run needs: a pod goes only onto a node whose
+NoSchedule and NoExecute taints it tolerates. There is one node per worker pod, as the cluster runs one pod per GPU
+node, named as the downward API names them to the pod (local/launch.py local_node_name). The rule is the scheduler's
+TaintToleration filter plugin (kubernetes pkg/scheduler/framework/plugins/tainttoleration; the matching rule is
 k8s.io/api core/v1 toleration.go, Toleration.ToleratesTaint).
 
 The cluster may have a spare node for a pod created again; the local run has none: a pod whose own node is tainted

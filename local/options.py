@@ -1,5 +1,6 @@
-"""What one local run is asked to do (`LocalOptions`, from the CLI or a test; `LocalJobOptions`, the job's part),
-what it changes in the stack's config (`Override`), and how it refuses bad input."""
+"""What one local run is asked to do, what it changes in the stack's config, and how it refuses bad input.
+`LocalOptions` comes from the CLI or a test, `LocalJobOptions` is the job's part of it, and `Override` is one change to
+the config."""
 
 from __future__ import annotations
 

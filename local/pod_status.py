@@ -1,6 +1,6 @@
-"""A pod's container statuses after one of its containers exits, as the kubelet reports them under restartPolicy
-Never: init containers run one after another, each only once the one before exited 0, and the main containers start
-only after the last; what never ran is still waiting (no exit code). Pure: the Training Operator's reading of a pod
+"""A pod's container statuses after one of its containers exits, as the kubelet reports them under restartPolicy Never.
+Init containers run one after another, each only once the one before exited 0, and the main containers start only after
+the last; what never ran is still waiting (no exit code). Pure: the Training Operator's reading of a pod
 (local/pytorchjob/restart_policy.py) and the Job controller's (local/trainjob/pod_failure_policy.py) both start from it.
 """
 

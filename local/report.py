@@ -1,5 +1,5 @@
-"""What the local run shows while it runs: a line per logged step (the summary and the chart at the end are the run's
-record's: trainer/record/summary.py, trainer/record/chart.py).
+"""What the local run shows while it runs: a line per logged step. The summary and the chart at the end are the run's
+record's (trainer/record/summary.py, trainer/record/chart.py).
 
 Everything comes from the leader's --metrics-file (one JSON object per logged step, trainer/base/metrics.py), the file
 Prometheus' figures are made of too. After an elastic restart the trainer logs again from the checkpoint it

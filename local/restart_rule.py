@@ -1,5 +1,5 @@
-"""How a job's controller restarts after a failed pod, as the local run's supervisor asks it (local/supervise.py):
-each job API's local run gives its own (local/pytorchjob/pods.py PodRestarts, local/trainjob/pods.py GangRestarts)."""
+"""How a job's controller restarts after a failed pod, as the local run's supervisor asks it (local/supervise.py). Each
+job API's local run gives its own (local/pytorchjob/pods.py PodRestarts, local/trainjob/pods.py GangRestarts)."""
 
 from __future__ import annotations
 

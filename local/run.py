@@ -1,5 +1,5 @@
-"""One local run of a stack's job, whatever its job API: render and admit, start etcd where the API needs it, the S3
-API and the agents, watch, inject the drill, report.
+"""One local run of a stack's job, whatever its job API. It renders and admits the objects, starts etcd where the API
+needs it, the S3 API and the agents, then watches, injects the drill and reports.
 
 Used by the CLI (local/cli.py) and the end-to-end tests. The job's API (local/apis.py) gives what differs: the
 objects and their admission, the agents, the header and the restart rule of its controller. `run_local` raises

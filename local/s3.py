@@ -1,5 +1,5 @@
-"""A throwaway S3 API on this machine, for the local run's artifacts and for tests: moto's server (PyPI
-`moto[server]`) on 127.0.0.1, on a free port, its objects in memory, dying with the process that started it.
+"""A throwaway S3 API on this machine, for the local run's artifacts and for tests: moto's server on a free port of
+127.0.0.1. Its objects are in memory (PyPI `moto[server]`), and it dies with the process that started it.
 
     with LocalS3.start() as s3:
         s3.create_bucket("fsdp-eks-local")

@@ -1,5 +1,6 @@
-"""The local run's supervisor: the pods started, watched and stopped attempt by attempt as the job's controller would
-(its restart rule, local/restart_rule.py), the drill injected, progress shown, and the run's result and summary."""
+"""The local run's supervisor: it starts, watches and stops the pods attempt by attempt, as the job's controller would.
+It follows the API's restart rule (local/restart_rule.py), injects the drill, shows progress, and gives the run's result
+and summary."""
 
 from __future__ import annotations
 

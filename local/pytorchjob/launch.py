@@ -1,4 +1,4 @@
-"""From the PyTorchJob manifest to the torchrun agents the local run starts: one per worker replica, with the
+"""From the PyTorchJob manifest to the torchrun agents the local run starts: one per worker replica. Each has the
 container's command and environment (local/launch.py) and the PET_* variables the Training Operator adds.
 
 Pure functions of the manifest (no processes, no torch import). What changes for this machine beyond local/launch.py's

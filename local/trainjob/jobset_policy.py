@@ -1,6 +1,6 @@
-"""What follows a failed pod of a TrainJob: its Job's podFailurePolicy (local/trainjob/pod_failure_policy.py), then the
-JobSet's failurePolicy, both read from the runtime object itself, so that the local run (local/trainjob/pods.py)
-and the tests follow the policy the cluster gets (workloads/job/trainjob.py).
+"""What follows a failed pod of a TrainJob: its Job's podFailurePolicy, then the JobSet's failurePolicy, both read from
+the runtime object itself. The first is local/trainjob/pod_failure_policy.py's. Reading the object makes the local run
+(local/trainjob/pods.py) and the tests follow the policy the cluster gets (workloads/job/trainjob.py).
 
 The JobSet's part, kubernetes-sigs/jobset v0.12.0 pkg/controllers/failure_policy.go:
 - No failurePolicy: the first failed Job fails the JobSet (reason FailedJobs).

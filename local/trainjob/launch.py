@@ -1,6 +1,6 @@
-"""From a TrainJob and its ClusterTrainingRuntime to the torchrun agents the local run starts: one per node, with the
-runtime's "node" container as Trainer v2 completes it (the TrainJob's image, command and env) and the PET_* variables
-Trainer v2's torch plugin adds.
+"""From a TrainJob and its ClusterTrainingRuntime to the torchrun agents the local run starts: one per node. Each runs
+the runtime's "node" container as Trainer v2 completes it (the TrainJob's image, command and env), with the PET_*
+variables Trainer v2's torch plugin adds.
 
 Pure functions of the two objects (no processes, no torch import), built from the PyTorchJob runner's own pieces
 (local/launch.py). What Trainer v2 sets, from kubeflow/trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go:

@@ -1,4 +1,4 @@
-"""Kubeflow Trainer v2.3.0's admission of a ClusterTrainingRuntime and a TrainJob that uses it: the validating
+"""Kubeflow Trainer v2.3.0's admission of a ClusterTrainingRuntime and a TrainJob that uses it. It holds the validating
 webhooks and the CRDs' own rules, as far as they apply to a torch runtime with one trainer step.
 
 Pure and torch-free, from kubeflow/trainer v2.3.0:

@@ -1,6 +1,7 @@
-"""The checkpoint volume on the stack's FSx for Lustre file system: a statically provisioned PersistentVolume and the
-claim the job's pods mount (JobSpec.checkpoint names it), whichever API runs the job. A pure function of the
-JobSpec and the file system's plain strings (stack/file_system.py); the job component resolves them.
+"""The checkpoint volume on the stack's FSx for Lustre file system: a PersistentVolume and the claim the job's pods
+mount. The volume is provisioned statically, JobSpec.checkpoint names it, and it is the same whichever API runs the
+job. A pure function of the JobSpec and the file system's plain strings (stack/file_system.py); the job component
+resolves them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""TrainingJob: the PyTorchJob (or, with job.api trainjob, the ClusterTrainingRuntime and TrainJob), the service account
-its pods run as and that account's Pod Identity role (infra/trainer_access.py): the stack's runs in the artifacts
-bucket, read-only s3:// inputs and, when the stack names the Hugging Face token's secret, its read. No resource holds
-the token.
+"""TrainingJob: the job API's objects, the service account the job's pods run as, and that account's Pod Identity
+role. The objects are the PyTorchJob or, with job.api trainjob, the ClusterTrainingRuntime and TrainJob. The role
+(infra/trainer_access.py) reaches the stack's runs in the artifacts bucket, the s3:// inputs read-only and, when the
+stack names the Hugging Face token's secret, its read. No resource holds the token.
 
 `pulumi up` starts the run; any change to the job (config, image, run counter) replaces the job, deleting the old
 one first (it has a fixed name); `pulumi destroy` removes it. The objects are the job API's dicts

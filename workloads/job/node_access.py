@@ -1,5 +1,6 @@
-"""What the job's pods may do to their nodes: read one and patch it, so that a launcher that found its node's fabric
-bad (EXIT_BAD_NODE) can taint it (trainer/launch/node_taint.py) and no pod of the job is scheduled there again.
+"""What the job's pods may do to nodes: read one, and add the bad-node taint to their own. A launcher that found
+its node's fabric bad (EXIT_BAD_NODE) taints the node (trainer/launch/node_taint.py), and no pod of the job is
+scheduled there again.
 
 A ClusterRole (nodes are cluster-scoped, so a namespaced Role cannot name them) with get and patch on nodes, bound to
 the job's service account alone. It cannot be narrowed by resourceNames: the node a pod lands on is known only once it

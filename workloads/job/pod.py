@@ -1,5 +1,5 @@
-"""The worker pod both job APIs run (workloads/job/api.py): one pod per node over all of its GPUs, pinned to the stack's
-GPU node group, with its init container, /dev/shm, checkpoint volume, staged cache, service account, token secret's
+"""The worker pod both job APIs run (workloads/job/api.py): one pod per node over all of its GPUs, on the stack's GPU
+node group. It holds its init container, /dev/shm, checkpoint volume, staged cache, service account, token secret's
 name, network settings and resources. Each API supplies only its trainer container's name, command and ports
 (workloads/job/pytorchjob.py, workloads/job/trainjob.py) and, for a TrainJob, the pod's restartPolicy; everything
 else is the same pod, so the PodMonitor, the dashboards and the policy pack find it whichever API ran it.

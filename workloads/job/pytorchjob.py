@@ -1,6 +1,6 @@
-"""The training job as a kubeflow.org/v1 PyTorchJob under the Training Operator v1 (job.api pytorchjob): `nodes`
-Worker replicas of the shared worker pod (workloads/job/pod.py), each one torchrun agent over all of its node's GPUs,
-with torchrun's elastic rendezvous on the platform's etcd (or c10d) and the operator's ExitCode restart rule.
+"""The training job as a kubeflow.org/v1 PyTorchJob under the Training Operator v1 (job.api pytorchjob). It has
+`nodes` Worker replicas of the shared worker pod (workloads/job/pod.py), each one torchrun agent over all of its node's
+GPUs, with torchrun's elastic rendezvous on the platform's etcd (or c10d) and the operator's ExitCode restart rule.
 
 Pure functions of a JobSpec returning plain dicts.
 

@@ -1,5 +1,5 @@
-"""The training job as Kubeflow Trainer v2 objects (job.api trainjob): a ClusterTrainingRuntime holding the worker pod,
-and the TrainJob that runs it on `nodes` nodes.
+"""The training job as Kubeflow Trainer v2 objects (job.api trainjob). A ClusterTrainingRuntime holds the worker pod,
+and the TrainJob runs it on `nodes` nodes.
 
 Pure functions of a JobSpec. The pod is the shared worker pod (workloads/job/pod.py): the same init containers,
 /dev/shm, checkpoint volume, service account, token secret's name, EFA/GPU/huge-page resources, toleration, node
