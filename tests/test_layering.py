@@ -1,10 +1,10 @@
 """The layering of docs/architecture.md, read from the code's own imports (every import statement, also those inside
-functions): no module imports a layer above its own, no two modules import each other through any path, and the
-layers a Pulumi program, the policy pack or the local run load never pull in torch. Inside the trainer the same rules
-hold between its role folders; its torch-free base is one package, trainer/base/, which loads no torch and is all of
-the trainer that the Pulumi program (stack/, infra/, workloads/), the sizing model, the policy pack, the CI roles and
-the pipeline tools import. What the pods and the stack share (a taint, a variable's name, a key in S3) is written
-there once."""
+functions): no module imports a layer above its own, no two modules import each other through any path, and the layers a
+Pulumi program, the policy pack or the local run load never pull in torch. Inside the trainer the same rules hold
+between its role folders; its torch-free base is one package, trainer/base/, which loads no torch and is all of the
+trainer that the Pulumi program (__main__.py, stack/, infra/, workloads/), the sizing model, the policy pack, the CI
+roles and the pipeline tools import. What the pods and the stack share (a taint, a variable's name, a key in S3) is
+written there once."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ BASE = "trainer.base"
 # trainer: its base alone. The rest may import the trainer's runtime modules: local/ runs the trainer's own launcher
 # and reads its checkpoints and record, preflight/ reads a data set as the trainer does, bench/ times the trainer.
 # local/ and preflight/ still load no torch (test_the_layers_above_the_trainer_never_load_torch).
-BASE_ONLY_PACKAGES = frozenset({"stack", "sizing", "policy", "infra", "workloads", "ci", "tools"})
+BASE_ONLY_PACKAGES = frozenset({"__main__", "stack", "sizing", "policy", "infra", "workloads", "ci", "tools"})
 
 
 def trainer_part(module: str) -> str:
