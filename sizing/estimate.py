@@ -33,9 +33,9 @@ from sizing.throughput import (
     estimate_throughput,
     scaling_efficiency,
 )
-from trainer.base.config import LORA_TARGETS, SHARDING_STRATEGIES, TrainConfig
+from trainer.base.config import SHARDING_STRATEGIES, TrainConfig, config_problems
 from trainer.base.env import DistEnv
-from trainer.base.options import flag_of, option_problems
+from trainer.base.options import Facts
 from trainer.base.parallel_plan import make_plan
 from trainer.base.presets import PRESETS, ModelShape, find_shape
 from trainer.base.units import GIB
@@ -134,20 +134,11 @@ def resolve_instance(name: str) -> InstanceType:
 
 def make_job(shape: ModelShape, config: TrainConfig, *, gpus: int) -> Job:
     """What one rank of the trainer trains with the options `config` on `gpus` GPUs: gradient accumulation derived as
-    the trainer derives it (trainer/base/parallel_plan.py). SizingError, naming the flag, for what the trainer
-    refuses."""
-    problems = [problem.render(flag_of(TrainConfig)) for problem in option_problems(config)]
-    seq_len, lora = config.data.seq_len, config.lora
-    if seq_len > shape.max_position_embeddings:
-        problems.append(
-            f"--seq-len {seq_len}: exceeds the model's max_position_embeddings {shape.max_position_embeddings} "
-            f"({shape.name})"
-        )
+    the trainer derives it (trainer/base/parallel_plan.py). SizingError, naming the flag, for what the trainer's
+    declared rules refuse with this model and world size."""
+    problems = config_problems(config, Facts(shape=shape, world_size=gpus if gpus >= 1 else None))
     if gpus < 1:
         problems.append(f"{gpus} GPUs: expected at least 1")
-    if unknown := set(lora.target_list()) - set(LORA_TARGETS):
-        named = ",".join(sorted(unknown))
-        problems.append(f"--lora-targets {lora.targets}: {named}; the decoder layers' are {','.join(LORA_TARGETS)}")
     if problems:
         raise SizingError("; ".join(problems))
     # The trainer's own plan; gradient accumulation depends on the world size alone, not on how it splits in nodes.

@@ -2,6 +2,8 @@
 
 Each returns problems in the form ConfigError lists them (key, value, what is allowed); `parse_stack_config` runs
 them on every parse. Kept apart from the section declarations in stack/config.py so each file has one job.
+The trainer's own rules across its options are not restated here: `trainer_rule_problems` checks the declared ones
+(trainer/base/config.py) on the options the pods get, with the model's shape and the world size the stack knows.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from stack.names import (
     uncut_job_name,
 )
 from stack.trainer_config import stack_trainer_config, trainer_rule_problems
+from trainer.base.config import whole_micro_steps
+from trainer.base.options import Facts
 from trainer.base.presets import find_shape
 
 
@@ -44,7 +48,7 @@ def cross_key_problems(config: StackConfig) -> list[str]:
         + _existing_cluster_problems(config)
         + _job_problems(config)
         + _artifacts_problems(config)
-        + validation_problems(config)
+        + trainer_rule_problems(config.job, _trainer_facts(config))
         + stack_name_problems(config.stack, config.gpu_nodes.count if config.job.enabled else None)
     )
 
@@ -236,23 +240,8 @@ def _job_problems(config: StackConfig) -> list[str]:
             f"{where}.shardingStrategy: 'HYBRID_SHARD' is not allowed on {nodes} node(s); it replicates "
             "across nodes, expected FULL_SHARD or SHARD_GRAD_OP on one node, or gpuNodes.count >= 2"
         )
-    problems += trainer_rule_problems(job)  # the trainer refuses these at start; the preview says so first
     if job.min_nodes is not None and not 1 <= job.min_nodes <= max(nodes, 1):
         problems.append(f"{where}.minNodes: {job.min_nodes} is not allowed; expected 1 to gpuNodes.count ({nodes})")
-    shape = find_shape(job.model)
-    if shape is not None and job.seq_len > shape.max_position_embeddings:
-        problems.append(
-            f"{where}.seqLen: {job.seq_len} is not allowed for {job.model}; expected at most its "
-            f"max_position_embeddings ({shape.max_position_embeddings})"
-        )
-    gpus = nodes * gpu.instance.gpus
-    if job.global_batch_size is not None and gpus:
-        per_step = job.batch_size * gpus
-        if job.global_batch_size % per_step:
-            problems.append(
-                f"{where}.globalBatchSize: {job.global_batch_size} is not allowed; expected a multiple "
-                f"of batchSize x GPUs ({job.batch_size} x {gpus} = {per_step})"
-            )
     problems += _elastic_batch_problems(config)
     problems += job_api_problems(job.api, job.rdzv_backend, job.min_nodes, job.max_disruption_restarts)
     claim = job.checkpoint_claim
@@ -282,47 +271,13 @@ def _artifacts_problems(config: StackConfig) -> list[str]:
     ]
 
 
-def validation_problems(config: StackConfig) -> list[str]:
-    """job.validation's keys together: one held-out set (a split or a data set, not both), and what evaluates it
-    asks for one; early stop needs evaluations before the last step to compare."""
-    validation, where = config.job.validation, f"{NAMESPACE}:job.validation"
-    problems = []
-    if validation.split > 0 and validation.dataset is not None:
-        problems.append(
-            f"{where}.dataset: {validation.dataset!r} is not allowed with split {validation.split}; expected one "
-            "held-out set: a split of job.dataset or a data set of its own (split 0)"
-        )
-    if validation.dataset_split is not None and validation.dataset is None:
-        problems.append(
-            f"{where}.datasetSplit: {validation.dataset_split!r} is not allowed without dataset; expected "
-            "job.validation.dataset, the data set it is a split of"
-        )
-    # The trainer's own rule (trainer/validate.py _validation), on the flags the pods get.
-    trainer = stack_trainer_config(config.job)
-    if validation.dataset is not None and trainer.validation.reads_training_records(trainer.data):
-        problems.append(
-            f"{where}.dataset: {validation.dataset!r} is not allowed: it is job.dataset, read in the same split, so "
-            "its records are trained on; expected job.validation.datasetSplit naming another split (such as "
-            "validation), job.validation.split (such as 0.02) instead, or a data set of held-out records"
-        )
-    if not validation.enabled:
-        asked = {
-            "every": validation.every,
-            "keepBest": validation.keep_best,
-            "earlyStopPatience": validation.early_stop_patience,
-        }
-        problems += [
-            f"{where}.{key}: {value!r} is not allowed without a held-out set; expected job.validation.split (such "
-            "as 0.02) or job.validation.dataset"
-            for key, value in asked.items()
-            if value
-        ]
-    elif validation.early_stop_patience and not validation.every:
-        problems.append(
-            f"{where}.earlyStopPatience: {validation.early_stop_patience} is not allowed with every 0 (one "
-            "evaluation, at the last step); expected every > 0, such as job.checkpointEvery"
-        )
-    return problems
+def _trainer_facts(config: StackConfig) -> Facts:
+    """What the trainer's rules that need outside facts are checked with: the model's shape where the project knows it
+    (trainer/base/presets.py), and the job's world size, a rank per GPU. A disabled job has neither."""
+    if not config.job.enabled:
+        return Facts()
+    gpus = config.gpu_nodes.count * config.gpu_nodes.instance.gpus
+    return Facts(shape=find_shape(config.job.model), world_size=gpus or None)
 
 
 def _elastic_batch_problems(config: StackConfig) -> list[str]:
@@ -338,11 +293,8 @@ def _elastic_batch_problems(config: StackConfig) -> list[str]:
             f"({gpu.count}); expected a fixed global batch, or the effective batch changes when nodes are lost"
         )
         return [problem]
-    bad = [
-        n
-        for n in range(job.min_nodes, gpu.count + 1)
-        if job.global_batch_size % (job.batch_size * gpu.instance.gpus * n)
-    ]
+    trainer = stack_trainer_config(job)  # the trainer's rule (whole_micro_steps) at each world size it may run at
+    bad = [n for n in range(job.min_nodes, gpu.count + 1) if whole_micro_steps(trainer, gpu.instance.gpus * n)]
     if not bad:
         return []
     problem = (

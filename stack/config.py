@@ -30,7 +30,6 @@ from stack.hub_token_secret import secret_reference_problem
 from stack.job_api import DEFAULT_JOB_API, DEFAULT_RDZV_BACKEND, JOB_APIS, RDZV_BACKENDS
 from stack.names import CLUSTER_NAME_PREFIX
 from stack.versions import EKS_SUPPORT_ENDS
-from trainer.base.config import LORA_TARGETS
 from trainer.base.errors import InputError
 from trainer.base.s3.uri import S3Uri, bucket_name_problem, checkpoint_bucket_problem, is_s3_uri
 
@@ -84,12 +83,6 @@ def s3_uri_problem(value: str) -> str | None:
     except InputError as error:
         return f"a well-formed s3://bucket/key URI ({error})"
     return None
-
-
-def lora_targets_problem(targets: list[str]) -> str | None:
-    if targets and set(targets) <= set(LORA_TARGETS):
-        return None
-    return f"a non-empty list of the decoder layers' linear layers: {', '.join(LORA_TARGETS)}"
 
 
 def required_s3_uri_problem(value: str) -> str | None:
@@ -366,7 +359,7 @@ class LoraSettings:
 
     rank: int = job_option("lora.rank")
     alpha: int = job_option("lora.alpha", at_least(1))
-    targets: list[str] = job_option("lora.targets", lora_targets_problem)
+    targets: list[str] = job_option("lora.targets")
 
 
 @dataclass(frozen=True)
@@ -379,11 +372,6 @@ class ValidationSettings:
     every: int = job_option("validation.every")
     keep_best: bool = job_option("validation.keepBest")
     early_stop_patience: int = job_option("validation.earlyStopPatience")
-
-    @property
-    def enabled(self) -> bool:
-        """Whether the job has a held-out set to evaluate."""
-        return self.split > 0 or self.dataset is not None
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,15 @@ def setting(key: str, default: Any, doc: str, check: Check | None = None, *, fac
 JOB_OPTIONS: dict[str, Option] = {o.stack.key: o for o in options(TrainConfig) if o.stack is not None}
 
 
+def as_trainer_value(value: Any) -> Any:
+    """A setting's value as the trainer option takes it: a list of names comma-separated (job.lora.targets)."""
+    return ",".join(value) if isinstance(value, list) else value
+
+
 def _trainer_check(declared: Option) -> Check:
     def check(value: Any) -> str | None:
-        failed = [c.allowed for c in declared.checks if value is not None and not c.holds(value)]
+        given = as_trainer_value(value)
+        failed = [c.allowed for c in declared.checks if given is not None and not c.holds(given)]
         return failed[0] if failed else None
 
     return check
@@ -83,7 +89,7 @@ def trainer_values(settings: Any) -> dict[str, Any]:
         if dataclasses.is_dataclass(value):
             values |= trainer_values(value)
         elif "trainer" in f.metadata:
-            values[f.metadata["trainer"]] = ",".join(value) if isinstance(value, list) else value
+            values[f.metadata["trainer"]] = as_trainer_value(value)
     return values
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from stack.config import ArtifactsConfig, JobConfig
 from stack.fields import stack_problem, trainer_values
 from trainer.base.config import TrainConfig
-from trainer.base.options import dependency_problems, with_values
+from trainer.base.options import Facts, rule_problems, with_values
 from trainer.base.s3.uri import is_s3_uri
 
 
@@ -41,10 +41,11 @@ def stack_trainer_config(
     return replace(config, artifacts=replace(config.artifacts, uri=artifacts_uri, checkpoint_every=s3_every))
 
 
-def trainer_rule_problems(job: JobConfig) -> list[str]:
-    """The trainer's rules across its options (trainer/base/options.py OnlyWith) on the options the pods get, in the
-    trainer's words with each option named by its job.* key: the trainer would refuse these at start."""
-    return [stack_problem(problem) for problem in dependency_problems(stack_trainer_config(job))]
+def trainer_rule_problems(job: JobConfig, facts: Facts | None = None) -> list[str]:
+    """The trainer's rules across its options (trainer/base/config.py: OnlyWith, Requires, Excludes, Across, and with
+    `facts` the model's shape and the world size) on the options the pods get, in the trainer's words with each option
+    named by its job.* key: the trainer would refuse these at start."""
+    return [stack_problem(problem) for problem in rule_problems(stack_trainer_config(job), facts)]
 
 
 def job_s3_inputs(job: JobConfig) -> tuple[str, ...]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from trainer.base.config import LORA_TARGETS, TrainConfig, config_problems
+from trainer.base.config import TrainConfig, config_problems
 from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
 from trainer.base.fabric import preflight_flag_problems
 from trainer.base.model_source import BYTE_TOKENIZER, ModelSource
-from trainer.base.parallel_plan import make_plan
+from trainer.base.options import Facts
+from trainer.base.parallel_plan import mesh_shape
 from trainer.base.s3.inputs import DATA_SUFFIXES
 from trainer.base.s3.uri import S3Uri, checkpoint_bucket_problem, is_s3_uri
 from trainer.checkpoint.layout import incompatibility, latest_checkpoint, read_meta
@@ -49,7 +50,7 @@ def _schedule(config: TrainConfig) -> list[str]:
 def _parallel(config: TrainConfig, env: DistEnv, device_type: str) -> list[str]:
     parallel, errors = config.parallel, []
     try:
-        make_plan(config, env)
+        mesh_shape(config, env)
     except ValueError as error:
         errors.append(str(error))
     if parallel.device == "cuda" and device_type != "cuda":
@@ -67,17 +68,6 @@ def _parallel(config: TrainConfig, env: DistEnv, device_type: str) -> list[str]:
 
 def _model_and_data(config: TrainConfig, source: ModelSource) -> list[str]:
     errors, shape = [], source.shape
-    if config.data.seq_len > shape.max_position_embeddings:
-        errors.append(
-            f"--seq-len {config.data.seq_len}: exceeds the model's max_position_embeddings "
-            f"{shape.max_position_embeddings} ({source.name})"
-        )
-    if shape.sliding_window is not None and config.data.seq_len > shape.sliding_window:
-        # trainer/model/attention.py is full causal: past the window it would attend where the model never did
-        errors.append(
-            f"--seq-len {config.data.seq_len}: exceeds the model's sliding_window {shape.sliding_window} "
-            f"({source.name}); the trainer's attention is full causal"
-        )
     tokenizer = config.model.tokenizer or source.default_tokenizer()
     if tokenizer == BYTE_TOKENIZER and shape.vocab_size < BYTE_VOCAB_SIZE:
         errors.append(f"--tokenizer byte: needs {BYTE_VOCAB_SIZE} ids but {source.name} has {shape.vocab_size}")
@@ -179,12 +169,6 @@ def _lora(config: TrainConfig) -> list[str]:
         return errors
     if lora.alpha <= 0:
         errors.append(f"--lora-alpha {lora.alpha}: must be positive")
-    unknown = [name for name in lora.target_list() if name not in LORA_TARGETS]
-    if unknown or not lora.target_list():
-        errors.append(
-            f"--lora-targets {lora.targets}: {', '.join(unknown) or 'no layer named'}; the decoder layers' linear "
-            f"layers are {','.join(LORA_TARGETS)}"
-        )
     if config.parallel.fp8:
         # torchao would convert the adapters' own small linears as well, and FP8 buys nothing on a frozen base.
         errors.append("--fp8: not with --lora-rank (the adapters' linears are too small for FP8)")
@@ -192,21 +176,10 @@ def _lora(config: TrainConfig) -> list[str]:
 
 
 def _validation(config: TrainConfig) -> list[str]:
-    """The held-out set's flags (trainer/evaluation.py): each one needs the ones it acts on."""
+    """The held-out set's flags as far as this machine goes (their rules across flags are declared with them,
+    base/config.py): its file, its S3 staging, and where --keep-best keeps its checkpoint."""
     validation, errors = config.validation, []
     dataset = validation.dataset
-    if dataset and validation.split:
-        errors.append(f"--val-dataset {dataset}: not with --val-split {validation.split:g}; choose one held-out set")
-    if dataset and validation.reads_training_records(config.data):
-        # Read in the same split (trainer/data/packing.py val_dataset_config), it would be the very records training
-        # reads, and the held-out loss a training loss.
-        errors.append(
-            f"--val-dataset {dataset}: is --dataset, read with the same --dataset-split {config.data.dataset_split}: "
-            "its records are trained on; give --val-dataset-split another split (such as validation), hold records "
-            "out with --val-split, or give a file of held-out records"
-        )
-    if validation.dataset_split and not dataset:
-        errors.append(f"--val-dataset-split {validation.dataset_split}: needs --val-dataset, the data set it splits")
     if dataset and is_local_dataset(dataset) and not Path(dataset).expanduser().is_file():
         errors.append(f"--val-dataset {dataset}: no such file")
     if dataset and is_s3_uri(dataset):
@@ -214,15 +187,7 @@ def _validation(config: TrainConfig) -> list[str]:
             errors.append(problem)
         if not config.data.cache_dir:
             errors.append(f"--val-dataset {dataset}: needs --data-cache-dir, the shared directory it is staged into")
-    held_out = validation.held_out()
-    needs_held_out = {
-        "--eval-every": validation.every > 0,
-        "--keep-best": validation.keep_best,
-        "--early-stop-patience": validation.early_stop_patience > 0,
-    }
-    for flag, given in needs_held_out.items():
-        if given and not held_out:
-            errors.append(f"{flag}: needs a held-out set, --val-split FRACTION or --val-dataset")
+    # The stack's job always has a --checkpoint-dir (the pod's), so this one rule is the trainer's alone.
     if validation.keep_best and not config.checkpoint.directory:
         errors.append("--keep-best: needs --checkpoint-dir, where the best checkpoint is kept")
     return errors
@@ -231,7 +196,7 @@ def _validation(config: TrainConfig) -> list[str]:
 def validate(config: TrainConfig, env: DistEnv, device_type: str, source: ModelSource) -> list[str]:
     """Every reason the run cannot start; empty when it can."""
     return (
-        config_problems(config)
+        config_problems(config, Facts(shape=source.shape, world_size=env.world_size))
         + _schedule(config)
         + _parallel(config, env, device_type)
         + _model_and_data(config, source)

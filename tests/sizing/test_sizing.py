@@ -140,7 +140,7 @@ def test_gradient_accumulation_comes_from_the_global_batch() -> None:
     ("changes", "message"),
     [
         ({"data.seq_len": 8192}, "--seq-len 8192: exceeds the model's max_position_embeddings 4096"),
-        ({"schedule.global_batch_size": 12}, "--global-batch-size 12 is not divisible"),
+        ({"schedule.global_batch_size": 12}, "--global-batch-size 12: not a multiple of --batch-size x the world"),
         ({"parallel.sharding_strategy": "ZERO3"}, "--sharding-strategy ZERO3: must be one of FULL_SHARD"),
         ({"schedule.batch_size": 0}, "--batch-size 0: must be positive"),
     ],

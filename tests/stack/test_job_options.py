@@ -7,13 +7,21 @@ import dataclasses
 
 import pytest
 
-from stack.config import JobConfig
-from stack.fields import JOB_OPTIONS, NAMESPACE, ConfigError, parse_section, section_docs
+from sizing.estimate import SizingError, make_job
+from stack.config import JobConfig, LoraSettings
+from stack.fields import JOB_OPTIONS, NAMESPACE, ConfigError, parse_section, section_docs, stack_problem
 from stack.files import raw_stack_config
 from stack.parse import parse_stack_config
 from stack.trainer_config import stack_trainer_config
-from trainer.base.config import TrainConfig, config_problems
-from trainer.base.options import options, value_at
+from trainer.base.config import LORA_TARGET_NAMES, TrainConfig, config_problems, parse_args, to_argv
+from trainer.base.env import DistEnv
+from trainer.base.model_source import resolve_model
+from trainer.base.options import Facts, by_path, flag_of, options, rule_problems, value_at
+from trainer.validate import validate
+
+# The pods of p5-2 (2 x p5.48xlarge), one rank per GPU; a preset model, so that the trainer resolves it here.
+P5_2_RANKS = DistEnv(rank=0, world_size=16, local_rank=0, local_world_size=8)
+MODEL = "tiny"
 
 
 def _job_problems(**job: object) -> list[str]:
@@ -66,3 +74,68 @@ def test_a_value_the_trainer_refuses_is_refused_by_the_options_own_check(
     problems: list[str] = []
     parse_section(JobConfig, "job", {key: value}, problems)
     assert problems == [expected]
+
+
+def _job(**job: object) -> JobConfig:
+    """p5-2's job section with these keys, through each key's own checks only (not the rules across keys)."""
+    problems: list[str] = []
+    parsed = parse_section(JobConfig, "job", {**raw_stack_config("p5-2")[f"{NAMESPACE}:job"], **job}, problems)
+    assert problems == []
+    return parsed
+
+
+def _trainer_says(job: JobConfig) -> list[str]:
+    """What the pods' trainer says at start (trainer/validate.py) with the flags the stack gives it."""
+    config = parse_args(to_argv(stack_trainer_config(job)))
+    return validate(config, P5_2_RANKS, "cpu", resolve_model(config.model.name))
+
+
+@pytest.mark.parametrize(
+    ("job", "key", "flag"),
+    [
+        # The held-out set: one of a split and a data set; what evaluates it needs one; not the training records.
+        ({"validation": {"split": 0.1, "dataset": "owner/val"}}, "validation.dataset", "--val-dataset owner/val"),
+        ({"validation": {"datasetSplit": "test"}}, "validation.datasetSplit", "--val-dataset-split test"),
+        ({"dataset": "owner/c", "validation": {"dataset": "owner/c"}}, "validation.dataset", "--val-dataset owner/c"),
+        ({"validation": {"every": 10}}, "validation.every", "--eval-every 10"),
+        ({"validation": {"keepBest": True}}, "validation.keepBest", "--keep-best"),
+        (
+            {"validation": {"split": 0.1, "earlyStopPatience": 2}},
+            "validation.earlyStopPatience",
+            "--early-stop-patience 2",
+        ),
+        # The sequence against the model's positions: a rule that needs the model's shape.
+        ({"seqLen": 1024}, "seqLen", "--seq-len 1024"),
+        # Whole micro steps: a rule that needs the world size (16 ranks, one sequence each per micro step).
+        ({"globalBatchSize": 24}, "globalBatchSize", "--global-batch-size 24"),
+    ],
+)
+def test_the_preview_and_the_trainer_refuse_a_job_by_the_same_declared_rule(
+    job: dict[str, object], key: str, flag: str
+) -> None:
+    parsed = _job(model=MODEL, **job)
+    facts = Facts(shape=resolve_model(MODEL).shape, world_size=P5_2_RANKS.world_size)
+    (rule,) = [p for p in rule_problems(stack_trainer_config(parsed), facts) if p.path == JOB_OPTIONS[key].path]
+    preview, trainer = stack_problem(rule), rule.render(flag_of(TrainConfig))
+    assert preview.startswith(f"{NAMESPACE}:job.{key}: ") and trainer.startswith(f"{flag}: ")
+    assert preview in _job_problems(model=MODEL, **job)
+    assert trainer in _trainer_says(parsed)
+    with pytest.raises(SizingError) as sized:  # the fit check's sizing refuses it by the same rule
+        make_job(resolve_model(MODEL).shape, stack_trainer_config(parsed), gpus=P5_2_RANKS.world_size)
+    assert trainer in str(sized.value)
+
+
+def test_the_preview_and_the_trainer_refuse_lora_targets_by_the_options_own_check() -> None:
+    """An option's own check (one Check): the preview says what is allowed, the trainer what is wrong."""
+    assert by_path(TrainConfig)["lora.targets"].checks == (LORA_TARGET_NAMES,)
+    targets = ["q_proj", "lm_head"]
+    preview = _job_problems(model=MODEL, lora={"rank": 8, "targets": targets})
+    assert f"{NAMESPACE}:job.lora.targets: {targets!r} is not allowed; expected {LORA_TARGET_NAMES.allowed}" in preview
+    job = dataclasses.replace(_job(model=MODEL), lora=LoraSettings(rank=8, targets=targets))
+    assert f"--lora-targets q_proj,lm_head: {LORA_TARGET_NAMES.reason}" in _trainer_says(job)
+
+
+def test_a_job_that_breaks_no_rule_is_refused_by_neither() -> None:
+    job = _job(model=MODEL, seqLen=512, globalBatchSize=32, validation={"split": 0.1, "every": 10, "keepBest": True})
+    assert rule_problems(stack_trainer_config(job), Facts(resolve_model(MODEL).shape, 16)) == []
+    assert not [e for e in _trainer_says(job) if e.startswith(("--seq-len", "--global-batch", "--val", "--eval"))]

@@ -72,12 +72,13 @@ def test_an_s3_validation_data_set_is_one_of_the_jobs_s3_inputs_once() -> None:
 
 
 def test_the_training_data_set_as_its_own_validation_data_set_is_refused_in_the_same_split() -> None:
-    """As the trainer refuses it (trainer/validate.py): read in job.dataset's split, it is the training records."""
+    """The trainer's rule (trainer/base/config.py not_the_training_records): read in job.dataset's split, it is the
+    training records."""
     for validation in ({"dataset": "owner/corpus"}, {"dataset": "owner/corpus", "datasetSplit": "train"}):
         assert refusals(validation, dataset="owner/corpus") == [
-            f"{WHERE}.dataset: 'owner/corpus' is not allowed: it is job.dataset, read in the same split, so its "
-            "records are trained on; expected job.validation.datasetSplit naming another split (such as "
-            "validation), job.validation.split (such as 0.02) instead, or a data set of held-out records"
+            f"{WHERE}.dataset: 'owner/corpus' is not allowed; is job.dataset, read in the same split (train): its "
+            "records are trained on; give job.validation.datasetSplit another split (such as validation), hold "
+            "records out with job.validation.split (such as 0.02) instead, or give a data set of held-out records"
         ]
     config = dev_with({"dataset": "owner/corpus", "datasetSplit": "validation"}, dataset="owner/corpus")
     run = parse_args(trainer_args(job_spec(config)))
@@ -90,8 +91,8 @@ def test_the_training_data_set_as_its_own_validation_data_set_is_refused_in_the_
 
 def test_a_validation_split_name_without_a_validation_data_set_is_refused() -> None:
     assert refusals({"split": 0.1, "datasetSplit": "validation"}) == [
-        f"{WHERE}.datasetSplit: 'validation' is not allowed without dataset; expected job.validation.dataset, the "
-        "data set it is a split of"
+        f"{WHERE}.datasetSplit: 'validation' is not allowed; needs job.validation.dataset, the data set it is a split "
+        "of"
     ]
 
 
@@ -110,8 +111,8 @@ def test_a_malformed_s3_validation_data_set_is_refused_as_job_dataset_is() -> No
 
 def test_a_split_and_a_data_set_together_are_refused() -> None:
     assert refusals({"split": 0.1, "dataset": "s3://corpora/val.jsonl"}) == [
-        f"{WHERE}.dataset: 's3://corpora/val.jsonl' is not allowed with split 0.1; expected one held-out set: a split "
-        "of job.dataset or a data set of its own (split 0)"
+        f"{WHERE}.dataset: 's3://corpora/val.jsonl' is not allowed; not with job.validation.split 0.1; choose one "
+        "held-out set: a split of job.dataset or a data set of its own"
     ]
 
 
@@ -122,13 +123,14 @@ def test_what_evaluates_a_held_out_set_is_refused_without_one() -> None:
         "job.validation.keepBest",
         "job.validation.earlyStopPatience",
     ]
-    assert all("without a held-out set; expected job.validation.split (such as 0.02)" in p for p in problems)
+    needs = "needs a held-out set: job.validation.split (such as 0.02) or job.validation.dataset"
+    assert all(p.endswith(f"is not allowed; {needs}") for p in problems)
 
 
 def test_early_stop_without_evaluations_before_the_last_step_is_refused() -> None:
     assert refusals({"split": 0.1, "earlyStopPatience": 2}) == [
-        f"{WHERE}.earlyStopPatience: 2 is not allowed with every 0 (one evaluation, at the last step); expected "
-        "every > 0, such as job.checkpointEvery"
+        f"{WHERE}.earlyStopPatience: 2 is not allowed; needs job.validation.every above 0 (such as 100): with 0 the "
+        "one evaluation is at the last step, with nothing left to stop"
     ]
 
 

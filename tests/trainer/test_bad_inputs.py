@@ -29,7 +29,7 @@ def refused(args: list[str], tmp_path: Path, nproc: int = 1) -> str:
         ({"dataset": "/no/such/data.jsonl"}, "--dataset /no/such/data.jsonl: no such file"),
         ({"sharding_strategy": "ZERO3"}, "--sharding-strategy: invalid choice: 'ZERO3'"),
         ({"seq_len": "1024"}, "--seq-len 1024: exceeds the model's max_position_embeddings 512"),
-        ({"global_batch_size": "7"}, "--global-batch-size 7 is not divisible by --batch-size 2"),
+        ({"global_batch_size": "7"}, "--global-batch-size 7: not a multiple of --batch-size x the world size (2 x 1"),
         ({"model": "no-such-preset"}, "--model no-such-preset: not a preset"),
     ],
 )

@@ -78,7 +78,7 @@ def test_a_checkpoint_of_the_same_model_is_accepted_and_tmp_dirs_are_ignored(tmp
     "argv, expected",
     [
         (["--lora-rank", "-1"], "--lora-rank -1: must not be negative"),
-        (["--lora-rank", "8", "--lora-targets", "q_proj,lm_head"], "--lora-targets q_proj,lm_head: lm_head;"),
+        (["--lora-rank", "8", "--lora-targets", "q_proj,lm_head"], "--lora-targets q_proj,lm_head: must name one"),
         (["--lora-rank", "8", "--lora-alpha", "0"], "--lora-alpha 0: must be positive"),
         (["--lora-rank", "8", "--fp8", "--compile"], "--fp8: not with --lora-rank"),
     ],
@@ -175,7 +175,8 @@ def test_a_sequence_longer_than_the_models_sliding_window_is_refused(tmp_path: P
     argv = ["--model", str(tmp_path), "--tokenizer", "byte"]
     assert errors_for([*argv, "--seq-len", "64"]) == []
     assert errors_for([*argv, "--seq-len", "65"]) == [
-        f"--seq-len 65: exceeds the model's sliding_window 64 ({tmp_path}); the trainer's attention is full causal"
+        f"--seq-len 65: exceeds the model's sliding_window 64 ({tmp_path}); the trainer's attention is full causal, "
+        "expected at most 64"
     ]
 
 

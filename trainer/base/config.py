@@ -2,8 +2,9 @@
 
 Torch-free on purpose: the job builder parses a manifest's trainer arguments with `parse_args` to check them
 before anything is deployed. Each option is declared once, with `option(...)` (options.py beside it): its default, flag,
-choices, checks, and the stack's job.* key and the sizing's flag where they take it; the docstring under the field is
-its `--help` text. `config_problems` is every declared rule the config breaks, in the trainer's words.
+choices, checks, its rules across options, and the stack's job.* key and the sizing's flag where they take it; the
+docstring under the field is its `--help` text. `config_problems` is every declared rule the config breaks, in the
+trainer's words; the stack's preview and the sizing check the same rules.
 
     from trainer.base.config import parse_args
     config = parse_args(["--model", "tiny", "--steps", "10"])
@@ -16,7 +17,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.base import options
-from trainer.base.options import Check, OnlyWith, StackKey, non_negative, option, positive
+from trainer.base.options import (
+    Across,
+    Check,
+    Excludes,
+    Facts,
+    OnlyWith,
+    Requires,
+    StackKey,
+    WithModel,
+    WithWorld,
+    non_negative,
+    option,
+    positive,
+)
+from trainer.base.presets import ModelShape
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 MIXED_PRECISIONS = ("bf16", "fp16", "fp32")
@@ -42,6 +57,68 @@ HELD_OUT_FRACTION = Check(
     f"a fraction from 0 up to, not including, {MAX_VAL_SPLIT:g} (0: no held-out split)",
 )
 TCP_PORT = Check(lambda port: 0 <= port <= 65535, "must be 0 (off) or a TCP port", "0 (off) or a TCP port")
+
+
+def lora_target_names(targets: str) -> list[str]:
+    """--lora-targets' comma-separated names."""
+    return [name.strip() for name in targets.split(",") if name.strip()]
+
+
+LORA_TARGET_NAMES = Check(
+    lambda targets: bool(lora_target_names(targets)) and set(lora_target_names(targets)) <= set(LORA_TARGETS),
+    f"must name one or more of the decoder layers' linear layers, comma-separated: {','.join(LORA_TARGETS)}",
+    f"a non-empty list of the decoder layers' linear layers: {', '.join(LORA_TARGETS)}",
+)
+
+
+def fits_the_model(config: TrainConfig, shape: ModelShape) -> str | None:
+    """--seq-len against the model's positions, and against Mistral's window: trainer/model/attention.py is full
+    causal, so past the window it would attend where the model never did."""
+    seq_len, positions, window = config.data.seq_len, shape.max_position_embeddings, shape.sliding_window
+    if seq_len > positions:
+        return f"exceeds the model's max_position_embeddings {positions} ({shape.name}); expected at most {positions}"
+    if window is not None and seq_len > window:
+        return (
+            f"exceeds the model's sliding_window {window} ({shape.name}); the trainer's attention is full causal, "
+            f"expected at most {window}"
+        )
+    return None
+
+
+def whole_micro_steps(config: TrainConfig, world_size: int) -> str | None:
+    """Each optimizer step is global batch / (batch x world size) micro steps on every rank: a whole number."""
+    schedule = config.schedule
+    per_micro_step = schedule.batch_size * world_size
+    if schedule.global_batch_size is None or per_micro_step < 1 or schedule.global_batch_size % per_micro_step == 0:
+        return None
+    return (
+        f"not a multiple of {{schedule.batch_size}} x the world size ({schedule.batch_size} x {world_size} = "
+        f"{per_micro_step} sequences per micro step); expected a multiple of {per_micro_step}"
+    )
+
+
+def not_the_training_records(config: TrainConfig) -> str | None:
+    """--val-dataset read as --dataset in its split (trainer/data/packing.py val_dataset_config) is the very records
+    training reads, and its loss a training loss."""
+    validation = config.validation
+    if not validation.dataset or not validation.reads_training_records(config.data):
+        return None
+    return (
+        f"is {{data.dataset}}, read in the same split ({config.data.dataset_split}): its records are trained on; give "
+        "{validation.dataset_split} another split (such as validation), hold records out with {validation.split} "
+        "(such as 0.02) instead, or give a data set of held-out records"
+    )
+
+
+# The held-out set (trainer/evaluation.py): a split of --dataset or a data set of its own, not both; what evaluates it,
+# keeps the best checkpoint by it or stops by it needs one.
+ONE_HELD_OUT_SET = Excludes(
+    "validation.split", "choose one held-out set: a split of {data.dataset} or a data set of its own"
+)
+NEEDS_HELD_OUT = Requires(
+    ("validation.split", "validation.dataset"),
+    "a held-out set: {validation.split} (such as 0.02) or {validation.dataset}",
+)
 
 
 @dataclass
@@ -97,7 +174,12 @@ class DataConfig:
     dataset_config: str | None = option(None, "--dataset-config")
     """Configuration name for a Hugging Face dataset id (the second argument of datasets.load_dataset)."""
     seq_len: int = option(
-        256, "--seq-len", checks=(positive(),), stack=StackKey("seqLen", 4096, "Tokens per sequence."), sizing=True
+        256,
+        "--seq-len",
+        checks=(positive(),),
+        rules=(WithModel(fits_the_model),),
+        stack=StackKey("seqLen", 4096, "Tokens per sequence."),
+        sizing=True,
     )
     """Tokens per packed training sequence; at most the model's max_position_embeddings."""
     cache_dir: str | None = option(None, "--data-cache-dir")
@@ -204,6 +286,7 @@ class ScheduleConfig:
         None,
         "--global-batch-size",
         checks=(positive(),),
+        rules=(WithWorld(whole_micro_steps),),
         stack=StackKey(
             "globalBatchSize",
             doc="Sequences per optimizer step; default: batchSize x all GPUs. Kept for any world size.",
@@ -296,6 +379,7 @@ class LoraConfig:
     targets: str = option(
         ",".join(LORA_TARGETS),
         "--lora-targets",
+        checks=(LORA_TARGET_NAMES,),
         stack=StackKey(
             "lora.targets", list(LORA_TARGETS), "The linear layers of every decoder layer that get LoRA adapters."
         ),
@@ -304,7 +388,7 @@ class LoraConfig:
     """Comma-separated names of the linear layers that get adapters (in every decoder layer)."""
 
     def target_list(self) -> list[str]:
-        return [name.strip() for name in self.targets.split(",") if name.strip()]
+        return lora_target_names(self.targets)
 
     def settings(self) -> dict[str, Any] | None:
         """What a checkpoint of this run holds depends on: None for full fine-tuning."""
@@ -330,6 +414,7 @@ class ValidationConfig:
     dataset: str | None = option(
         None,
         "--val-dataset",
+        rules=(ONE_HELD_OUT_SET, Across(not_the_training_records)),
         stack=StackKey(
             "validation.dataset",
             doc="A separate validation data set instead of a split, in the forms job.dataset takes (the trainer's "
@@ -340,6 +425,7 @@ class ValidationConfig:
     dataset_split: str | None = option(
         None,
         "--val-dataset-split",
+        rules=(Requires(("validation.dataset",), "{validation.dataset}, the data set it is a split of"),),
         stack=StackKey(
             "validation.datasetSplit",
             doc="With dataset, a Hugging Face data set id: the split to read (the trainer's --val-dataset-split, such "
@@ -351,6 +437,7 @@ class ValidationConfig:
         0,
         "--eval-every",
         checks=(non_negative(" (0: only at the last step)"),),
+        rules=(NEEDS_HELD_OUT,),
         stack=StackKey("validation.every"),
     )
     """Evaluate the held-out loss and perplexity every N steps and at the last step; 0: only at the last step."""
@@ -358,6 +445,7 @@ class ValidationConfig:
         False,
         "--keep-best",
         action="store_true",
+        rules=(NEEDS_HELD_OUT,),
         stack=StackKey(
             "validation.keepBest",
             doc="Keep the checkpoint of the lowest validation loss beside the latest ones; the exported model is "
@@ -369,6 +457,14 @@ class ValidationConfig:
         0,
         "--early-stop-patience",
         checks=(non_negative(" (0: never)"),),
+        rules=(
+            NEEDS_HELD_OUT,
+            Requires(
+                ("validation.every",),
+                "{validation.every} above 0 (such as 100): with 0 the one evaluation is at the last step, with "
+                "nothing left to stop",
+            ),
+        ),
         stack=StackKey(
             "validation.earlyStopPatience",
             doc="End training cleanly (final checkpoint and export) after this many evaluations without a lower "
@@ -388,7 +484,7 @@ class ValidationConfig:
 
     def reads_training_records(self, data: DataConfig) -> bool:
         """Whether --val-dataset is --dataset read in the same split: the very records training reads, and the
-        held-out loss a training loss (refused by trainer/validate.py and the stack's preview alike)."""
+        held-out loss a training loss (refused by the rule not_the_training_records)."""
         return self.dataset == data.dataset and self.split_read(data.dataset_split) == data.dataset_split
 
 
@@ -464,6 +560,8 @@ def to_argv(config: TrainConfig) -> list[str]:
     return options.to_argv(config)
 
 
-def config_problems(config: TrainConfig) -> list[str]:
-    """Every declared rule of trainer/base/config.py that `config` breaks, each naming the flag and the value."""
-    return [problem.render(options.flag_of(TrainConfig)) for problem in options.option_problems(config)]
+def config_problems(config: TrainConfig, facts: Facts | None = None, paths: tuple[str, ...] | None = None) -> list[str]:
+    """Every declared rule of trainer/base/config.py that `config` breaks, each naming the flag and the value; the
+    rules that need the model's shape or the world size where `facts` gives them. `paths`: only these options'."""
+    flags = options.flag_of(TrainConfig)
+    return [problem.render(flags) for problem in options.option_problems(config, paths, facts)]

@@ -7,6 +7,10 @@ settings (stack/fields.py `job_option`, by `stack=StackKey(...)`), the sizing's 
 problems below: each names the option by its path ("parallel.sharding_strategy"), and each reader names that path
 its own way (the trainer by its flag, the stack by its config key), so the trainer and the preview say the same thing
 from one rule.
+
+An option's rules across options are declared with it too: `only_with=OnlyWith(...)`, and `rules=` with `Requires`,
+`Excludes`, `Across` (any other), `WithModel` and `WithWorld` (those that need the model's shape or the world size,
+which the reader passes in `Facts`). They are pure: each reads the config and the facts and returns what is wrong.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+from trainer.base.presets import ModelShape
 
 
 @dataclass(frozen=True)
@@ -49,11 +55,96 @@ def one_of(choices: Iterable[str]) -> Check:
 
 
 @dataclass(frozen=True)
+class Facts:
+    """What some rules need from outside the options, where the reader knows it: the model's shape and the world size
+    (ranks). None: not known there, and the rules that need it are not checked."""
+
+    shape: ModelShape | None = None
+    world_size: int | None = None
+
+
+class Rule(Protocol):
+    """A rule across options, declared with the option it refuses: what is wrong with that option's value in
+    `config`, in the words Problem.text takes, or None when the rule holds."""
+
+    def text(self, option: Option, config: Any, facts: Facts) -> str | None: ...
+
+
+def is_set(config: Any, path: str) -> bool:
+    """Whether the option at `path` has left its default."""
+    return value_at(config, path) != by_path(type(config))[path].default
+
+
+@dataclass(frozen=True)
 class OnlyWith:
     """The option may leave its default only while another option (by path) has one value."""
 
     path: str
     value: Any
+
+    def text(self, option: Option, config: Any, facts: Facts) -> str | None:
+        other = value_at(config, self.path)
+        if not is_set(config, option.path) or other == self.value:
+            return None
+        return f"only with {{{self.path}}} {self.value} (not {other})"
+
+
+@dataclass(frozen=True)
+class Requires:
+    """The option, set away from its default, needs one of the options at `paths` set away from theirs. `what` names
+    what it needs ("a held-out set: {validation.split} (such as 0.02) or {validation.dataset}")."""
+
+    paths: tuple[str, ...]
+    what: str
+
+    def text(self, option: Option, config: Any, facts: Facts) -> str | None:
+        if not is_set(config, option.path) or any(is_set(config, path) for path in self.paths):
+            return None
+        return f"needs {self.what}"
+
+
+@dataclass(frozen=True)
+class Excludes:
+    """The option, set away from its default, is refused while the option at `path` is set away from its too.
+    `instead` says what to do."""
+
+    path: str
+    instead: str
+
+    def text(self, option: Option, config: Any, facts: Facts) -> str | None:
+        if not is_set(config, option.path) or not is_set(config, self.path):
+            return None
+        return f"not with {{{self.path}}} {value_at(config, self.path)}; {self.instead}"
+
+
+@dataclass(frozen=True)
+class Across:
+    """Any other rule across options: `problem(config)`."""
+
+    problem: Callable[[Any], str | None]
+
+    def text(self, option: Option, config: Any, facts: Facts) -> str | None:
+        return self.problem(config)
+
+
+@dataclass(frozen=True)
+class WithModel:
+    """A rule that needs the model's shape: `problem(config, shape)`, checked where the shape is known."""
+
+    problem: Callable[[Any, ModelShape], str | None]
+
+    def text(self, option: Option, config: Any, facts: Facts) -> str | None:
+        return None if facts.shape is None else self.problem(config, facts.shape)
+
+
+@dataclass(frozen=True)
+class WithWorld:
+    """A rule that needs the world size (ranks): `problem(config, world_size)`, checked where it is known."""
+
+    problem: Callable[[Any, int], str | None]
+
+    def text(self, option: Option, config: Any, facts: Facts) -> str | None:
+        return None if facts.world_size is None else self.problem(config, facts.world_size)
 
 
 class _Same:
@@ -82,10 +173,12 @@ def option(
     action: str | None = None,
     checks: tuple[Check, ...] = (),
     only_with: OnlyWith | None = None,
+    rules: tuple[Rule, ...] = (),
     stack: StackKey | None = None,
     sizing: bool = False,
 ) -> Any:
-    """A trainer option: a dataclass field whose metadata holds everything else its readers need. `sizing`: the
+    """A trainer option: a dataclass field whose metadata holds everything else its readers need. `checks`: rules on
+    its value alone; `only_with` and `rules`: rules across options, checked once its own checks pass. `sizing`: the
     sizing model reads it (sizing/estimate.py make_job), so `python -m sizing` takes its flag too."""
     metadata = {
         "flag": flag,
@@ -93,6 +186,7 @@ def option(
         "action": action,
         "checks": ((one_of(choices),) if choices else ()) + checks,
         "only_with": only_with,
+        "rules": ((only_with,) if only_with else ()) + rules,
         "stack": stack,
         "sizing": sizing,
     }
@@ -136,6 +230,11 @@ class Option:
     @property
     def only_with(self) -> OnlyWith | None:
         return self.declared.metadata["only_with"]
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Its rules across options, OnlyWith first."""
+        return self.declared.metadata["rules"]
 
     @property
     def stack(self) -> StackKey | None:
@@ -236,8 +335,10 @@ class Problem:
         return re.sub(r"\{([a-z_]+\.[a-z_]+)\}", lambda m: name(m.group(1)), self.text)
 
     def render(self, name: Callable[[str], str]) -> str:
-        """The problem as the trainer says it ("--flag value: text") with `name` = flag_of(TrainConfig)."""
-        return f"{name(self.path)} {self.value}: {self.text_with(name)}"
+        """The problem as the trainer says it ("--flag value: text", a switch without its value) with `name` =
+        flag_of(TrainConfig)."""
+        shown = "" if self.value is True else f" {self.value}"
+        return f"{name(self.path)}{shown}: {self.text_with(name)}"
 
 
 def value_problems(option_: Option, value: Any) -> list[Problem]:
@@ -247,24 +348,25 @@ def value_problems(option_: Option, value: Any) -> list[Problem]:
     return [Problem(option_.path, value, check.reason) for check in option_.checks if not check.holds(value)]
 
 
-def option_problems(config: Any, paths: Iterable[str] | None = None) -> list[Problem]:
-    """Every declared rule `config` breaks: each option's own checks, then the options that depend on another's value.
-    `paths`: only these options (the others' values are still read)."""
-    chosen = [o for o in options(type(config)) if paths is None or o.path in set(paths)]
-    problems = [p for o in chosen for p in value_problems(o, value_at(config, o.path))]
-    return problems + dependency_problems(config, chosen)
+def option_problems(config: Any, paths: Iterable[str] | None = None, facts: Facts | None = None) -> list[Problem]:
+    """Every declared rule `config` breaks: each option's own checks, then, for the options that pass them, the rules
+    across options (those that need `facts` where they are given). `paths`: only these options (the others' values
+    are still read)."""
+    wanted = None if paths is None else set(paths)
+    chosen = [o for o in options(type(config)) if wanted is None or o.path in wanted]
+    own = {o.path: value_problems(o, value_at(config, o.path)) for o in chosen}
+    passed = [o for o in chosen if not own[o.path]]
+    return [p for found in own.values() for p in found] + rule_problems(config, facts, passed)
 
 
-def dependency_problems(config: Any, chosen: Iterable[Option] | None = None) -> list[Problem]:
-    """The options set away from their default while the option they depend on (OnlyWith) has another value."""
+def rule_problems(config: Any, facts: Facts | None = None, chosen: Iterable[Option] | None = None) -> list[Problem]:
+    """The rules across options that `config` breaks (OnlyWith, Requires, Excludes, Across, and with `facts` WithModel
+    and WithWorld), each a problem of the option it is declared with."""
+    given = facts or Facts()
     problems = []
     for o in options(type(config)) if chosen is None else chosen:
-        needs, value = o.only_with, value_at(config, o.path)
-        if needs is None or value == o.default:
-            continue
-        other = value_at(config, needs.path)
-        if other != needs.value:
-            problems.append(Problem(o.path, value, f"only with {{{needs.path}}} {needs.value} (not {other})"))
+        value = value_at(config, o.path)
+        problems += [Problem(o.path, value, text) for rule in o.rules if (text := rule.text(o, config, given))]
     return problems
 
 

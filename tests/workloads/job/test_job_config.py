@@ -41,8 +41,10 @@ def test_a_batch_size_of_zero_is_rejected() -> None:
 
 def test_a_sequence_longer_than_the_model_allows_is_rejected() -> None:
     (problem,) = problems_of("p5-2", {"seqLen": 8192})
-    assert "seqLen: 8192 is not allowed for meta-llama/Llama-2-7b-hf" in problem
-    assert "max_position_embeddings (4096)" in problem
+    assert problem == (
+        "fsdp-eks:job.seqLen: 8192 is not allowed; exceeds the model's max_position_embeddings 4096 (llama2-7b); "
+        "expected at most 4096"
+    )
 
 
 def test_more_nodes_than_the_node_group_has_are_rejected() -> None:
