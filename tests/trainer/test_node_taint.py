@@ -16,7 +16,13 @@ import kubernetes_validate
 import pytest
 
 from stack.config import KUBERNETES_VERSIONS
-from trainer.base.bad_node import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY, NODE_NAME_VARIABLE, ApiServer
+from trainer.base.bad_node import (
+    BAD_NODE_TAINT_EFFECT,
+    BAD_NODE_TAINT_KEY,
+    CONFLICT_ATTEMPTS,
+    NODE_NAME_VARIABLE,
+    ApiServer,
+)
 from trainer.launch.node_taint import in_cluster, taint_own_node, taint_value, taints_with
 
 TOKEN = "service-account-token"
@@ -137,6 +143,16 @@ def test_a_node_changed_between_read_and_patch_is_read_again(api: tuple[FakeApiS
     assert "tainted" in taint_own_node("preflight", ENV, server)
     assert [body["metadata"]["resourceVersion"] for _, body in fake.patches] == ["100", "101"]
     assert fake.node["spec"]["taints"][-1]["key"] == BAD_NODE_TAINT_KEY
+
+
+def test_a_node_that_changes_under_every_patch_is_given_up_after_the_last_attempt(
+    api: tuple[FakeApiServer, ApiServer],
+) -> None:
+    fake, server = api
+    fake.conflicts = CONFLICT_ATTEMPTS
+    line = taint_own_node("preflight", ENV, server)
+    assert f"changed under every one of {CONFLICT_ATTEMPTS} patches (409 Conflict)" in line
+    assert len(fake.patches) == CONFLICT_ATTEMPTS and fake.node["spec"]["taints"] == [GPU_TAINT]
 
 
 def test_a_node_already_tainted_is_not_patched(api: tuple[FakeApiServer, ApiServer]) -> None:
