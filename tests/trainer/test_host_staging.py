@@ -216,6 +216,7 @@ def test_the_writers_and_the_weights_readers_count_replicas_by_one_rule() -> Non
         replicas_of([4, 2, 4])
 
 
+@pytest.mark.slow  # two ranks over gloo save first (the `saved` fixture)
 def test_a_model_loads_from_the_durable_tier_only_from_a_complete_checkpoint(
     world_of_one: None, saved: Path, s3: LocalS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
