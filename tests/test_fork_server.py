@@ -1,7 +1,8 @@
 """The fork server that runs the Pulumi program for the tests (tests/harness/fork_server.py): each run sees exactly
 its own argv, directory and environment, as `python -m` would give it, imports the project's modules afresh, finds
-the third-party modules of earlier runs loaded, and gives back its exit status and output; a run past its time is
-stopped. Runs through it, whichever runners warmed it, record what a new interpreter records."""
+the third-party modules of earlier runs loaded, and gives back its exit status and output (stdout and stderr apart
+where asked); a run past its time is stopped. Runs through it, whichever runners warmed it, record what a new
+interpreter records."""
 
 from __future__ import annotations
 
@@ -62,6 +63,21 @@ def test_a_run_gives_back_its_exit_status_and_its_output(server: ForkServer, tmp
     assert status == 1
     assert "ValueError" in (tmp_path / "log").read_text()
     assert not out.exists()
+
+
+def test_a_runs_stdout_and_stderr_kept_apart_are_what_a_new_interpreter_writes(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    expected = subprocess.run(
+        [sys.executable, "-m", PROBE, str(tmp_path / "new.json"), "refused"],
+        cwd=PROJECT_ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    args = [str(tmp_path / "served.json"), "refused"]
+    status = server.run(PROBE, args, dict(os.environ), PROJECT_ROOT, tmp_path / "out", 60, err=tmp_path / "err")
+    assert (status, (tmp_path / "out").read_text(), (tmp_path / "err").read_text()) == (
+        expected.returncode, expected.stdout, expected.stderr,
+    )  # fmt: skip
+    assert (expected.returncode, expected.stdout, expected.stderr) == (1, "to stdout\n", "to stderr\nrefused\n")
 
 
 def test_a_run_past_its_time_is_stopped_and_the_next_run_gets_a_new_server(server: ForkServer, tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ third-party modules the child used, in the child's order and each package before
 submodule's name to a class of the same name, which an import in another order would undo), so later children find
 them loaded.
 
-Protocol, one JSON object per line: the client writes {"runner", "argv", "env", "cwd", "log"}; the server forks,
-waits for the child and answers {"status": the child's exit status}. The child's stdout and stderr go to "log".
+Protocol, one JSON object per line: the client writes {"runner", "argv", "env", "cwd", "log", "err"}; the server
+forks, waits for the child and answers {"status": the child's exit status}. The child's stdout goes to "log", its
+stderr to "err", or to "log" too where "err" is null.
 The server ends at the end of its input, or when its client ends it.
 
 Usage: python -m tests.harness.fork_server   (started by ForkServer, not by hand)
@@ -49,10 +50,13 @@ def _child(request: dict[str, Any], modules_file: Path) -> NoReturn:
     status = 1
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's own handler is not the run's
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        log = os.open(request["log"], flags, 0o600)
+        err = os.open(request["err"], flags, 0o600) if request.get("err") else os.dup(log)  # one offset for both
         os.dup2(log, 1)
-        os.dup2(log, 2)
+        os.dup2(err, 2)
         os.close(log)
+        os.close(err)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)  # the server's requests are not the child's to read
         os.close(null)
@@ -64,6 +68,8 @@ def _child(request: dict[str, Any], modules_file: Path) -> NoReturn:
         status = 0
     except SystemExit as done:
         status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        if not isinstance(done.code, int | None):
+            print(done.code, file=sys.stderr)  # as the interpreter does for sys.exit("message")
     except BaseException:
         traceback.print_exc()
     finally:
@@ -129,16 +135,25 @@ def serve(requests: TextIO, answers: TextIO) -> None:
 class ForkServer:
     """The client: starts the server on first use, one run at a time, and stops it when this process exits."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        """`env`: the server's own environment (this process's when None), which what the server imports may read
+        once, at import (OMP_NUM_THREADS, for torch's OpenMP runtime)."""
+        self._env = env
         self._lock = threading.Lock()
         self._process: subprocess.Popen[str] | None = None
         self._errors: Any = None
         self.runs = 0  # how many runs it has made: the suite's conftest.py tells which tests start one
 
-    def run(self, runner: str, argv: list[str], env: dict[str, str], cwd: Path, log: Path, timeout: float) -> int:
-        """`python -m runner *argv` in `cwd` (the project's root) with exactly `env`; its stdout and stderr in `log`;
-        its exit status."""
-        request = {"runner": runner, "argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}
+    def run(
+        self, runner: str, argv: list[str], env: dict[str, str], cwd: Path, log: Path, timeout: float,
+        err: Path | None = None,
+    ) -> int:  # fmt: skip
+        """`python -m runner *argv` in `cwd` (the project's root) with exactly `env`; its stdout in `log`, its stderr
+        in `err` (in `log` too when None); its exit status."""
+        request = {
+            "runner": runner, "argv": argv, "env": env, "cwd": str(cwd), "log": str(log),
+            "err": None if err is None else str(err),
+        }  # fmt: skip
         with self._lock:
             self.runs += 1
             process = self._started(cwd)
@@ -170,6 +185,7 @@ class ForkServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._errors,
+            env=self._env,
             text=True,
             start_new_session=True,  # its own process group: a run past its time is stopped with its child
         )

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stack.paths import PROJECT_ROOT as ROOT
+from tests.harness.fork_server import ForkServer
 
 # The tiny preset on CPU in fp32: every test that compares losses uses these settings.
 TINY = [
@@ -53,6 +56,26 @@ def trainer_env(fault: str | None = None) -> dict[str, str]:
     if fault:
         env["TRAINER_FAULT"] = fault
     return env
+
+
+@functools.cache
+def trainer_server() -> ForkServer:
+    """The warm server for one-process runs of the trainer's modules, started with the trainer's environment (torch's
+    OpenMP runtime reads OMP_NUM_THREADS once, when the server imports it)."""
+    return ForkServer(env=trainer_env())
+
+
+def run_served(
+    module: str, args: list[str], env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`python -m module *args` in the project's root with exactly `env`, as subprocess.run(capture_output=True,
+    text=True) gives it back, but forked from trainer_server(): a new process that finds torch and the other
+    third-party modules of earlier runs imported, and imports the project's own modules afresh."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        status = trainer_server().run(module, args, env, ROOT, out, timeout, err=err)
+        command = [sys.executable, "-m", module, *args]
+        return subprocess.CompletedProcess(command, status, out.read_text(), err.read_text())
 
 
 def run_trainer(

@@ -7,6 +7,7 @@ staging once with exit 4 naming the URI; a bucket that takes the write is left a
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,8 @@ import pytest
 from infra.s3_access import artifacts_policy
 from local.s3 import LocalS3
 from tests.harness.moto_iam import guarded_s3
-from tests.harness.trainer_runs import TINY, with_flags
-from tests.trainer.test_s3_inputs import last_line, s3_env, stage
+from tests.harness.trainer_runs import TINY, run_served, with_flags
+from tests.trainer.test_s3_inputs import last_line, s3_env
 from trainer.base.exits import EXIT_STAGING_FAILED
 from trainer.base.presets import PRESETS
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, model_fingerprint
@@ -36,6 +37,12 @@ def s3() -> Iterator[LocalS3]:
             Bucket=ELSEWHERE, CreateBucketConfiguration={"LocationConstraint": "eu-central-1"}
         )
         yield server
+
+
+def stage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`python -m trainer.stage` in a new process, forked from a server that has imported torch and the S3 connector
+    for the first run: staging imports them for the preflight, and that import was most of each run's time."""
+    return run_served("trainer.stage", args, env)
 
 
 def run_args(tmp_path: Path, **flags: str) -> list[str]:
