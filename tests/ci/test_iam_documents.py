@@ -56,6 +56,7 @@ def test_every_data_source_a_preview_calls_is_allowed_to_the_preview_role(previe
         assert all(allowed(PREVIEW, action) for action in INVOKE_ACTIONS[token]), token
 
 
+@pytest.mark.program
 def test_every_data_source_a_preview_calls_is_allowed_to_the_deploy_role_too(preview_runs: list[ProgramRun]) -> None:
     """`pulumi up` runs the program again as the deploy role: a data source it may not call would change what the
     update registers from what the approved preview showed (the GPU nodes' price above all, infra/prices.py)."""

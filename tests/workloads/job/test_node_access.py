@@ -60,6 +60,7 @@ def test_the_role_is_bound_to_the_jobs_service_account_alone() -> None:
     assert binding["roleRef"]["name"] == node_cluster_role(spec)["metadata"]["name"]
 
 
+@pytest.mark.program
 def test_the_job_starts_after_its_node_access_is_bound() -> None:
     resources = built()
     binding = one(resources, BINDING)
@@ -91,6 +92,7 @@ def test_the_admission_policy_admits_only_the_bad_node_taint_on_the_callers_own_
     assert f"t.key != '{BAD_NODE_TAINT_KEY}'" in rules and f"t.effect == '{BAD_NODE_TAINT_EFFECT}'" in rules
 
 
+@pytest.mark.program
 def test_the_role_is_bound_only_after_the_admission_policy_that_narrows_it() -> None:
     resources = built()
     assert one(resources, POLICY_BINDING)["urn"] in one(resources, BINDING)["dependencies"]
