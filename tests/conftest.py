@@ -6,6 +6,7 @@ the `program` mark gets a warning naming it: it belongs to the tier that runs th
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,18 @@ def stack_run(request: pytest.FixtureRequest) -> ProgramRun:
     run = run_program(request.param)
     assert run.error is None, run.error
     return run
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kubernetes_schemas_read_once() -> Iterator[None]:
+    """kubernetes_validate.validate reads and parses the kind's schema and the version's _definitions.json (several
+    MB) on every call, most of a strict schema check's time. The files do not change during the session and the
+    validator only reads what they parse to, so each is parsed once."""
+    from kubernetes_validate import utils
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(utils, "schema_contents", functools.cache(utils.schema_contents))
+        yield
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)  # inside the warnings plugin's wrapper, which records the warning
