@@ -4,7 +4,6 @@ does not, anything else stops the job (an existing stack must never be taken for
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -12,6 +11,7 @@ from typing import ClassVar
 import pytest
 
 from ci import stack_exists
+from tests.harness.http_stand_in import serving
 
 TOKEN = "pul-test-token"
 
@@ -32,13 +32,9 @@ class PulumiCloud(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def cloud() -> Iterator[str]:
-    server = http.server.HTTPServer(("127.0.0.1", 0), PulumiCloud)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     PulumiCloud.seen = []
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with serving(PulumiCloud) as url:
+        yield url
 
 
 def _run(cloud: str, status: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:

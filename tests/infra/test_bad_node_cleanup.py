@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.bad_node_cleanup import HOOK_NAME, clean_cluster, cluster_api, without_bad_node_taint
+from tests.harness.http_stand_in import serving
 from tests.infra.existing_cluster_stack import run_existing_cluster
 from trainer.base.bad_node import ApiServer
 from trainer.launch.node_taint import bad_node_taint
@@ -76,13 +76,8 @@ def api() -> Iterator[tuple[ApiServer, dict[str, dict[str, Any]]]]:
         "gpu-c": _node("gpu-c", GPU_TAINT),
     }
     handler = type("Handler", (StandInApi,), {"nodes": nodes, "conflict_once": {"gpu-b"}})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield ApiServer(f"http://127.0.0.1:{server.server_address[1]}", TOKEN), nodes
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serving(handler) as url:
+        yield ApiServer(url, TOKEN), nodes
 
 
 def test_every_tainted_node_is_cleaned_and_the_other_taints_stay(api: tuple[ApiServer, dict]) -> None:

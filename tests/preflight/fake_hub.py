@@ -13,13 +13,14 @@ with `X-Error-Message: Invalid credentials in Authorization header`. A gated rep
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
+
+from tests.harness.http_stand_in import serving
 
 
 @dataclass
@@ -117,13 +118,5 @@ class Handler(BaseHTTPRequestHandler):
 @contextmanager
 def fake_hub(hub: Hub) -> Iterator[str]:
     """The hub's endpoint (http://127.0.0.1:<free port>) while it runs; stopped after."""
-    handler = type("BoundHandler", (Handler,), {"hub": hub})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(type("BoundHandler", (Handler,), {"hub": hub})) as url:
+        yield url

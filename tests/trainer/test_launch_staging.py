@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.http_stand_in import serving
 from tests.harness.trainer_runs import ROOT, TINY, trainer_env, with_flags
 from trainer.base import hub_token
 from trainer.base.exits import EXIT_BAD_ARGUMENTS, EXIT_STAGING_FAILED, REASON_PREFIX
@@ -109,12 +110,8 @@ class GatedHub(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def gated_hub() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), GatedHub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with serving(GatedHub) as url:
+        yield url
 
 
 @pytest.mark.slow

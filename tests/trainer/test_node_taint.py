@@ -5,10 +5,9 @@ precondition, and the result is checked against Kubernetes' strict Node schema."
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import kubernetes_validate
 import pytest
 
 from stack.config import KUBERNETES_VERSIONS
+from tests.harness.http_stand_in import serving
 from trainer.base.bad_node import (
     BAD_NODE_TAINT_EFFECT,
     BAD_NODE_TAINT_KEY,
@@ -112,14 +112,8 @@ def node(taints: list[dict[str, str]]) -> dict[str, Any]:
 @pytest.fixture
 def api() -> Iterator[tuple[FakeApiServer, ApiServer]]:
     fake = FakeApiServer(node([dict(GPU_TAINT)]))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(fake))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield fake, ApiServer(f"http://127.0.0.1:{server.server_address[1]}", TOKEN)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(handler_for(fake)) as url:
+        yield fake, ApiServer(url, TOKEN)
 
 
 ENV = {NODE_NAME_VARIABLE: NODE}
