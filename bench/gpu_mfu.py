@@ -16,9 +16,9 @@ steps (compilation), then timed windows, each closed when the GPU has finished. 
 then reversed, as many rounds as the time budget allows (the first always), so the rows interleave; each row's figure is
 the median over all its windows, with their spread. FLOPs per token are 6 x the model's own parameters in matmuls
 (counted in the built model, the input embedding left out) + 12 L H T; MFU divides by the chip's dense bf16 peak
-(trainer/base/hardware.py) and, beside it, by the bf16 matmul rate measured on the machine. Versions, clocks (read every
-2 s per row by nvidia-smi, never set) and every figure go to $OUT/gpu_mfu.json, the table to $OUT/gpu_mfu.md, each row's
-output to $OUT/rows.log. Nothing is downloaded: pip installs the carried wheels with --no-index.
+(trainer/base/hardware/chips.py) and, beside it, by the bf16 matmul rate measured on the machine. Versions, clocks (read
+every 2 s per row by nvidia-smi, never set) and every figure go to $OUT/gpu_mfu.json, the table to $OUT/gpu_mfu.md, each
+row's output to $OUT/rows.log. Nothing is downloaded: pip installs the carried wheels with --no-index.
 
 The goal it judges (printed last): ours compiled at least torchtitan compiled in tokens/s, and at least 45% MFU.
 """
@@ -43,8 +43,8 @@ from bench.carried_torchtitan import TORCHTITAN, WHEELS, install  # noqa: E402
 from bench.gpu_machine import ClockSampler, driver, now  # noqa: E402
 from bench.gpu_rows import RowResult, Work  # noqa: E402
 from sizing.memory import Job, Ranks, peak_memory  # noqa: E402
-from trainer.base.hardware import PEAK_BF16_FLOPS, chip_for_device_name  # noqa: E402
-from trainer.base.presets import PRESETS  # noqa: E402
+from trainer.base.hardware.chips import PEAK_BF16_FLOPS, chip_for_device_name  # noqa: E402
+from trainer.base.model.presets import PRESETS  # noqa: E402
 from trainer.base.units import GIB  # noqa: E402
 
 GOAL_MFU = 0.45

@@ -40,10 +40,10 @@ from bench.gpu_rows import (
     pin_flash_attention,
     work_from,
 )
-from trainer.base.config import TrainConfig, parse_args
-from trainer.base.env import read_env
-from trainer.base.model_source import ModelSource
-from trainer.base.presets import PRESETS, ModelShape
+from trainer.base.flags.config import TrainConfig, parse_args
+from trainer.base.model.presets import PRESETS, ModelShape
+from trainer.base.model.source import ModelSource
+from trainer.base.pod.env import read_env
 from trainer.validate import validate
 
 

@@ -93,8 +93,8 @@ class RowResult:
 
 def attention_flops_per_token(layers: int, attention_width: int, seq_len: int) -> float:
     """12 L H T: the attention scores and weighted values, forward and backward (PaLM, Chowdhery et al. 2022,
-    appendix B), as trainer/base/metrics.py training_flops_per_token and torchtitan's get_nparams_and_flops count
-    them."""
+    appendix B), as trainer/base/metrics/figures.py training_flops_per_token and torchtitan's get_nparams_and_flops
+    count them."""
     return 12.0 * layers * attention_width * seq_len
 
 

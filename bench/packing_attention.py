@@ -31,9 +31,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
-from trainer.base.config import DataConfig  # noqa: E402
-from trainer.base.model_source import resolve_model  # noqa: E402
-from trainer.base.presets import PRESETS  # noqa: E402
+from trainer.base.flags.config import DataConfig  # noqa: E402
+from trainer.base.model.presets import PRESETS  # noqa: E402
+from trainer.base.model.source import resolve_model  # noqa: E402
 from trainer.data.packed import IGNORE_INDEX, PackedData, stack  # noqa: E402
 from trainer.data.packing import build_packed_data  # noqa: E402
 from trainer.data.tokenizer_bytes import ByteTokenizer  # noqa: E402

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 from bench.gpu_rows import peak_memory_bytes
 
-# The default shape: the `small` preset (trainer/base/presets.py), the work of bench/vs_torchtitan.py.
+# The default shape: the `small` preset (trainer/base/model/presets.py), the work of bench/vs_torchtitan.py.
 SMALL = {"vocab": 32000, "dim": 768, "ffn_dim": 2048, "layers": 8, "heads": 12, "kv_heads": 12}
 
 

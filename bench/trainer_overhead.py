@@ -31,9 +31,9 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.functional import cross_entropy
 
-from trainer.base.config import TrainConfig, parse_args
-from trainer.base.env import read_env
-from trainer.base.model_source import resolve_model
+from trainer.base.flags.config import TrainConfig, parse_args
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import read_env
 from trainer.comms.distributed import init_distributed, leave_distributed
 from trainer.model.build import hf_config
 from trainer.optim import ADAM_BETAS

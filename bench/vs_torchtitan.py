@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
 from bench.torchtitan_setup import VENV, set_up  # noqa: E402
-from trainer.base.presets import PRESETS  # noqa: E402
+from trainer.base.model.presets import PRESETS  # noqa: E402
 from trainer.base.units import GIB  # noqa: E402
 
 RANKS = 2

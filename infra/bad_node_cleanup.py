@@ -1,18 +1,18 @@
 """On an existing cluster, `pulumi destroy` takes the launcher's bad-node taint off every node it left it on.
 
 The launcher taints a node that failed the fabric preflight (trainer/launch/node_taint.py; the taint and the node edits
-are trainer/base/bad_node.py). On the stack's own cluster the node goes with its group; on a cluster the stack does not
-manage, the node stays, and so would the taint, keeping every later workload that tolerates the GPU taint but not ours
-off a node that may well be fine again. So the ExistingCluster component carries a before-delete resource hook (Pulumi
-"Resource option: hooks"): the engine runs it when it deletes the component, which is after the job and the platform,
-which depend on it, so no pod of the job is left to taint a node again. Delete hooks make the engine refuse `pulumi
-destroy` without `--run-program` (pulumi/pulumi 3.182.0 changelog, "Prevent destroy without running the program if any
-resource have delete hooks"; the hook is the program's code), which docs/aws.md says.
+are trainer/base/pod/bad_node.py). On the stack's own cluster the node goes with its group; on a cluster the stack does
+not manage, the node stays, and so would the taint, keeping every later workload that tolerates the GPU taint but not
+ours off a node that may well be fine again. So the ExistingCluster component carries a before-delete resource hook
+(Pulumi "Resource option: hooks"): the engine runs it when it deletes the component, which is after the job and the
+platform, which depend on it, so no pod of the job is left to taint a node again. Delete hooks make the engine refuse
+`pulumi destroy` without `--run-program` (pulumi/pulumi 3.182.0 changelog, "Prevent destroy without running the program
+if any resource have delete hooks"; the hook is the program's code), which docs/aws.md says.
 
 The hook reaches the cluster as the Kubernetes provider does: its endpoint and certificate authority from
 `aws eks describe-cluster`, a token from `aws eks get-token` (infra/existing_cluster.py token_command), then the
 Kubernetes API: the nodes listed, and each tainted one patched with its other taints, as the launcher patches its node
-(trainer/base/bad_node.py patch_node: a JSON merge patch with the resourceVersion read; read again on 409 Conflict).
+(trainer/base/pod/bad_node.py patch_node: a JSON merge patch with the resourceVersion read; read again on 409 Conflict).
 The hook runs in the Pulumi program's own process, not in the cluster.
 """
 
@@ -29,7 +29,15 @@ from typing import Any
 import pulumi
 
 from infra.existing_cluster import token_command
-from trainer.base.bad_node import BAD_NODE_TAINT_KEY, NODES_PATH, ApiServer, call, node_taints, patch_node, taints_patch
+from trainer.base.pod.bad_node import (
+    BAD_NODE_TAINT_KEY,
+    NODES_PATH,
+    ApiServer,
+    call,
+    node_taints,
+    patch_node,
+    taints_patch,
+)
 
 HOOK_NAME = "remove-bad-node-taints"
 

@@ -25,7 +25,7 @@ from local.launch import AgentLaunch
 from local.pod_status import container_exit_code
 from local.procs import Proc, die_with_parent, kill_tree, process_tree
 from stack.paths import PROJECT_ROOT
-from trainer.base.exits import REASON_PREFIX
+from trainer.base.pod.exits import REASON_PREFIX
 
 # The pod's terminationGracePeriodSeconds is 120 s, time for a large model's checkpoint; the local models save in
 # well under a second, and a user who pressed Ctrl-C should not wait two minutes.

@@ -38,7 +38,7 @@ from local.options import DEFAULT_TIMEOUT_S, LocalJobOptions, LocalOptions, Loca
 from local.run import run_local
 from stack.files import stack_names
 from stack.job_api import JOB_APIS
-from trainer.base.exits import EXIT_BAD_INPUT, EXIT_PERMANENT, exit_for_signal
+from trainer.base.pod.exits import EXIT_BAD_INPUT, EXIT_PERMANENT, exit_for_signal
 
 # The run's exit codes, from the one module that defines the project's: a failed job as a pod's permanent failure,
 # bad input as the trainer's, Ctrl-C as a shell reports SIGINT.

@@ -20,7 +20,7 @@ from stack.files import raw_stack_config
 from stack.parse import parse_stack_config
 from trainer.base.s3.uri import is_s3_uri
 
-LOCAL_MODEL = "tiny"  # the preset built for several CPU processes on a 2-core machine (trainer/base/presets.py)
+LOCAL_MODEL = "tiny"  # the preset built for several CPU processes on a 2-core machine (trainer/base/model/presets.py)
 MAX_LOCAL_SEQ_LEN = 256
 # Agents on one machine: each is a full torchrun with its own workers. Two show a real multi-node rendezvous and
 # an elastic shrink; more only slow a laptop down.

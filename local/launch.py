@@ -9,7 +9,7 @@ Pure functions of the container (no processes, no torch import). What changes fo
 - the trainer runs on the CPU (gloo), serves its metrics on loopback, and its paths under the pod's volume
   mounts (/checkpoints, /cache) land in the run's local directory, as the volumes would;
 - the Hugging Face token is this machine's HF_TOKEN, passed straight through: the local run reads no AWS secret, so
-  the pod's HF_TOKEN_SECRET (the Secrets Manager secret the launcher would read, trainer/base/hub_token.py) is
+  the pod's HF_TOKEN_SECRET (the Secrets Manager secret the launcher would read, trainer/base/pod/hub_token.py) is
   dropped;
 - S3 is the local run's own S3 API: its client variables and the artifacts bucket's variable replace the container's
   (local/artifacts.py), and the command's `$(VAR)` references are expanded from the container's environment as the
@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from stack.paths import PROJECT_ROOT
-from trainer.base.bad_node import NODE_NAME_FIELD, NODE_NAME_VARIABLE
-from trainer.base.config import TrainConfig, parse_args, to_argv
-from trainer.base.exits import LAUNCH_MODULE
-from trainer.base.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
-from trainer.base.staging import split_launcher_options
+from trainer.base.flags.config import TrainConfig, parse_args, to_argv
+from trainer.base.pod.bad_node import NODE_NAME_FIELD, NODE_NAME_VARIABLE
+from trainer.base.pod.exits import LAUNCH_MODULE
+from trainer.base.pod.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
+from trainer.base.pod.staging import split_launcher_options
 from workloads.job.pod import expand_references
 
 LOOPBACK = "127.0.0.1"
@@ -134,7 +134,7 @@ def loopback_interface() -> str:
 
 
 def launcher_options(command: list[str]) -> list[str]:
-    """The launcher's own options (trainer/base/staging.py LAUNCHER_OPTIONS: --stage-inputs), before torchrun's."""
+    """The launcher's own options (trainer/base/pod/staging.py LAUNCHER_OPTIONS: --stage-inputs), before torchrun's."""
     _, torchrun_args = split_launcher_options(command[3:])
     return command[3 : len(command) - len(torchrun_args)]
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer.base.bad_node import NODE_NAME_VARIABLE
+from trainer.base.pod.bad_node import NODE_NAME_VARIABLE
 
 # The effects the scheduler filters on; PreferNoSchedule only scores (TaintToleration.Filter).
 FILTERED_EFFECTS = ("NoSchedule", "NoExecute")

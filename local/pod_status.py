@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.base.exits import exit_for_signal
+from trainer.base.pod.exits import exit_for_signal
 
 # A pod's restartPolicy (core/v1): what the kubelet does when one of its containers exits.
 ALWAYS, ON_FAILURE, NEVER = "Always", "OnFailure", "Never"

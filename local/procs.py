@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.base.parent_death import set_parent_death_signal
+from trainer.base.pod.parent_death import set_parent_death_signal
 
 PROC = Path("/proc")
 

@@ -1,8 +1,8 @@
 """What the local run shows while it runs: a line per logged step. The summary and the chart at the end are the run's
 record's (trainer/record/summary.py, trainer/record/chart.py).
 
-Everything comes from the leader's --metrics-file (one JSON object per logged step, trainer/base/metrics.py), the file
-Prometheus' figures are made of too. After an elastic restart the trainer logs again from the checkpoint it
+Everything comes from the leader's --metrics-file (one JSON object per logged step, trainer/base/metrics/figures.py),
+the file Prometheus' figures are made of too. After an elastic restart the trainer logs again from the checkpoint it
 resumed, so a step can appear twice; the later record is the one that counts.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.base.metrics_file import Record, parse_records
+from trainer.base.metrics.file import Record, parse_records
 
 
 class MetricsFollower:
     """Reads the records appended to a metrics file since the last call (the file may not exist yet), with the
-    project's one reader of the file (trainer/base/metrics_file.py). A file deleted and written anew (the lost-storage
+    project's one reader of the file (trainer/base/metrics/file.py). A file deleted and written anew (the lost-storage
     drill's new cluster) is read from its start; the records read before stay."""
 
     def __init__(self, path: Path) -> None:

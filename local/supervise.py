@@ -16,7 +16,7 @@ from local.launch import LocalPlan
 from local.options import LocalOptions
 from local.report import MetricsFollower, Recovery, progress_line, recovery
 from local.restart_rule import RestartRule
-from trainer.base.metrics_file import Record
+from trainer.base.metrics.file import Record
 from trainer.base.s3.uri import is_s3_uri
 from trainer.record.chart import CHART_FILE, write_chart
 from trainer.record.summary import Summary, summarize

@@ -1,7 +1,7 @@
 """The Hugging Face token is in no Kubernetes object: the job's pods read it from AWS Secrets Manager themselves.
 
 The stack names the secret (job.hfTokenSecret); the pods get its name as HF_TOKEN_SECRET and read it through their
-Pod Identity role at start (trainer/base/hub_token.py). A token anywhere in an object, as an env `value`, in a
+Pod Identity role at start (trainer/base/pod/hub_token.py). A token anywhere in an object, as an env `value`, in a
 Secret, a ConfigMap, a command or chart values, would be stored in Pulumi's state and shown in the preview a PR
 comment holds; a `secretKeyRef` to a Secret would need the token in a Secret, which is in the state too. So:
 - no env entry sets a token variable at all (HF_TOKEN comes from the launcher, not the pod spec);
@@ -22,9 +22,9 @@ from typing import Any
 from policy.jobs.registry import reader_for
 from policy.props import dotted, get, is_unknown, walk
 from stack.gated_models import gated_repo
-from trainer.base.config import ModelConfig
-from trainer.base.hub_token import SECRET_VARIABLE
-from trainer.base.staging import TRAINER_MODULE
+from trainer.base.flags.config import ModelConfig
+from trainer.base.pod.hub_token import SECRET_VARIABLE
+from trainer.base.pod.staging import TRAINER_MODULE
 
 # The variables huggingface_hub reads a token from (HF_TOKEN; HUGGING_FACE_HUB_TOKEN is its older name).
 TOKEN_VARIABLES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HF_HUB_TOKEN"})
@@ -32,7 +32,8 @@ TOKEN_VARIABLES = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_
 TOKEN_LITERAL = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
 SECRET_TYPES = ("kubernetes:core/v1:Secret",)
 CONFIG_MAP_TYPES = ("kubernetes:core/v1:ConfigMap",)
-# The trainer's model flag and its default, from the trainer's own config (trainer/base/config.py ModelConfig.name).
+# The trainer's model flag and its default, from the trainer's own config (trainer/base/flags/config.py
+# ModelConfig.name).
 MODEL_FIELD = next(f for f in dataclasses.fields(ModelConfig) if f.name == "name")
 MODEL_FLAG = MODEL_FIELD.metadata["flag"]
 DEFAULT_MODEL = MODEL_FIELD.default

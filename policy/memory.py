@@ -25,8 +25,8 @@ from policy.hf_token import TOKEN_LITERAL
 from policy.jobs.registry import DEFAULT_JOB_TYPE, reader_for
 from policy.props import as_int, get, has_unknown, is_unknown, not_checked
 from sizing.catalog import CATALOG, InstanceType
-from trainer.base.config import TrainConfig, parse_args
-from trainer.base.presets import find_shape
+from trainer.base.flags.config import TrainConfig, parse_args
+from trainer.base.model.presets import find_shape
 
 TRAINER_MODULE = "trainer"
 
@@ -67,8 +67,8 @@ def trainer_argv(container: Mapping[str, Any]) -> list[str] | None:
 
 
 def parse_trainer_argv(argv: Sequence[str]) -> TrainConfig:
-    """The trainer's own parser (trainer/base/config.py, torch-free). Where the trainer itself would refuse the flags
-    (argparse exits) the job cannot be sized: UnsizedError with argparse's last line."""
+    """The trainer's own parser (trainer/base/flags/config.py, torch-free). Where the trainer itself would refuse the
+    flags (argparse exits) the job cannot be sized: UnsizedError with argparse's last line."""
     errors = io.StringIO()
     with contextlib.redirect_stderr(errors):
         try:
@@ -149,7 +149,7 @@ def estimate(shape: JobShape) -> MemoryEstimate:
     if model is None:
         raise UnsizedError(
             f"sizing/ does not know the shape of model {t.model.name!r}, so its memory per GPU cannot be estimated",
-            "add its shape to trainer/base/presets.py, or lower this policy to advisory in the pack's config",
+            "add its shape to trainer/base/model/presets.py, or lower this policy to advisory in the pack's config",
         )
     try:
         job = sizing.make_job(model, t, gpus=shape.nodes * shape.gpus_per_node)

@@ -16,7 +16,7 @@ from preflight.findings import Finding, ok, problem
 from stack.config import StackConfig
 from stack.gated_models import hub_repo
 from stack.job_warnings import SYNTHETIC_DATASET
-from trainer.base.model_source import looks_like_path
+from trainer.base.model.source import looks_like_path
 from trainer.base.s3.uri import is_s3_uri
 
 MODEL_CHECK = "model"

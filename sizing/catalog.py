@@ -7,7 +7,7 @@ Sources, per column (checked against the public pages named here; the catalog is
   support) and the EC2 guide "Maximize network bandwidth on instances with multiple network cards", which
   asks for one EFA interface per network card on these types.
 - NVLink bandwidth per GPU: NVIDIA's A100 / H100 / H200 SXM datasheets (NVLink 3: 600 GB/s, NVLink 4: 900 GB/s).
-- Peak dense bf16 FLOP/s: per chip, in trainer/base/hardware.py (NVIDIA datasheets, no sparsity).
+- Peak dense bf16 FLOP/s: per chip, in trainer/base/hardware/chips.py (NVIDIA datasheets, no sparsity).
 - On-demand price: a fallback only. A preview reads the current price from AWS's Price List API
   (stack/price_list.py, infra/prices.py) and uses this figure, labelled as the catalog's and dated CATALOG_PRICES_SET,
   only when that call fails. AWS EC2 on-demand pricing, US East (N. Virginia), Linux, per instance-hour, as AWS listed
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainer.base.hardware import PEAK_BF16_FLOPS
+from trainer.base.hardware.chips import PEAK_BF16_FLOPS
 
 # The day the price column was set (the project's first commit of the catalog), from AWS's list prices of before its
 # June 2025 P4 and P5 price cut.
@@ -31,7 +31,7 @@ class InstanceType:
     """What the project needs to know about one EC2 instance type."""
 
     name: str
-    gpu_chip: str  # key into trainer.base.hardware.PEAK_BF16_FLOPS
+    gpu_chip: str  # key into trainer.base.hardware.chips.PEAK_BF16_FLOPS
     gpus: int
     gpu_memory_gib: int  # per GPU
     vcpus: int

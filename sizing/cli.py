@@ -26,10 +26,10 @@ from sizing.fsx import (
     fsx_capacity_problem,
 )
 from sizing.throughput import Assumptions
-from trainer.base.config import SHARDING_STRATEGIES, TrainConfig
-from trainer.base.exits import EXIT_BAD_INPUT
-from trainer.base.options import add_arguments, from_namespace, options, with_values, without_stray_options
-from trainer.base.presets import ModelShape
+from trainer.base.flags.config import SHARDING_STRATEGIES, TrainConfig
+from trainer.base.flags.options import add_arguments, from_namespace, options, with_values, without_stray_options
+from trainer.base.model.presets import ModelShape
+from trainer.base.pod.exits import EXIT_BAD_INPUT
 from trainer.base.units import GIB
 
 # Column labels of the memory breakdown, in sizing_memory.TERMS order (runtime is shown as "needed").
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--strategy", choices=SHARDING_STRATEGIES, action="append", help="only this strategy (repeatable)"
     )
-    # The trainer's options the sizing reads (base/config.py, sizing=True), with the trainer's flags and help; the
+    # The trainer's options the sizing reads (base/flags/config.py, sizing=True), with the trainer's flags and help; the
     # sequence length defaults to the model's (at most 4096) and the batch to one sequence per GPU.
     sized = [o for o in options(TrainConfig) if o.sizing]
     add_arguments(parser, sized, defaults={"data.seq_len": None, "schedule.batch_size": 1})
@@ -111,7 +111,8 @@ def sizings(args: argparse.Namespace) -> list[Sizing]:
     storage = storage_of(args, config)
     result = []
     for strategy in args.strategy or strategies_for(args.nodes):
-        # An option only HYBRID_SHARD takes (trainer/base/config.py OnlyWith) goes back to its default for the others.
+        # An option only HYBRID_SHARD takes (trainer/base/flags/config.py OnlyWith) goes back to its default for the
+        # others.
         strategy_config = without_stray_options(with_values(config, {"parallel.sharding_strategy": strategy}))
         job = make_job(shape, strategy_config, gpus=args.nodes * instance.gpus)
         result.append(size_job(job, instance, args.nodes, Assumptions(mfu=args.mfu), storage))

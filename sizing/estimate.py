@@ -33,11 +33,11 @@ from sizing.throughput import (
     estimate_throughput,
     scaling_efficiency,
 )
-from trainer.base.config import SHARDING_STRATEGIES, TrainConfig, config_problems
-from trainer.base.env import DistEnv
-from trainer.base.options import Facts
-from trainer.base.parallel_plan import make_plan
-from trainer.base.presets import PRESETS, ModelShape, find_shape
+from trainer.base.flags.config import SHARDING_STRATEGIES, TrainConfig, config_problems
+from trainer.base.flags.options import Facts
+from trainer.base.flags.parallel_plan import make_plan
+from trainer.base.model.presets import PRESETS, ModelShape, find_shape
+from trainer.base.pod.env import DistEnv
 from trainer.base.units import GIB
 
 # Memory a GPU process holds outside PyTorch's allocator, which the trainer's `peak_memory_bytes`
@@ -134,7 +134,7 @@ def resolve_instance(name: str) -> InstanceType:
 
 def make_job(shape: ModelShape, config: TrainConfig, *, gpus: int) -> Job:
     """What one rank of the trainer trains with the options `config` on `gpus` GPUs: gradient accumulation derived as
-    the trainer derives it (trainer/base/parallel_plan.py). SizingError, naming the flag, for what the trainer's
+    the trainer derives it (trainer/base/flags/parallel_plan.py). SizingError, naming the flag, for what the trainer's
     declared rules refuse with this model and world size."""
     problems = config_problems(config, Facts(shape=shape, world_size=gpus if gpus >= 1 else None))
     if gpus < 1:
@@ -183,7 +183,8 @@ ASSUMED_VAL_DATASET_SHARE = 500 / 12_460
 
 @dataclass(frozen=True)
 class Validation:
-    """The trainer's validation flags (trainer/base/config.py ValidationConfig) as far as the time of a run goes."""
+    """The trainer's validation flags (trainer/base/flags/config.py ValidationConfig) as far as the time of a run
+    goes."""
 
     steps: int
     every: int = 0

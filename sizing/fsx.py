@@ -2,7 +2,7 @@
 save and a load take at its throughput, and what it costs. Pure Python (no torch).
 
 What the trainer writes (trainer/checkpoint/checkpointer.py): fp32 master weights and AdamW's two fp32 moments, 12 bytes
-per trained parameter (trainer/base/checkpoint_space.py), whatever the compute dtype; under LoRA only the adapters are
+per trained parameter (trainer/base/checkpoint/space.py), whatever the compute dtype; under LoRA only the adapters are
 trained and saved (the frozen base comes from --model again), so its checkpoints are a fraction of a percent of the
 model's. A save writes the new checkpoint before it
 deletes the oldest of the --keep-checkpoints kept, so the file system holds keep + 1 of them at that moment. The same
@@ -23,9 +23,9 @@ import math
 from dataclasses import dataclass, replace
 
 from sizing.memory import adapter_parameters
-from trainer.base.checkpoint_space import COPIES_PER_PARAMETER, MASTER_WEIGHT_BYTES
-from trainer.base.config import LORA_TARGETS, CheckpointConfig
-from trainer.base.presets import ModelShape
+from trainer.base.checkpoint.space import COPIES_PER_PARAMETER, MASTER_WEIGHT_BYTES
+from trainer.base.flags.config import LORA_TARGETS, CheckpointConfig
+from trainer.base.model.presets import ModelShape
 from trainer.base.units import GIB
 
 TIB_GIB = 1024

@@ -4,10 +4,10 @@ A background save (--async-checkpoint: the job's saves are, sizing/fsx.py JOB_SA
 rank writes into host memory before the write starts (DCP's DefaultStager, pinned on CUDA: page-locked, so never
 swapped out nor reclaimed), and keeps those buffers from one save to the next (trainer/checkpoint/checkpointer.py
 `stager`). What a rank writes is its shard of each tensor of the checkpoint: the fp32 master weights and AdamW's two
-fp32 moments of every trained parameter (trainer/base/checkpoint_space.py, 12 bytes a parameter; under LoRA the adapters
+fp32 moments of every trained parameter (trainer/base/checkpoint/space.py, 12 bytes a parameter; under LoRA the adapters
 alone: the frozen base is not saved, checkpointer._state_dict_options), padded as FSDP2 pads its shards
 (sizing/memory.py shard_numel). On a replicated mesh (HYBRID_SHARD, NO_SHARD) only the tensors its replica writes
-(trainer/base/checkpoint_writers.py assign_replicas, the split the trainer makes); before that split every rank staged
+(trainer/base/checkpoint/writers.py assign_replicas, the split the trainer makes); before that split every rank staged
 all of its shards, so each node held a whole replica's state: `spread=False` sizes that. Step counters, the scheduler,
 the loss scale and the RNG state are a few bytes and not counted.
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from sizing.catalog import InstanceType
 from sizing.memory import FP32, Job, Ranks, adapter_shapes, layer_parameter_shapes, root_parameter_shapes
-from trainer.base.checkpoint_space import COPIES_PER_PARAMETER
-from trainer.base.checkpoint_writers import assign_replicas
+from trainer.base.checkpoint.space import COPIES_PER_PARAMETER
+from trainer.base.checkpoint.writers import assign_replicas
 from trainer.base.units import GIB
 
 # The pod's limit: the node's memory less what the system keeps (kubelet, containerd, the OS, daemon sets), as the

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainer.base.config import LORA_TARGETS, ParallelConfig, TrainConfig
-from trainer.base.env import DistEnv
-from trainer.base.loss_chunks import CHUNK_TOKENS, VECTOR_BYTES_PER_TOKEN, accumulator_precision
-from trainer.base.parallel_plan import mesh_shape
-from trainer.base.presets import ModelShape
+from trainer.base.flags.config import LORA_TARGETS, ParallelConfig, TrainConfig
+from trainer.base.flags.parallel_plan import mesh_shape
+from trainer.base.model.loss_chunks import CHUNK_TOKENS, VECTOR_BYTES_PER_TOKEN, accumulator_precision
+from trainer.base.model.presets import ModelShape
+from trainer.base.pod.env import DistEnv
 from trainer.base.units import DTYPE_BYTES
 
 FP32 = 4
@@ -110,9 +110,9 @@ class Ranks:
     """gpu or cpu: the runtime term and the collectives' staging buffers differ (gloo on CPU, NCCL on GPU)."""
 
     def mesh(self, strategy: str) -> tuple[int, int]:
-        """(replicate, shard): the trainer's own device mesh for the strategy (trainer/base/parallel_plan.py), with
-        torchrun's local world size (never more than the whole world) and one replicate group per node, the trainer's
-        default."""
+        """(replicate, shard): the trainer's own device mesh for the strategy (trainer/base/flags/parallel_plan.py),
+        with torchrun's local world size (never more than the whole world) and one replicate group per node, the
+        trainer's default."""
         env = DistEnv(world_size=self.world_size, local_world_size=min(self.per_node, self.world_size))
         return mesh_shape(TrainConfig(parallel=ParallelConfig(sharding_strategy=strategy)), env)
 

@@ -16,7 +16,7 @@ from typing import Literal
 from sizing.catalog import CATALOG
 from sizing.memory import Job
 from sizing.throughput import estimate_throughput, scaling_efficiency
-from trainer.base.presets import PRESETS, ModelShape
+from trainer.base.model.presets import PRESETS, ModelShape
 
 TORCHTITAN_H100 = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 1 and 3"
 TORCHTITAN_A100 = "pytorch/torchtitan docs/performance.md, Llama 2 table"

@@ -2,7 +2,7 @@
 table, one row per shipped stack, which tests/sizing/test_s3_requests.py keeps equal to it). Pure Python.
 
 A save to the durable tier: every rank writes its share of the checkpoint at once (FULL_SHARD's shards; under
-HYBRID_SHARD the replicas split the writing, trainer/base/checkpoint_writers.py, so each rank writes 1/ranks of it too),
+HYBRID_SHARD the replicas split the writing, trainer/base/checkpoint/writers.py, so each rank writes 1/ranks of it too),
 one
 object per rank, each a multipart upload: CreateMultipartUpload, an UploadPart per PART_BYTES, CompleteMultipartUpload
 (trainer/base/s3/limits.py). How fast: each rank's CRT client sizes its connections for its throughput target (10 Gbps,

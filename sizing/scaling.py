@@ -3,16 +3,16 @@
     python -m sizing.scaling runs/p5-1.jsonl runs/p5-2.jsonl runs/p5-16.jsonl --gpus-per-node 8 --out report/
     python -m sizing.scaling local-1.jsonl local-2.jsonl --out report/        # local runs: 1 worker = 1 "node"
 
-Input: the trainer's --metrics-file of each run (JSON lines, one object per logged step; trainer/base/metrics.py).
-Records are grouped by `world_size`, so one elastic run that changed size gives a point per size. Per point, the
-first logged record of each run is left out when there are later ones (it carries start-up: lazy allocations,
-compilation), and the median `tokens_per_second` of the rest is the point's throughput. Scaling efficiency is
-per-GPU throughput against that of the smallest run: tokens/s(N) / N over tokens/s(base) / base.
+Input: the trainer's --metrics-file of each run (JSON lines, one object per logged step;
+trainer/base/metrics/figures.py). Records are grouped by `world_size`, so one elastic run that changed size gives a
+point per size. Per point, the first logged record of each run is left out when there are later ones (it carries
+start-up: lazy allocations, compilation), and the median `tokens_per_second` of the rest is the point's throughput.
+Scaling efficiency is per-GPU throughput against that of the smallest run: tokens/s(N) / N over tokens/s(base) / base.
 Output in --out: scaling.md (the table), scaling.json (the same figures) and scaling.png (the chart).
 
 The fabric: each record of a run whose trainer ran the fabric preflight (trainer/checks/fabric_preflight.py) carries
-the bus bandwidth it measured within a node and on a rail across nodes (trainer/base/metrics.py preflight_*). The
-report shows them per point, and with --model and --instance it sets the throughput model's scaling efficiency
+the bus bandwidth it measured within a node and on a rail across nodes (trainer/base/metrics/figures.py preflight_*).
+The report shows them per point, and with --model and --instance it sets the throughput model's scaling efficiency
 beside the measured one, computed on the measured links instead of the catalog's (sizing/throughput.py
 MeasuredFabric), and says which it used:
 
@@ -34,12 +34,12 @@ from sizing.catalog import InstanceType
 from sizing.estimate import SizingError, make_job, resolve_instance, resolve_shape
 from sizing.memory import Job
 from sizing.throughput import Assumptions, MeasuredFabric, expected_fabric, scaling_efficiency
-from trainer.base.config import SHARDING_STRATEGIES, DataConfig, ParallelConfig, ScheduleConfig, TrainConfig
-from trainer.base.exits import EXIT_BAD_INPUT
-from trainer.base.metrics_file import MetricsFileError, read_records
+from trainer.base.flags.config import SHARDING_STRATEGIES, DataConfig, ParallelConfig, ScheduleConfig, TrainConfig
+from trainer.base.metrics.file import MetricsFileError, read_records
+from trainer.base.pod.exits import EXIT_BAD_INPUT
 from trainer.base.units import GIB
 
-# The metrics' preflight fields (trainer/base/metrics.py METRIC_FIELDS) the model's links are read from.
+# The metrics' preflight fields (trainer/base/metrics/figures.py METRIC_FIELDS) the model's links are read from.
 INTRA_FIELDS = ("preflight_intra_all_gather_gb_per_s", "preflight_intra_reduce_scatter_gb_per_s")
 INTER_FIELD = "preflight_inter_all_reduce_gb_per_s"
 

@@ -1,7 +1,7 @@
 """Expected training throughput of an FSDP2 job on a fleet, and its scaling efficiency against one node.
 
 A micro step's time is its compute plus the part of its communication that does not hide behind compute:
-- compute: the trainer's own FLOPs per token (trainer.base.metrics.training_flops_per_token: 6N + 12LHT, PaLM,
+- compute: the trainer's own FLOPs per token (trainer.base.metrics.figures.training_flops_per_token: 6N + 12LHT, PaLM,
   Chowdhery et al. 2022, appendix B) times the tokens of a micro step, plus what activation checkpointing recomputes
   (recompute_share: the decoder layers' forward again under full, three of the seven projections under
   selective-mm), at `mfu` of the chip's peak bf16 FLOP/s (sizing/catalog.py).
@@ -40,17 +40,17 @@ from sizing.memory import (
     numel,
     root_parameter_shapes,
 )
-from trainer.base.hardware import HBM_BYTES_PER_S, PEAK_BF16_FLOPS
-from trainer.base.metrics import training_flops_per_token
-from trainer.base.presets import ModelShape
+from trainer.base.hardware.chips import HBM_BYTES_PER_S, PEAK_BF16_FLOPS
+from trainer.base.metrics.figures import training_flops_per_token
+from trainer.base.model.presets import ModelShape
 from trainer.base.units import DTYPE_BYTES
 
 # Compute efficiency: the fraction of peak bf16 FLOP/s a GPU reaches on the model's math when communication costs
 # nothing. The matrix multiplies run at a fixed fraction of peak per chip; the element-wise work between them
 # (norms, RoPE, SiLU, residual adds, the loss) is memory-bound, O(h) bytes per token against the multiplies' O(h^2)
 # FLOPs, and costs what ELEMENTWISE_WIDTH more columns of multiplies would cost on an A100, scaled on other chips by
-# their ratio of peak FLOP/s to memory bandwidth (trainer/base/hardware.py). So mfu(h) = matmul_efficiency * h / (h +
-# w): wide models run nearer peak. Calibrated against published FSDP runs (sizing/published.py, the table in
+# their ratio of peak FLOP/s to memory bandwidth (trainer/base/hardware/chips.py). So mfu(h) = matmul_efficiency * h /
+# (h + w): wide models run nearer peak. Calibrated against published FSDP runs (sizing/published.py, the table in
 # docs/sizing.md), as the mfu at h = 4096: A100s 0.63 (torchtitan's and IBM's Llama 2 runs, 7B to 70B, all within
 # 2% with w = 1500 columns, where a width-blind constant left the 70B runs 15-18% off), H100s 0.35 (torchtitan's
 # Llama 3.1 8B without compile). H200 is H100's die with more memory bandwidth. L40S keeps an unmeasured 0.35.
@@ -125,7 +125,7 @@ def recompute_share(job: Job, chip: str) -> float:
 @dataclass(frozen=True)
 class MeasuredFabric:
     """Bus bandwidth the trainer's fabric preflight measured on the job's nodes (GB/s of 1e9 bytes; its metrics'
-    preflight_* fields, trainer/base/metrics.py), to use instead of the catalog's links (see _links)."""
+    preflight_* fields, trainer/base/metrics/figures.py), to use instead of the catalog's links (see _links)."""
 
     intra_gb_per_s: float | None = None
     """Within a node: the lower of the all-gather's and the reduce-scatter's, the slowest node's."""

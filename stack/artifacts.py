@@ -1,6 +1,6 @@
 """Where a stack's runs keep their artifacts in S3 (`<prefix>/<stack>/run-<n>/`), the prefix's check, and
 `--artifacts-uri` as the pods get it. Below a run, the checkpoints, the final model and the record sit as
-trainer/base/run_layout.py says. One place for the keys that the job's flags, the pods' IAM policy and the stack's
+trainer/base/s3/run_layout.py says. One place for the keys that the job's flags, the pods' IAM policy and the stack's
 outputs share.
 
 Pure and torch-free.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from stack.names import ARTIFACTS_BUCKET_VARIABLE, artifacts_bucket_prefix
-from trainer.base.run_layout import MODEL_DIRECTORY
+from trainer.base.s3.run_layout import MODEL_DIRECTORY
 from trainer.base.s3.uri import S3Uri
 
 DEFAULT_PREFIX = "fsdp-eks"

@@ -3,7 +3,7 @@
 Each returns problems in the form ConfigError lists them (key, value, what is allowed); `parse_stack_config` runs
 them on every parse. Kept apart from the section declarations in stack/config.py so each file has one job.
 The trainer's own rules across its options are not restated here: `trainer_rule_problems` checks the declared ones
-(trainer/base/config.py) on the options the pods get, with the model's shape and the world size the stack knows.
+(trainer/base/flags/config.py) on the options the pods get, with the model's shape and the world size the stack knows.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from stack.names import (
     uncut_job_name,
 )
 from stack.trainer_config import stack_trainer_config, trainer_rule_problems
-from trainer.base.config import whole_micro_steps
-from trainer.base.options import Facts
-from trainer.base.presets import find_shape
+from trainer.base.flags.config import whole_micro_steps
+from trainer.base.flags.options import Facts
+from trainer.base.model.presets import find_shape
 
 
 def cross_key_problems(config: StackConfig) -> list[str]:
@@ -273,7 +273,7 @@ def _artifacts_problems(config: StackConfig) -> list[str]:
 
 def _trainer_facts(config: StackConfig) -> Facts:
     """What the trainer's rules that need outside facts are checked with: the model's shape where the project knows it
-    (trainer/base/presets.py), and the job's world size, a rank per GPU. A disabled job has neither."""
+    (trainer/base/model/presets.py), and the job's world size, a rank per GPU. A disabled job has neither."""
     if not config.job.enabled:
         return Facts()
     gpus = config.gpu_nodes.count * config.gpu_nodes.instance.gpus

@@ -3,8 +3,8 @@
 `stack/config.py` declares the sections; this module turns a raw mapping (as Pulumi or a stack file gives it)
 into those dataclasses, collecting every problem instead of stopping at the first, and produces the rows of
 the README's config reference and of Pulumi.yaml's declarations from the same declarations. A job.* setting that is a
-trainer option is declared by the option itself (trainer/base/config.py, its StackKey): `job_option` reads its default,
-text and checks from there, and `trainer_values` gives the trainer's value of every such setting.
+trainer option is declared by the option itself (trainer/base/flags/config.py, its StackKey): `job_option` reads its
+default, text and checks from there, and `trainer_values` gives the trainer's value of every such setting.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainer.base.config import TrainConfig
-from trainer.base.options import Option, Problem, options
+from trainer.base.flags.config import TrainConfig
+from trainer.base.flags.options import Option, Problem, options
 
 NAMESPACE = "fsdp-eks"
 

@@ -36,16 +36,16 @@ from sizing.throughput import Assumptions
 from stack.config import StackConfig
 from stack.fields import JOB_OPTIONS
 from stack.trainer_config import stack_trainer_config
-from trainer.base.config import TrainConfig
-from trainer.base.options import by_path, value_at, with_values, without_stray_options
-from trainer.base.presets import PRESETS, find_shape
+from trainer.base.flags.config import TrainConfig
+from trainer.base.flags.options import by_path, value_at, with_values, without_stray_options
+from trainer.base.model.presets import PRESETS, find_shape
 from trainer.base.units import GIB
 
 
 @dataclass(frozen=True)
 class Change:
     """A candidate change to the stack's job: `label` as the user would write it, the trainer options it sets (by
-    path, trainer/base/config.py) and the nodes it runs on (None: gpuNodes.count)."""
+    path, trainer/base/flags/config.py) and the nodes it runs on (None: gpuNodes.count)."""
 
     label: str
     options: Mapping[str, object] = field(default_factory=dict)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from stack.fields import NAMESPACE
 from stack.hub_token_secret import DOCUMENTED_NAME, KEY
-from trainer.base.model_source import looks_like_path
-from trainer.base.presets import PRESETS
+from trainer.base.model.presets import PRESETS
+from trainer.base.model.source import looks_like_path
 from trainer.base.s3.uri import is_s3_uri
 
 # Hub owners whose model repositories are gated: a download needs a token of an account that accepted the licence.
@@ -30,8 +30,8 @@ def hub_repo(model: str) -> str | None:
     """The hub repository the staging step downloads for `job.model`, or None when it downloads none.
 
     A hub id is fetched itself. A preset is built from random weights, but its tokenizer comes from the preset's
-    hub checkpoint (trainer/base/model_source.py ModelSource.default_tokenizer; the stack sets no other tokenizer), so
-    llama2-7b needs meta-llama/Llama-2-7b-hf. A path in the image (trainer/base/model_source.py looks_like_path) and a
+    hub checkpoint (trainer/base/model/source.py ModelSource.default_tokenizer; the stack sets no other tokenizer), so
+    llama2-7b needs meta-llama/Llama-2-7b-hf. A path in the image (trainer/base/model/source.py looks_like_path) and a
     preset without a hub id (tiny, small, byte tokenizer) download nothing, and neither does an s3:// model, which
     brings its own tokenizer (trainer/validate.py refuses an s3:// --tokenizer) and is read from S3, never the hub."""
     if is_s3_uri(model):

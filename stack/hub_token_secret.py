@@ -4,7 +4,7 @@ keys went. Pure: the config check (stack/config.py, stack/parse.py) and the IAM 
 read the same rules.
 
 The token never enters the stack's config or state: the stack names the secret, and the job's pods read it at start
-through a Pod Identity role allowed GetSecretValue on that secret alone (trainer/base/hub_token.py).
+through a Pod Identity role allowed GetSecretValue on that secret alone (trainer/base/pod/hub_token.py).
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """What preview warns about in a job that is valid but probably not what its author meant.
 
-A preset (trainer/base/presets.py) is a model's shape with random weights (trainer/base/model_source.py resolve_model):
-trained on a real data set it learns from scratch, which a fine-tuning run never wants. The same name's hub id
-loads the published weights.
+A preset (trainer/base/model/presets.py) is a model's shape with random weights (trainer/base/model/source.py
+resolve_model): trained on a real data set it learns from scratch, which a fine-tuning run never wants. The same name's
+hub id loads the published weights.
 """
 
 from __future__ import annotations
 
 from stack.config import JobConfig
 from stack.fields import NAMESPACE
-from trainer.base.presets import PRESETS
+from trainer.base.model.presets import PRESETS
 
 SYNTHETIC_DATASET = "synthetic"  # the trainer's generated data set (trainer/data/records.py): for smoke tests
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from sizing.throughput import expected_fabric
 from stack.config import StackConfig
 from stack.fit import stack_sizing, stack_storage
-from trainer.base.config import PreflightConfig
-from trainer.base.fabric import GB, default_bytes, pair_rounds
-from trainer.base.shutdown import MAIN_THREAD_GRACE_S
+from trainer.base.flags.config import PreflightConfig
+from trainer.base.hardware.fabric import GB, default_bytes, pair_rounds
+from trainer.base.pod.shutdown import MAIN_THREAD_GRACE_S
 
 # torch 2.13's dynamic rendezvous reads its state from the backend at most once a second (dynamic_rendezvous.py
 # _BackendRendezvousStateHolder, cache_duration 1), and an agent's monitor loop asks for waiting nodes every
@@ -63,7 +63,8 @@ def crash_recovery(config: StackConfig) -> list[Phase]:
         PreflightConfig(), gpu.count, fabric.intra_gb_per_s or 0.0, fabric.inter_rail_gb_per_s or 0.0
     )
     grace = (
-        f"trainer/base/shutdown.py MAIN_THREAD_GRACE_S: the watcher ends a blocked worker {MAIN_THREAD_GRACE_S:g} s on"
+        f"trainer/base/pod/shutdown.py MAIN_THREAD_GRACE_S: the watcher ends a blocked worker"
+        f" {MAIN_THREAD_GRACE_S:g} s on"
     )
     return [
         Phase("the crashed node's agent stops its blocked workers", MAIN_THREAD_GRACE_S, grace),

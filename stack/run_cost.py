@@ -19,7 +19,7 @@ from stack.config import StackConfig
 from stack.fit import stack_run_time
 from stack.gpu_autoscaling import SCALE_DOWN_UNNEEDED_S, releases_idle_nodes
 from stack.price_list import PriceQuote
-from trainer.base.presets import PRESETS, find_shape
+from trainer.base.model.presets import PRESETS, find_shape
 
 # Assumed: an instance's launch, its joining the cluster, the NVIDIA and EFA device plugins and the trainer image's
 # pull (several GB) before the first pod starts; EKS and EC2 publish no figure for p5 (docs/aws.md gives "several

@@ -10,7 +10,7 @@ from sizing.fsx import checkpoint_bytes
 from sizing.s3_requests import SaveRequests
 from stack.config import StackConfig
 from stack.files import load_stack_config, stack_names
-from trainer.base.presets import find_shape
+from trainer.base.model.presets import find_shape
 from trainer.base.s3.limits import MIB, PART_BYTES, PUTS_PER_PREFIX_PER_S
 
 CONNECTOR_DEFAULT_PART_BYTES = 8 * MIB  # s3torchconnector 1.5.0 S3ClientConfig.part_size

@@ -1,6 +1,6 @@
 """The trainer's own TrainConfig that the stack's job.* settings choose: the one object the job runs with, the sizing
-sizes and the policy pack reads back. The class is trainer/base/config.py's. workloads/job/pod_trainer_config.py adds
-the pod's layout to it and renders it with `to_argv`, stack/fit.py sizes it, and the policy pack reads it back from
+sizes and the policy pack reads back. The class is trainer/base/flags/config.py's. workloads/job/pod_trainer_config.py
+adds the pod's layout to it and renders it with `to_argv`, stack/fit.py sizes it, and the policy pack reads it back from
 the job's flags with the trainer's parser.
 
 Pure and torch-free.
@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from stack.config import ArtifactsConfig, JobConfig
 from stack.fields import stack_problem, trainer_values
-from trainer.base.config import TrainConfig
-from trainer.base.options import Facts, rule_problems, with_values
+from trainer.base.flags.config import TrainConfig
+from trainer.base.flags.options import Facts, rule_problems, with_values
 from trainer.base.s3.uri import is_s3_uri
 
 
@@ -42,9 +42,9 @@ def stack_trainer_config(
 
 
 def trainer_rule_problems(job: JobConfig, facts: Facts | None = None) -> list[str]:
-    """The trainer's rules across its options (trainer/base/config.py: OnlyWith, Requires, Excludes, Across, and with
-    `facts` the model's shape and the world size) on the options the pods get, in the trainer's words with each option
-    named by its job.* key: the trainer would refuse these at start."""
+    """The trainer's rules across its options (trainer/base/flags/config.py: OnlyWith, Requires, Excludes, Across, and
+    with `facts` the model's shape and the world size) on the options the pods get, in the trainer's words with each
+    option named by its job.* key: the trainer would refuse these at start."""
     return [stack_problem(problem) for problem in rule_problems(stack_trainer_config(job), facts)]
 
 

@@ -107,33 +107,61 @@ BASE = "trainer.base"
 BASE_ONLY_PACKAGES = frozenset({"__main__", "stack", "sizing", "policy", "infra", "workloads", "ci", "tools"})
 
 
-def trainer_part(module: str) -> str:
-    """The role folder or top-level module of a trainer module: trainer.checkpoint.load -> checkpoint."""
-    return module.split(".")[1]
+def part_of(module: str, depth: int) -> str:
+    """The part of a module `depth` names in: trainer.checkpoint.load at 1 -> checkpoint, trainer.base.pod.exits at 2 ->
+    pod."""
+    return module.split(".")[depth]
 
 
-def trainer_layer(part: str) -> int:
-    return next(index for index, layer in enumerate(TRAINER_LAYERS) if part in layer)
+def part_layer(layers: tuple[frozenset[str], ...], part: str) -> int:
+    return next(index for index, layer in enumerate(layers) if part in layer)
+
+
+def imports_not_below(module: str, modules: list[str], layers: tuple[frozenset[str], ...], depth: int) -> list[str]:
+    """What `module` imports of `modules` from another part of its own layer or of a layer above."""
+    own = part_of(module, depth)
+    return sorted(
+        imported
+        for imported in project_imports(module)
+        if imported in modules
+        and part_of(imported, depth) != own
+        and part_layer(layers, part_of(imported, depth)) >= part_layer(layers, own)
+    )
 
 
 TRAINER_MODULES = sorted(m for m in MODULES if package_of(m) == "trainer" and m != "trainer")
 
 
 def test_every_part_of_the_trainer_belongs_to_a_layer() -> None:
-    assert frozenset().union(*TRAINER_LAYERS) == {trainer_part(m) for m in TRAINER_MODULES}
+    assert frozenset().union(*TRAINER_LAYERS) == {part_of(m, 1) for m in TRAINER_MODULES}
 
 
 @pytest.mark.parametrize("module", TRAINER_MODULES)
 def test_no_trainer_module_imports_a_part_above_it_or_a_neighbour(module: str) -> None:
-    own = trainer_part(module)
-    wrong = sorted(
-        imported
-        for imported in project_imports(module)
-        if imported in TRAINER_MODULES
-        and trainer_part(imported) != own
-        and trainer_layer(trainer_part(imported)) >= trainer_layer(own)
-    )
-    assert not wrong, f"{module} ({own}, trainer layer {trainer_layer(own)}) imports {wrong}: not below it"
+    wrong = imports_not_below(module, TRAINER_MODULES, TRAINER_LAYERS, 1)
+    assert not wrong, f"{module} (trainer layer {part_layer(TRAINER_LAYERS, part_of(module, 1))}) imports {wrong}"
+
+
+# The base's own parts (its subpackages and its flat modules), lowest first, under the same rule as TRAINER_LAYERS.
+BASE_LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"errors", "faults", "units"}),  # facts every part reads
+    frozenset({"pod", "checkpoint"}),  # what the pods share with the manifests; the checkpoints' rules
+    frozenset({"s3"}),  # transfers, which the launcher retries as pod/aws_retry.py says
+    frozenset({"model"}),  # shapes, and where a model comes from (S3 among them)
+    frozenset({"flags"}),  # the options, which name the models and read the launch environment
+    frozenset({"hardware", "metrics"}),  # figures derived from the flags and the model's shape
+)
+BASE_MODULES = sorted(m for m in MODULES if m.startswith(f"{BASE}."))
+
+
+def test_every_part_of_the_base_belongs_to_a_layer() -> None:
+    assert frozenset().union(*BASE_LAYERS) == {part_of(m, 2) for m in BASE_MODULES}
+
+
+@pytest.mark.parametrize("module", BASE_MODULES)
+def test_no_base_module_imports_a_part_above_it_or_a_neighbour(module: str) -> None:
+    wrong = imports_not_below(module, BASE_MODULES, BASE_LAYERS, 2)
+    assert not wrong, f"{module} (base layer {part_layer(BASE_LAYERS, part_of(module, 2))}) imports {wrong}"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m == BASE or m.startswith(f"{BASE}.")))
@@ -160,10 +188,10 @@ def test_the_checks_see_the_import_graph() -> None:
     """The graph the checks walk is the real one: known edges of each layer are in it."""
     assert "sizing.catalog" in project_imports("stack.config")
     assert "stack.parse" in project_imports("stack.pulumi_config")
-    assert "trainer.base.exits" in project_imports("workloads.job.pytorchjob")
+    assert "trainer.base.pod.exits" in project_imports("workloads.job.pytorchjob")
     assert "workloads.job.component" in project_imports("__main__")
     assert "torch" in third_party("trainer.model.build")
-    assert "trainer.base.checkpoint_space" in project_imports("sizing.fsx")
+    assert "trainer.base.checkpoint.space" in project_imports("sizing.fsx")
     assert "trainer.comms.distributed" in project_imports("trainer.model.build")
 
 

@@ -6,7 +6,7 @@ included: Pulumi encrypts them with the stack's key and gives them back to anyon
 keeps every credential out of the state instead of marking it secret:
 
 - the Hugging Face token lives in AWS Secrets Manager; the stack names the secret and the pods read it with their own
-  Pod Identity role (infra/hub_token_access.py, trainer/base/hub_token.py);
+  Pod Identity role (infra/hub_token_access.py, trainer/base/pod/hub_token.py);
 - Grafana's admin password is made by the chart in the cluster (workloads/platform/monitoring.py);
 - an existing cluster is reached from its name and the caller's AWS identity: the kubeconfig runs
   `aws eks get-token` (infra/existing_cluster.py);

@@ -28,7 +28,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
-from trainer.base.config import DataConfig, ValidationConfig
+from trainer.base.flags.config import DataConfig, ValidationConfig
 from trainer.data.packed import IGNORE_INDEX, PackedData, Sample, stack
 from trainer.model.attention import document_inputs
 from trainer.model.loss import labels_for_loss

@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 import sys
 
-from trainer.base.config import parse_args
-from trainer.base.env import DistEnv, read_env
 from trainer.base.errors import InputError, StorageError
-from trainer.base.exits import EXIT_BAD_INPUT, EXIT_NO_SPACE, EXIT_PERMANENT
-from trainer.base.model_source import resolve_model
+from trainer.base.flags.config import parse_args
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import DistEnv, read_env
+from trainer.base.pod.exits import EXIT_BAD_INPUT, EXIT_NO_SPACE, EXIT_PERMANENT
 from trainer.validate import validate
 
 log = logging.getLogger("trainer")
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     try:
         env = read_env()
-    except InputError as error:  # a multi-node run without the launcher's attempt id (trainer/base/attempt.py)
+    except InputError as error:  # a multi-node run without the launcher's attempt id (trainer/base/pod/attempt.py)
         return refuse([str(error)], DistEnv())
     configure_logging(env)
     try:

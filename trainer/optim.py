@@ -9,7 +9,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from trainer.base.config import OptimConfig
+from trainer.base.flags.config import OptimConfig
 
 ADAM_BETAS = (0.9, 0.95)  # the Llama 2 paper's values (Touvron et al. 2023, section 2.2)
 

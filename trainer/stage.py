@@ -11,13 +11,13 @@ Takes the trainer's own flags and stages what they name onto shared storage:
   as the trainer will map it.
 The workers then run with the hub offline (HF_HUB_OFFLINE=1): no rank calls the hub or S3 for its inputs, none
 downloads, none tokenises.
-In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`, trainer/base/staging.py
-says why not in an init container); an exclusive lock on the shared volume (flock: FSx for Lustre is mounted with the
-flock option, workloads/job/checkpoint_volume.py) lets the first pod stage while the others wait, and a marker naming
-what was staged lets them, and restarts, skip it. Exit status 4 (trainer/base/exits.py EXIT_STAGING_FAILED) for
-inputs that cannot be staged, which no retry changes (a missing bucket or key, an empty prefix, a denial that outlasts
-the wait for a fresh grant: the last line names the s3:// URI and AWS's error); 2 for flags the trainer's parser
-refuses.
+In every pod the launcher runs this before torchrun (`python -m trainer.launch --stage-inputs`,
+trainer/base/pod/staging.py says why not in an init container); an exclusive lock on the shared volume (flock: FSx for
+Lustre is mounted with the flock option, workloads/job/checkpoint_volume.py) lets the first pod stage while the others
+wait, and a marker naming what was staged lets them, and restarts, skip it. Exit status 4 (trainer/base/pod/exits.py
+EXIT_STAGING_FAILED) for inputs that cannot be staged, which no retry changes (a missing bucket or key, an empty prefix,
+a denial that outlasts the wait for a fresh grant: the last line names the s3:// URI and AWS's error); 2 for flags the
+trainer's parser refuses.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from trainer.base.config import TrainConfig, parse_args
 from trainer.base.errors import InputError
-from trainer.base.exits import EXIT_STAGING_FAILED
-from trainer.base.model_source import BYTE_TOKENIZER, ModelSource, resolve_model
+from trainer.base.flags.config import TrainConfig, parse_args
+from trainer.base.model.source import BYTE_TOKENIZER, ModelSource, resolve_model
+from trainer.base.pod.exits import EXIT_STAGING_FAILED
 from trainer.base.s3.inputs import read_manifest, stage_dataset, stage_model
 from trainer.base.s3.uri import S3Uri, is_s3_uri
 from trainer.main import configure_logging
@@ -187,7 +187,7 @@ def tokenise(config: TrainConfig, source: ModelSource, root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
-    from trainer.base.env import read_env
+    from trainer.base.pod.env import read_env
 
     configure_logging(read_env())
     try:

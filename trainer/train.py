@@ -22,15 +22,15 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
-from trainer.base.config import TrainConfig, ValidationConfig
-from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
 from trainer.base.faults import maybe_fault
-from trainer.base.model_source import ModelSource
-from trainer.base.parallel_plan import RunPlan, make_plan
+from trainer.base.flags.config import TrainConfig, ValidationConfig
+from trainer.base.flags.parallel_plan import RunPlan, make_plan
+from trainer.base.model.source import ModelSource
+from trainer.base.pod.env import DistEnv
+from trainer.base.pod.shutdown import SigtermHandler
 from trainer.base.s3.model_upload import upload_model
 from trainer.base.s3.transfer import S3Error
-from trainer.base.shutdown import SigtermHandler
 from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState
 from trainer.checkpoint.export import export_hf, generation_config
 from trainer.checkpoint.layout import checkpoint_name, model_fingerprint
@@ -439,7 +439,9 @@ def train(
                 if stopping:
                     checkpointer.end_early(step)
                 note_validation(checkpointer, best, config.validation, with_held_out=validator is not None)
-                with sigterm.held():  # a SIGTERM now settles this save once it is under way (trainer/base/shutdown.py)
+                with (
+                    sigterm.held()
+                ):  # a SIGTERM now settles this save once it is under way (trainer/base/pod/shutdown.py)
                     checkpointer.save(state)
                 if env.is_leader:  # the run's record in S3 as of this checkpoint (trainer/record/archive.py)
                     keep_record(config.metrics.file, config.artifacts.uri, total)

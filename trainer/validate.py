@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from trainer.base.config import TrainConfig, config_problems
-from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
-from trainer.base.fabric import preflight_flag_problems
-from trainer.base.model_source import BYTE_TOKENIZER, ModelSource
-from trainer.base.options import Facts
-from trainer.base.parallel_plan import mesh_shape
+from trainer.base.flags.config import TrainConfig, config_problems
+from trainer.base.flags.options import Facts
+from trainer.base.flags.parallel_plan import mesh_shape
+from trainer.base.hardware.fabric import preflight_flag_problems
+from trainer.base.model.source import BYTE_TOKENIZER, ModelSource
+from trainer.base.pod.env import DistEnv
 from trainer.base.s3.inputs import DATA_SUFFIXES
 from trainer.base.s3.uri import S3Uri, checkpoint_bucket_problem, is_s3_uri
 from trainer.checkpoint.layout import incompatibility, latest_checkpoint, read_meta
@@ -177,7 +177,7 @@ def _lora(config: TrainConfig) -> list[str]:
 
 def _validation(config: TrainConfig) -> list[str]:
     """The held-out set's flags as far as this machine goes (their rules across flags are declared with them,
-    base/config.py): its file, its S3 staging, and where --keep-best keeps its checkpoint."""
+    base/flags/config.py): its file, its S3 staging, and where --keep-best keeps its checkpoint."""
     validation, errors = config.validation, []
     dataset = validation.dataset
     if dataset and is_local_dataset(dataset) and not Path(dataset).expanduser().is_file():

@@ -24,8 +24,8 @@ from trainer.base.faults import FAULT_ENV, slow_preflight_fault
 # The delay before each of the slow node's timed preflight collectives. The CPU's gloo collectives of the local
 # preflight take milliseconds, so this puts the node far below any --preflight-min-fraction.
 BAD_NODE_DELAY_MS = 200
-# The preflight names a node whose network is slow by its pairs with two other nodes (trainer/base/fabric.py judge):
-# three nodes at least, with the one rank each that the local run gives a node.
+# The preflight names a node whose network is slow by its pairs with two other nodes (trainer/base/hardware/fabric.py
+# judge): three nodes at least, with the one rank each that the local run gives a node.
 BAD_NODE_NODES = 3
 
 

@@ -4,11 +4,12 @@ They block in the collective until its timeout, minutes later: its siblings in i
 pods. The runner first takes a duplicate of every worker's connections (local/connections.py), so that no death closes a
 socket a peer sees; then one worker of the pod (its lowest pid) gets SIGKILL. Every other worker's main thread stays
 inside its gloo collective, which never completes, with its other threads running: the trainer's SIGTERM watcher
-(trainer/base/shutdown.py) is one of them. The crashed pod's agent counts a restart, stops its blocked workers (SIGTERM:
-the watcher ends each) and joins a new round; the other pod's agent sees a node waiting and restarts its workers for the
-membership change without counting it; the job re-forms with the nodes' restart counts apart, so the workers must agree
-on their attempt by other means (trainer/base/attempt.py). On plain gloo every peer would fail at once and every count
-go up, which hides this. The connections are closed once every worker alive at the fault has exited.
+(trainer/base/pod/shutdown.py) is one of them. The crashed pod's agent counts a restart, stops its blocked workers
+(SIGTERM: the watcher ends each) and joins a new round; the other pod's agent sees a node waiting and restarts its
+workers for the membership change without counting it; the job re-forms with the nodes' restart counts apart, so the
+workers must agree on their attempt by other means (trainer/base/pod/attempt.py). On plain gloo every peer would fail at
+once and every count go up, which hides this. The connections are closed once every worker alive at the fault has
+exited.
 """
 
 from __future__ import annotations

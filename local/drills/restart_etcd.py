@@ -1,6 +1,6 @@
 """restart-etcd: the rendezvous store goes away and comes back empty, as when the platform's etcd pod is replaced.
 
-Every agent's next call to etcd fails; it stops its workers and the launcher exits 200 (trainer/base/exits.py) with
+Every agent's next call to etcd fails; it stops its workers and the launcher exits 200 (trainer/base/pod/exits.py) with
 the rendezvous left open. restartPolicy ExitCode creates the pods again, they rejoin in the new etcd, and the trainer
 resumes from the last checkpoint.
 """

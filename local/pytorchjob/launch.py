@@ -26,7 +26,7 @@ from local.launch import (
     local_trainer,
 )
 from local.pytorchjob.restart_policy import DEFAULT_POLICY, POLICIES, recreation_loops
-from trainer.base.bad_node import NODE_NAME_VARIABLE
+from trainer.base.pod.bad_node import NODE_NAME_VARIABLE
 from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS
 
 CONTAINER = "pytorch"  # the container the operator injects its PET_* variables into

@@ -4,7 +4,7 @@
   reads it (restart_policy.py container_exit: the `pytorch` container's exit code): under ExitCode, the job's
   policy, a code from 1 to 127 (the launcher's when torchrun's restarts are spent or the
   rendezvous is closed) fails the job at once, and a code from 128 up (stopped or killed by a signal, or the
-  launcher's after a lost etcd; trainer/base/exits.py) gets the pod created again; under OnFailure the container
+  launcher's after a lost etcd; trainer/base/pod/exits.py) gets the pod created again; under OnFailure the container
   restarts until the restarts of all pods reach backoffLimit. A restarted or re-created pod runs the same command
   and environment.
 - When the job fails, the pods still running are stopped (cleanPodPolicy Running).
@@ -30,8 +30,8 @@ from local.nodes import LocalNodes
 from local.procs import kill_tree
 from local.pytorchjob.restart_policy import DEFAULT_CONTAINER, Action, container_exit
 from local.restart_rule import AfterFailure
-from trainer.base.bad_node import NODE_NAME_VARIABLE
-from trainer.base.exits import EXIT_BAD_NODE
+from trainer.base.pod.bad_node import NODE_NAME_VARIABLE
+from trainer.base.pod.exits import EXIT_BAD_NODE
 from trainer.launch.node_taint import bad_node_taint
 
 # The pod as the local run has it: the agent is the default container, the one the operator reads exit codes from

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from local.pod_status import ALWAYS, NEVER, ON_FAILURE, ContainerStatus, exited_container_statuses
-from trainer.base.exits import FIRST_RETRYABLE_EXIT, describe_exit, is_retryable
+from trainer.base.pod.exits import FIRST_RETRYABLE_EXIT, describe_exit, is_retryable
 
 # The operator's own policy beside a pod's three (local/pod_status.py).
 EXIT_CODE = "ExitCode"

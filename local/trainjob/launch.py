@@ -31,8 +31,8 @@ from local.launch import (
     local_trainer,
 )
 from local.pod_status import NEVER
-from trainer.base.bad_node import NODE_NAME_VARIABLE
-from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE
+from trainer.base.pod.bad_node import NODE_NAME_VARIABLE
+from trainer.base.pod.gang_restarts import RESTART_ATTEMPT_VARIABLE
 
 NODE = "node"  # the replicated job and the container Trainer v2 completes (pkg/constants/constants.go Node)
 TRAINER_V2_PORT = 29500  # PET_MASTER_PORT on the cluster (constants.go ContainerTrainerPort)

@@ -15,7 +15,7 @@ from infra.artifacts import bucket_arn, tls_only_policy
 from infra.s3_access import artifacts_policy
 from stack.artifacts import DEFAULT_PREFIX, run_key
 from tests.ci.iam_request import Caller, check_rcp, request_allowed
-from trainer.base.run_layout import MODEL_DIRECTORY
+from trainer.base.s3.run_layout import MODEL_DIRECTORY
 
 ACCOUNT = Account("123456789012")
 OTHER_ACCOUNT = "210987654321"

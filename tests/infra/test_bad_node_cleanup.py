@@ -16,7 +16,7 @@ import pytest
 from infra.bad_node_cleanup import HOOK_NAME, clean_cluster, cluster_api, without_bad_node_taint
 from tests.harness.http_stand_in import serving
 from tests.infra.existing_cluster_stack import run_existing_cluster
-from trainer.base.bad_node import ApiServer
+from trainer.base.pod.bad_node import ApiServer
 from trainer.launch.node_taint import bad_node_taint
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}

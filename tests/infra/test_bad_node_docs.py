@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from infra.addons import NODE_MONITORING_AGENT
 from stack.paths import PROJECT_ROOT as ROOT
-from trainer.base.bad_node import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY
-from trainer.base.exits import EXIT_BAD_NODE
+from trainer.base.pod.bad_node import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY
+from trainer.base.pod.exits import EXIT_BAD_NODE
 
 AWS_DOC = " ".join((ROOT / "docs" / "aws.md").read_text().split())
 SECTION = AWS_DOC[AWS_DOC.index("## Bad nodes") : AWS_DOC.index("## An existing cluster")]

@@ -9,7 +9,7 @@ import pytest
 from infra.gpu_nodes import efa_network_interfaces, hugepages_user_data
 from infra.network import subnet_plan
 from sizing.catalog import CATALOG, instance_type
-from trainer.base.hardware import PEAK_BF16_FLOPS
+from trainer.base.hardware.chips import PEAK_BF16_FLOPS
 
 
 def test_the_reference_types_have_the_documented_efa_layouts() -> None:

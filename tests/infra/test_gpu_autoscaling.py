@@ -16,7 +16,7 @@ from stack.node_contract import AUTOSCALER_GPU_LABEL, EFA_HUGEPAGES_MIB
 from stack.versions import CLUSTER_AUTOSCALER_IMAGE_TAGS
 from tests.harness.pulumi_program import ProgramRun, Registered, run_program
 from tests.infra.existing_cluster_stack import run_existing_cluster
-from trainer.base.bad_node import BAD_NODE_TAINT_KEY
+from trainer.base.pod.bad_node import BAD_NODE_TAINT_KEY
 
 pytestmark = pytest.mark.program  # runs __main__.py under the mocks
 

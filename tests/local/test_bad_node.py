@@ -16,9 +16,9 @@ from local.nodes import LocalNodes, tolerates, untolerated
 from local.options import LocalJobOptions
 from local.pytorchjob.pods import WorkerPods
 from local.pytorchjob.restart_policy import EXIT_CODE
-from trainer.base.bad_node import BAD_NODE_TAINT_KEY, NODE_NAME_VARIABLE
-from trainer.base.config import TrainConfig
-from trainer.base.exits import EXIT_BAD_NODE
+from trainer.base.flags.config import TrainConfig
+from trainer.base.pod.bad_node import BAD_NODE_TAINT_KEY, NODE_NAME_VARIABLE
+from trainer.base.pod.exits import EXIT_BAD_NODE
 from trainer.launch.node_taint import bad_node_taint
 
 from .runs import RUN_TIMEOUT_S, log_of, processes_mentioning, run_dev

@@ -11,7 +11,7 @@ from local.pytorchjob.restart_policy import EXIT_CODE, Action, container_exit
 from local.trainjob.jobset_policy import Verdict
 from tests.workloads.job.job_stacks import spec_of
 from tests.workloads.job.trainjob_stacks import STACKS
-from trainer.base.exits import EXIT_BAD_NODE, FINAL_EXITS, is_retryable
+from trainer.base.pod.exits import EXIT_BAD_NODE, FINAL_EXITS, is_retryable
 from workloads.job.pytorchjob import CONTAINER_NAME, pod_template
 
 from .test_trainjob_failure_policy import outcome_of

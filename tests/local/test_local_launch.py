@@ -16,8 +16,8 @@ from local.config import local_stack_config
 from local.launch import LocalPlan, ManifestError
 from local.options import LocalJobOptions
 from local.pytorchjob.launch import local_plan
-from trainer.base.config import parse_args, to_argv
-from trainer.base.staging import split_launcher_options
+from trainer.base.flags.config import parse_args, to_argv
+from trainer.base.pod.staging import split_launcher_options
 from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
 

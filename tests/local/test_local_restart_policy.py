@@ -16,7 +16,7 @@ from local.options import LocalJobOptions
 from local.pod_status import container_exit_code
 from local.pytorchjob.launch import local_plan
 from local.pytorchjob.restart_policy import Action, exit_outcome
-from trainer.base.exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, exit_for_signal
+from trainer.base.pod.exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, exit_for_signal
 from workloads.job.pytorchjob import RESTART_POLICY, pytorchjob_manifest
 from workloads.job.spec import job_spec
 

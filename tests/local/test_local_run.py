@@ -18,7 +18,7 @@ from local.etcd import LocalEtcd
 from local.procs import alive
 from local.supervise import LocalResult
 from tests.local.runs import NPROC_PER_NODE, STEPS, TEST_TIMEOUT_S, final_loss, log_of, processes_mentioning, run_dev
-from trainer.base.exits import REASON_PREFIX
+from trainer.base.pod.exits import REASON_PREFIX
 from trainer.checkpoint.layout import checkpoint_name, complete_checkpoints
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(TEST_TIMEOUT_S)]

@@ -21,7 +21,7 @@ from local.options import LocalOptions
 from local.run import run_local
 from local.supervise import LocalResult
 from tests.local.runs import RUN_TIMEOUT_S, TEST_TIMEOUT_S, log_of, processes_mentioning
-from trainer.base.exits import EXIT_STAGING_FAILED
+from trainer.base.pod.exits import EXIT_STAGING_FAILED
 from trainer.base.s3.model_upload import model_uri
 from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.s3_store import checkpoint_uri, checkpoints_root

@@ -23,9 +23,9 @@ from local.trainjob.jobset_policy import GangOutcome, JobSetRestarts, Verdict, g
 from local.trainjob.launch import trainjob_plan, with_gang_restart
 from local.trainjob.pod_failure_policy import pod_exit
 from stack.job_api import PYTORCHJOB, TRAINJOB
-from trainer.base.exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
-from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE
-from trainer.base.staging import split_launcher_options
+from trainer.base.pod.exits import EXIT_BAD_ARGUMENTS, EXIT_PERMANENT, exit_for_signal
+from trainer.base.pod.gang_restarts import RESTART_ATTEMPT_VARIABLE
+from trainer.base.pod.staging import split_launcher_options
 from workloads.job.spec import job_spec
 from workloads.job.trainjob import training_runtime, trainjob_manifest
 

@@ -16,7 +16,7 @@ from local.procs import alive
 from local.run import run_local
 from local.supervise import LocalResult
 from tests.local.runs import CHECKPOINT_EVERY, RUN_TIMEOUT_S, STEPS, TEST_TIMEOUT_S, processes_mentioning
-from trainer.base.exits import REASON_PREFIX
+from trainer.base.pod.exits import REASON_PREFIX
 from trainer.checkpoint.layout import checkpoint_name
 from trainer.record.summary import latest_per_step
 

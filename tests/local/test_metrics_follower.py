@@ -1,5 +1,5 @@
 """The local run follows the trainer's metrics file with the project's one reader of it
-(trainer/base/metrics_file.py)."""
+(trainer/base/metrics/file.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from local.report import MetricsFollower
-from trainer.base.metrics import PREFLIGHT_FIELDS, append_record, preflight_failure_record
-from trainer.base.metrics_file import MetricsFileError, read_records
+from trainer.base.metrics.figures import PREFLIGHT_FIELDS, append_record, preflight_failure_record
+from trainer.base.metrics.file import MetricsFileError, read_records
 
 
 def record(step: int) -> str:
@@ -52,8 +52,8 @@ def test_a_file_deleted_and_written_anew_is_read_from_its_start(tmp_path: Path) 
 
 
 def test_a_start_the_preflight_ended_is_written_and_left_out_of_the_training_records(tmp_path: Path) -> None:
-    """The failed start's record (trainer/base/metrics.py) carries what every record does, and no reader of training
-    figures sees it (its tokens_per_second 0 would drag a median)."""
+    """The failed start's record (trainer/base/metrics/figures.py) carries what every record does, and no reader of
+    training figures sees it (its tokens_per_second 0 would drag a median)."""
     path = tmp_path / "runs" / "metrics.jsonl"
     failed = preflight_failure_record({"preflight_slowest_fraction": 0.2}, ["ip-10-0-0-7 (node 1)"], 4, 0)
     append_record(str(path), failed)

@@ -29,7 +29,7 @@ from local.pytorchjob.restart_policy import (
     recreation_loops,
 )
 from tests.workloads.job.job_stacks import STACKS, spec_of
-from trainer.base.exits import EXIT_NO_SPACE, EXIT_STAGING_FAILED, PERMANENT_EXITS, is_retryable
+from trainer.base.pod.exits import EXIT_NO_SPACE, EXIT_STAGING_FAILED, PERMANENT_EXITS, is_retryable
 from workloads.job.pod import PREPARE_CHECKPOINTS
 from workloads.job.pytorchjob import CONTAINER_PERMANENT_EXITS, pytorchjob_manifest
 from workloads.job.spec import job_spec

@@ -11,7 +11,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from local.report import progress_line
-from trainer.base.metrics_file import read_records
+from trainer.base.metrics.file import read_records
 from trainer.checkpoint.layout import PROVENANCE_FILE
 from trainer.record.chart import write_chart
 from trainer.record.summary import loss_series, summarize

@@ -21,7 +21,7 @@ from local.trainjob.jobset_policy import (
 )
 from local.trainjob.pod_failure_policy import BACKOFF_LIMIT_MESSAGE, JobFailure, pod_exit
 from tests.workloads.job.trainjob_stacks import STACKS, trainjob_spec_of
-from trainer.base.exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, EXIT_STAGING_FAILED, FINAL_EXITS, exit_for_signal
+from trainer.base.pod.exits import EXIT_BACKEND_LOST, EXIT_PERMANENT, EXIT_STAGING_FAILED, FINAL_EXITS, exit_for_signal
 from workloads.job.trainjob import training_runtime
 
 BACKOFF = FailedJob("node", JobFailure("BackoffLimitExceeded", BACKOFF_LIMIT_MESSAGE))

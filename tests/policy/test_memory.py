@@ -70,7 +70,7 @@ def test_a_model_the_project_cannot_size_is_not_checked() -> None:
     job = set_trainer_flag(pytorchjob("p5-16"), "--model", "/models/my-finetune")
     with pytest.raises(UnsizedError):
         estimate(job_shape(job))
-    assert "'/models/my-finetune'" in _not_checked(job) and "trainer/base/presets.py" in _not_checked(job)
+    assert "'/models/my-finetune'" in _not_checked(job) and "trainer/base/model/presets.py" in _not_checked(job)
 
 
 def test_flags_the_trainer_would_refuse_are_not_checked_with_the_parsers_reason() -> None:

@@ -10,7 +10,7 @@ from sizing.fsx import checkpoint_wait_warning, estimate_storage
 from stack.files import load_stack_config, raw_stack_config, stack_names
 from stack.fit import checkpoint_warning, sizing_summary
 from tests.harness.pulumi_program import run_program
-from trainer.base.presets import PRESETS
+from trainer.base.model.presets import PRESETS
 
 SEVEN_B = estimate_storage(PRESETS["llama2-7b"], pretrained=False)  # 1200 GiB at 250 MB/s/TiB: about 276 s a save
 

@@ -1,5 +1,5 @@
 """The host memory a background checkpoint save stages per node (sizing/host_memory.py), and the split of the writes
-between replicas it follows (trainer/base/checkpoint_writers.py)."""
+between replicas it follows (trainer/base/checkpoint/writers.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from sizing.catalog import CATALOG
 from sizing.fsx import checkpoint_bytes
 from sizing.host_memory import checkpoint_tensors, host_staging, pod_memory_bytes
 from sizing.memory import Job
-from trainer.base.checkpoint_writers import assign_replicas, replica_loads
-from trainer.base.presets import PRESETS
+from trainer.base.checkpoint.writers import assign_replicas, replica_loads
+from trainer.base.model.presets import PRESETS
 from trainer.base.units import GIB
 
 P5 = CATALOG["p5.48xlarge"]

@@ -9,12 +9,12 @@ import pytest
 from matplotlib import image
 
 from sizing.scaling import main, scaling_points
-from trainer.base.metrics_file import MetricsFileError, read_records
+from trainer.base.metrics.file import MetricsFileError, read_records
 
 
 def record(step: int, world_size: int, tokens_per_second: float, **extra: float) -> dict:
-    """One line of the trainer's --metrics-file (trainer/base/metrics.py StepMetrics), with the fields that matter
-    here."""
+    """One line of the trainer's --metrics-file (trainer/base/metrics/figures.py StepMetrics), with the fields that
+    matter here."""
     return {
         "time": 0.0, "step": step, "loss": 2.0, "tokens_per_second": tokens_per_second,
         "tokens_per_second_per_gpu": tokens_per_second / world_size, "mfu": None, "step_time_s": 1.0,

@@ -13,7 +13,7 @@ from sizing.estimate import make_job, resolve_shape
 from sizing.memory import Job
 from sizing.scaling import main, measured_fabric, scaling_points
 from sizing.throughput import Assumptions, MeasuredFabric, estimate_throughput, expected_fabric, scaling_efficiency
-from trainer.base.config import parse_args
+from trainer.base.flags.config import parse_args
 
 P5 = CATALOG["p5.48xlarge"]
 

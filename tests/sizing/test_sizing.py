@@ -23,10 +23,10 @@ from sizing.memory import (
     shard_numel,
 )
 from sizing.throughput import estimate_throughput, scaling_efficiency
-from trainer.base.config import parse_args
-from trainer.base.metrics import training_flops_per_token
-from trainer.base.options import with_values
-from trainer.base.presets import PRESETS
+from trainer.base.flags.config import parse_args
+from trainer.base.flags.options import with_values
+from trainer.base.metrics.figures import training_flops_per_token
+from trainer.base.model.presets import PRESETS
 
 P5, P4DE = CATALOG["p5.48xlarge"], CATALOG["p4de.24xlarge"]
 LLAMA_7B = PRESETS["llama2-7b"]

@@ -15,8 +15,8 @@ from stack.files import load_stack_config
 from stack.fit import sizing_summary, stack_storage
 from stack.parse import parse_stack_config
 from tests.harness.pulumi_program import run_program
-from trainer.base.config import LORA_TARGETS
-from trainer.base.presets import PRESETS, find_shape
+from trainer.base.flags.config import LORA_TARGETS
+from trainer.base.model.presets import PRESETS, find_shape
 from trainer.base.units import GIB
 
 # A 70B job that fits the GPUs' memory on 16 p5 nodes: only its storage is in question here.

@@ -12,8 +12,8 @@ from sizing.catalog import CATALOG
 from sizing.estimate import SizingError, make_job
 from sizing.memory import Job
 from sizing.throughput import default_mfu, estimate_throughput, recompute_share, recomputed_matmul_share
-from trainer.base.config import parse_args
-from trainer.base.presets import PRESETS
+from trainer.base.flags.config import parse_args
+from trainer.base.model.presets import PRESETS
 
 P5 = CATALOG["p5.48xlarge"]
 LLAMA2_7B = PRESETS["llama2-7b"]

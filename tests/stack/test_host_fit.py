@@ -19,7 +19,7 @@ from stack.fit import fit_problems, sizing_summary
 from stack.parse import parse_stack_config
 from stack.paths import PROJECT_ROOT as ROOT
 from tests.harness.text import must_search
-from trainer.base.presets import PRESETS
+from trainer.base.model.presets import PRESETS
 from trainer.base.units import GIB
 from workloads.job.spec import node_shape
 

@@ -1,5 +1,5 @@
-"""The job.* settings that are trainer options: declared by the option (trainer/base/config.py StackKey), checked by its
-rules, refused at preview in the trainer's words."""
+"""The job.* settings that are trainer options: declared by the option (trainer/base/flags/config.py StackKey), checked
+by its rules, refused at preview in the trainer's words."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from stack.fields import JOB_OPTIONS, NAMESPACE, ConfigError, parse_section, sec
 from stack.files import raw_stack_config
 from stack.parse import parse_stack_config
 from stack.trainer_config import stack_trainer_config
-from trainer.base.config import LORA_TARGET_NAMES, TrainConfig, config_problems, parse_args, to_argv
-from trainer.base.env import DistEnv
-from trainer.base.model_source import resolve_model
-from trainer.base.options import Facts, by_path, flag_of, options, rule_problems, value_at
+from trainer.base.flags.config import LORA_TARGET_NAMES, TrainConfig, config_problems, parse_args, to_argv
+from trainer.base.flags.options import Facts, by_path, flag_of, options, rule_problems, value_at
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import DistEnv
 from trainer.validate import validate
 
 # The pods of p5-2 (2 x p5.48xlarge), one rank per GPU; a preset model, so that the trainer resolves it here.

@@ -8,8 +8,8 @@ import re
 from stack.files import load_stack_config
 from stack.paths import PROJECT_ROOT
 from stack.recovery import crash_recovery, preflight_seconds, steps_lost_s
-from trainer.base.config import PreflightConfig
-from trainer.base.shutdown import MAIN_THREAD_GRACE_S
+from trainer.base.flags.config import PreflightConfig
+from trainer.base.pod.shutdown import MAIN_THREAD_GRACE_S
 
 
 def test_blocked_workers_cost_the_watchers_grace_on_each_side_not_torchruns_30_s() -> None:

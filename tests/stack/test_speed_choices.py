@@ -13,7 +13,7 @@ from stack.files import load_stack_config, raw_stack_config, stack_names
 from stack.fit import sizing_summary, stack_sizing
 from stack.parse import parse_stack_config
 from stack.trainer_config import stack_trainer_config
-from trainer.base.config import parse_args, to_argv
+from trainer.base.flags.config import parse_args, to_argv
 
 GPU_STACKS = [name for name in stack_names() if name.startswith(("p5-", "p4de-16"))]
 

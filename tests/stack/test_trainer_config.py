@@ -10,7 +10,7 @@ import pytest
 from stack import fit
 from stack.files import load_stack_config, stack_names
 from stack.trainer_config import stack_trainer_config
-from trainer.base.config import parse_args
+from trainer.base.flags.config import parse_args
 from workloads.job.pod import trainer_args
 from workloads.job.spec import job_spec
 

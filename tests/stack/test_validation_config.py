@@ -12,7 +12,7 @@ from stack.fields import ConfigError
 from stack.files import load_stack_config, raw_stack_config, stack_names
 from stack.parse import parse_stack_config
 from stack.trainer_config import job_s3_inputs, stack_trainer_config
-from trainer.base.config import ValidationConfig, parse_args
+from trainer.base.flags.config import ValidationConfig, parse_args
 from workloads.job.pod import trainer_args
 from workloads.job.spec import job_spec
 
@@ -72,8 +72,8 @@ def test_an_s3_validation_data_set_is_one_of_the_jobs_s3_inputs_once() -> None:
 
 
 def test_the_training_data_set_as_its_own_validation_data_set_is_refused_in_the_same_split() -> None:
-    """The trainer's rule (trainer/base/config.py not_the_training_records): read in job.dataset's split, it is the
-    training records."""
+    """The trainer's rule (trainer/base/flags/config.py not_the_training_records): read in job.dataset's split, it is
+    the training records."""
     for validation in ({"dataset": "owner/corpus"}, {"dataset": "owner/corpus", "datasetSplit": "train"}):
         assert refusals(validation, dataset="owner/corpus") == [
             f"{WHERE}.dataset: 'owner/corpus' is not allowed; is job.dataset, read in the same split (train): its "

@@ -16,8 +16,8 @@ from sizing.throughput import Assumptions, estimate_evaluation
 from stack.config import ValidationSettings
 from stack.files import load_stack_config
 from stack.fit import sizing_summary, stack_run_time, stack_sizing, stack_storage
-from trainer.base.config import parse_args
-from trainer.base.presets import find_shape
+from trainer.base.flags.config import parse_args
+from trainer.base.model.presets import find_shape
 
 P5 = CATALOG["p5.48xlarge"]
 MFU = Assumptions(mfu=0.4)

@@ -1,5 +1,5 @@
 """A worker whose main thread blocks in a collective that never completes, as NCCL leaves the peers of a crashed rank,
-with the trainer's SIGTERM handler installed (trainer/base/shutdown.py).
+with the trainer's SIGTERM handler installed (trainer/base/pod/shutdown.py).
 
     torchrun --standalone --nproc-per-node=2 -m tests.trainer.blocked_probe --marks DIR
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from trainer.base.shutdown import SigtermHandler
+from trainer.base.pod.shutdown import SigtermHandler
 
 
 def main() -> int:

@@ -19,7 +19,7 @@ import numpy as np
 def main(argv: list[str]) -> int:
     import trainer.data.cache
     import trainer.train
-    from trainer.base.env import read_env
+    from trainer.base.pod.env import read_env
     from trainer.main import main as trainer_main
 
     record: dict[str, Any] = {"rank": read_env().rank, "tokenised": 0, "memory_mapped": None, "tokens": None}

@@ -1,5 +1,5 @@
 """A worker for the launcher's tests, in the trainer's place: it marks that it started, then waits for SIGTERM and
-takes --settle-seconds to stop, as the trainer does while it settles a checkpoint (trainer/base/shutdown.py).
+takes --settle-seconds to stop, as the trainer does while it settles a checkpoint (trainer/base/pod/shutdown.py).
 
     python -m trainer.launch --standalone --nproc-per-node=1 -m tests.trainer.launch_probe --marks DIR
     python -m tests.trainer.launch_probe --marks DIR --settle-seconds 8

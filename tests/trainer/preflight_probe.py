@@ -15,10 +15,10 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from trainer.base import metrics
-from trainer.base.config import parse_args
-from trainer.base.env import read_env
 from trainer.base.faults import FAULT_ENV, slow_preflight_fault
+from trainer.base.flags.config import parse_args
+from trainer.base.metrics import figures as metrics
+from trainer.base.pod.env import read_env
 from trainer.checks.fabric_preflight import fabric_preflight
 
 DELAY_MS = 150

@@ -87,7 +87,7 @@ def sharded_units(model: torch.nn.Module) -> int:
 
 def main(argv: list[str]) -> int:
     import trainer.train
-    from trainer.base.env import read_env
+    from trainer.base.pod.env import read_env
     from trainer.main import main as trainer_main
     from trainer.parallel.embedding import VocabShardedEmbedding
     from trainer.record.reporting import StepReporter

@@ -13,10 +13,10 @@ import torch.multiprocessing as mp
 from torch.distributed.fsdp import FSDPModule
 from torch.nn import functional
 
-from trainer.base.config import ParallelConfig, TrainConfig, config_problems, parse_args
-from trainer.base.env import DistEnv
-from trainer.base.model_source import resolve_model
-from trainer.base.parallel_plan import make_plan
+from trainer.base.flags.config import ParallelConfig, TrainConfig, config_problems, parse_args
+from trainer.base.flags.parallel_plan import make_plan
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import DistEnv
 from trainer.parallel.all_reduce import Bf16AllReduce
 from trainer.parallel.parallelize import build_mesh
 from trainer.train import build_model

@@ -1,5 +1,5 @@
 """The workers' attempt id: one per rendezvous round, the same on every node of it, whatever each node's torchrun
-counts (trainer/base/attempt.py); the launcher's rendezvous wrapper hands it to the workers
+counts (trainer/base/pod/attempt.py); the launcher's rendezvous wrapper hands it to the workers
 (trainer/launch/rendezvous.py)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from torch.distributed.elastic.rendezvous import (
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
 from local.etcd import free_port
-from trainer.base.attempt import (
+from trainer.base.pod.attempt import (
     ATTEMPT_ENV,
     ATTEMPT_KEY,
     MissingAttemptError,
@@ -28,7 +28,7 @@ from trainer.base.attempt import (
     attempt_id,
     attempt_start,
 )
-from trainer.base.env import read_env
+from trainer.base.pod.env import read_env
 from trainer.launch.rendezvous import HeldShutdown
 
 TIMEOUT = timedelta(seconds=20)

@@ -17,8 +17,8 @@ import pytest
 
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
 from tests.trainer.process_groups import DEFAULT_GROUP
-from trainer.base.config import CheckpointConfig
-from trainer.base.env import DistEnv
+from trainer.base.flags.config import CheckpointConfig
+from trainer.base.pod.env import DistEnv
 from trainer.checkpoint.checkpointer import Checkpointer
 from trainer.checkpoint.commit import PendingSave
 from trainer.checkpoint.layout import (

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
-from trainer.base.checkpoint_space import directory_bytes
+from trainer.base.checkpoint.space import directory_bytes
 from trainer.checkpoint.layout import complete_checkpoints
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -18,7 +18,7 @@ from local.s3 import LocalS3
 from tests.harness.moto_iam import guarded_s3
 from tests.harness.s3_server import ThrottlePlan, throttle, throttle_count
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
-from trainer.base.exits import EXIT_BAD_INPUT
+from trainer.base.pod.exits import EXIT_BAD_INPUT
 from trainer.base.s3.dcp import S3Writer
 from trainer.base.s3.model_upload import model_uri, read_manifest
 from trainer.base.s3.transfer import list_objects

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
-from trainer.base.checkpoint_space import Existing, directory_bytes, format_bytes, plan_space
-from trainer.base.exits import EXIT_NO_SPACE
+from trainer.base.checkpoint.space import Existing, directory_bytes, format_bytes, plan_space
 from trainer.base.faults import FAKE_DISK_ENV
+from trainer.base.pod.exits import EXIT_NO_SPACE
 from trainer.checkpoint.layout import complete_checkpoints
 
 MIB = 2**20

@@ -15,9 +15,9 @@ from torch.nn.functional import cross_entropy
 from torch.profiler import ProfilerActivity, profile
 
 from sizing.memory import loss_bytes
-from trainer.base import loss_chunks
-from trainer.base.model_source import resolve_model
-from trainer.base.presets import PRESETS
+from trainer.base.model import loss_chunks
+from trainer.base.model.presets import PRESETS
+from trainer.base.model.source import resolve_model
 from trainer.data.packed import IGNORE_INDEX
 from trainer.dtypes import TORCH_DTYPES
 from trainer.evaluation import summed_token_loss

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from tests.harness.trainer_runs import ROOT, trainer_env
-from trainer.base.config import TrainConfig, build_parser, parse_args, to_argv
-from trainer.base.options import options, sections
+from trainer.base.flags.config import TrainConfig, build_parser, parse_args, to_argv
+from trainer.base.flags.options import options, sections
 
 
 def test_defaults_parse_into_the_config_tree() -> None:
@@ -74,10 +74,11 @@ def test_help_lists_every_flag() -> None:
 
 def test_parser_metrics_and_presets_import_without_torch() -> None:
     code = (
-        "import sys, trainer.base.config, trainer.base.metrics, trainer.base.presets, trainer.base.hardware;"
+        "import sys, trainer.base.flags.config, trainer.base.metrics.figures, trainer.base.model.presets;"
+        "import trainer.base.hardware.chips;"
         "import trainer.validate;"
         "import trainer.main;"
-        "trainer.base.config.parse_args(['--model', 'llama2-7b']);"
+        "trainer.base.flags.config.parse_args(['--model', 'llama2-7b']);"
         "heavy = [m for m in ('torch', 'numpy', 'transformers') if m in sys.modules];"
         "assert not heavy, heavy"
     )

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer.base.config import DataConfig
 from trainer.base.errors import InputError
+from trainer.base.flags.config import DataConfig
 from trainer.data.packing import (
     IGNORE_INDEX,
     PackedData,

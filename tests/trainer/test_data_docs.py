@@ -8,7 +8,7 @@ import re
 import pytest
 
 from stack.paths import PROJECT_ROOT
-from trainer.base.config import DATASET_FORMATS
+from trainer.base.flags.config import DATASET_FORMATS
 from trainer.data.formats import detect_format, render
 
 DATA_DOC = (PROJECT_ROOT / "docs" / "data.md").read_text()

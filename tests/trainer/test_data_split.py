@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer.base.config import DataConfig, ValidationConfig
-from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
+from trainer.base.flags.config import DataConfig, ValidationConfig
+from trainer.base.pod.env import DistEnv
 from trainer.data.cache import cache_key, cached_splits, dataset_identity
 from trainer.data.packed import PackedData
 from trainer.data.packing import build_packed_data, build_splits, val_dataset_config

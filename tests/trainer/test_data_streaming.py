@@ -25,8 +25,8 @@ import trainer.data.tokenise as tokenise_module
 from local.procs import Proc, alive, process_tree, signal_all
 from stack.paths import PROJECT_ROOT
 from tests.trainer.worker_probes import KILL_TEXT, ForkerTokenizer, KilledAtATextTokenizer, thread_count
-from trainer.base.config import DataConfig, ValidationConfig
 from trainer.base.errors import InputError
+from trainer.base.flags.config import DataConfig, ValidationConfig
 from trainer.data.cache import build_entry, build_split_entries, map_entry
 from trainer.data.packing import build_packed_data, build_splits, pack
 from trainer.data.prepare import EntryFiles, NpyAppender, prepare
@@ -357,7 +357,7 @@ for tokens in tokenise.tokenised(batches(), tokenise.Recipe(ByteTokenizer(), "te
 
 def test_a_trainer_killed_while_it_tokenises_leaves_no_worker_behind() -> None:
     """SIGKILL (torchrun restarting its workers, the OOM killer) runs no cleanup in the owner. Each worker watches
-    its owner and ends with it (trainer/base/parent_death.py), then the fork server and the resource tracker end, as
+    its owner and ends with it (trainer/base/pod/parent_death.py), then the fork server and the resource tracker end, as
     no process holds their pipes any more. Without the watch every one of them waits for good."""
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER_WAITING_FOR_RECORDS], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True

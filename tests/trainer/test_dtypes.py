@@ -3,7 +3,7 @@ flag accepts has both a size and a torch dtype."""
 
 from __future__ import annotations
 
-from trainer.base.config import EXPORT_DTYPES, MIXED_PRECISIONS
+from trainer.base.flags.config import EXPORT_DTYPES, MIXED_PRECISIONS
 from trainer.base.units import DTYPE_BYTES
 from trainer.dtypes import TORCH_DTYPES
 

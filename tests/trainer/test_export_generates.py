@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from tests.trainer.test_validation_loss import trainer_model
-from trainer.base.env import DistEnv
-from trainer.base.model_source import resolve_model
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import DistEnv
 from trainer.checkpoint.export import GENERATION_CONFIG, export_hf, generation_config
 from trainer.data.tokenizer_bytes import BOS_ID, EOS_ID, ByteTokenizer
 from trainer.model.build import hf_config

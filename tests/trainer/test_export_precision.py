@@ -11,9 +11,9 @@ from safetensors.torch import load_file
 from torch.distributed.tensor import DTensor
 
 from tests.trainer.test_validation_loss import trainer_model
-from trainer.base.config import LoraConfig
-from trainer.base.env import DistEnv
-from trainer.base.model_source import resolve_model
+from trainer.base.flags.config import LoraConfig
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import DistEnv
 from trainer.checkpoint.export import export_hf
 from trainer.data.tokenizer_bytes import ByteTokenizer
 from trainer.model.build import hf_config

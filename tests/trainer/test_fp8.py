@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import CheckpointPolicy
 
-from trainer.base.config import parse_args
-from trainer.base.env import DistEnv
-from trainer.base.model_source import resolve_model
+from trainer.base.flags.config import parse_args
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import DistEnv
 from trainer.parallel.parallelize import _selective_policy
 from trainer.validate import validate
 

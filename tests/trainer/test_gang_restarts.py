@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.base.exits import EXIT_GANG_RESTARTS_SPENT, FINAL_EXITS
-from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
+from trainer.base.pod.exits import EXIT_GANG_RESTARTS_SPENT, FINAL_EXITS
+from trainer.base.pod.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
 from trainer.launch.gang import gang_restarts, restarts_spent
 from trainer.launch.launcher import stage_then_launch
 

@@ -19,7 +19,7 @@ from bench.gpu_mfu import ROWS, RowRun, fitting_layers, row_summary, verdict
 from bench.gpu_rows import RowResult, Windows, Work
 from stack.paths import PROJECT_ROOT
 from tests.harness.floor import floor_env
-from trainer.base.presets import PRESETS
+from trainer.base.model.presets import PRESETS
 from trainer.base.units import GIB
 
 H200_BYTES = 143_771 * 2**20  # nvidia-smi's memory.total on the lent H200 (KINDS.md)

@@ -22,10 +22,10 @@ from torch.distributed.tensor import DTensor
 
 from local.s3 import LocalS3
 from tests.trainer.process_groups import DEFAULT_GROUP
-from trainer.base.checkpoint_writers import assign_replicas, replicas_of
-from trainer.base.config import ArtifactsConfig, CheckpointConfig, OptimConfig
-from trainer.base.env import DistEnv
+from trainer.base.checkpoint.writers import assign_replicas, replicas_of
 from trainer.base.errors import InputError
+from trainer.base.flags.config import ArtifactsConfig, CheckpointConfig, OptimConfig
+from trainer.base.pod.env import DistEnv
 from trainer.checkpoint.checkpointer import Checkpointer, Progress, TrainState, writer_share
 from trainer.checkpoint.layout import checkpoint_name
 from trainer.comms.distributed import io_group

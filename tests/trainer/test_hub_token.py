@@ -1,6 +1,6 @@
 """The launcher reads the Hugging Face token from AWS Secrets Manager into HF_TOKEN, which its workers inherit; a
 secret it cannot read ends it with EXIT_STAGING_FAILED, naming the secret and AWS's error, never the token
-(trainer/base/hub_token.py, trainer/launch/launcher.py).
+(trainer/base/pod/hub_token.py, trainer/launch/launcher.py).
 
 Against a real Secrets Manager API: moto's server on 127.0.0.1, with AWS's request signing and IAM checks on
 (INITIAL_NO_AUTH_ACTION_COUNT: the first calls, which make an admin user, are the only ones without credentials).
@@ -24,8 +24,8 @@ import pytest
 from local.s3 import LocalS3
 from tests.harness.trainer_runs import ROOT
 from tests.trainer.hub_token_probe import EXPECTED_DIGEST_VARIABLE, token_digest
-from trainer.base.exits import EXIT_STAGING_FAILED, REASON_PREFIX
-from trainer.base.hub_token import (
+from trainer.base.pod.exits import EXIT_STAGING_FAILED, REASON_PREFIX
+from trainer.base.pod.hub_token import (
     REGION_VARIABLE,
     SECRET_VARIABLE,
     TOKEN_VARIABLE,

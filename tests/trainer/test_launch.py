@@ -34,8 +34,8 @@ from local.etcd import LocalEtcd, free_port
 from tests.harness.listening import listening
 from tests.harness.trainer_runs import ROOT, trainer_env
 from tests.trainer.test_attempt import OneRound
-from trainer.base.attempt import ATTEMPT_ENV
-from trainer.base.exits import EXIT_BACKEND_LOST, EXIT_RENDEZVOUS_TIMEOUT, REASON_PREFIX, is_retryable
+from trainer.base.pod.attempt import ATTEMPT_ENV
+from trainer.base.pod.exits import EXIT_BACKEND_LOST, EXIT_RENDEZVOUS_TIMEOUT, REASON_PREFIX, is_retryable
 from trainer.launch.launcher import ending
 from trainer.launch.rendezvous import HeldShutdown, held_rendezvous_shutdowns
 

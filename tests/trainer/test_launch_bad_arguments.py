@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.base.exits import EXIT_BAD_ARGUMENTS, is_retryable
+from trainer.base.pod.exits import EXIT_BAD_ARGUMENTS, is_retryable
 from trainer.launch import launcher
 
 

@@ -14,8 +14,8 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 from torch.distributed.launcher import api as launcher_api
 
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
-from trainer.base.exits import EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_PERMANENT, REASON_PREFIX
 from trainer.base.faults import FAKE_DISK_ENV
+from trainer.base.pod.exits import EXIT_BAD_ARGUMENTS, EXIT_NO_SPACE, EXIT_PERMANENT, REASON_PREFIX
 from trainer.launch.agent import FinalExitsAgent, final_worker_exits_end_the_run
 from trainer.launch.launcher import ending
 

@@ -1,6 +1,6 @@
 """`python -m trainer.launch --stage-inputs`: the run's inputs staged in the pod's main container before torchrun
 starts, so that a staging failure no retry can cure is the launcher's exit 4 with its reason, which fails the job, and
-not an init container's failure, which the operator retries without end (trainer/base/staging.py)."""
+not an init container's failure, which the operator retries without end (trainer/base/pod/staging.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import pytest
 
 from tests.harness.http_stand_in import serving
 from tests.harness.trainer_runs import ROOT, TINY, trainer_env, with_flags
-from trainer.base import hub_token
-from trainer.base.exits import EXIT_BAD_ARGUMENTS, EXIT_STAGING_FAILED, REASON_PREFIX
-from trainer.base.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE, SecretRead
-from trainer.base.staging import (
+from trainer.base.pod import hub_token
+from trainer.base.pod.exits import EXIT_BAD_ARGUMENTS, EXIT_STAGING_FAILED, REASON_PREFIX
+from trainer.base.pod.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE, SecretRead
+from trainer.base.pod.staging import (
     STAGE_INPUTS_OPTION,
     Staged,
     split_launcher_options,

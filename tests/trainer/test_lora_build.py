@@ -11,8 +11,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
 from torch.nn.functional import cross_entropy
 
-from trainer.base.config import OptimConfig, parse_args
-from trainer.base.model_source import resolve_model
+from trainer.base.flags.config import OptimConfig, parse_args
+from trainer.base.model.source import resolve_model
 from trainer.model.build import build_meta_model, hf_config, init_adapters, init_buffers, init_weights
 from trainer.model.lora import apply_lora, is_adapter
 from trainer.optim import build_optimizer

@@ -80,7 +80,7 @@ def test_state_round_trips() -> None:
 def test_a_skipped_fp16_step_moves_neither_the_weights_nor_the_schedule() -> None:
     """trainer/train.py take_step: the warmup and decay count the steps taken, so an overflow costs no step of the
     schedule; a step taken moves both."""
-    from trainer.base.config import OptimConfig
+    from trainer.base.flags.config import OptimConfig
     from trainer.checkpoint.checkpointer import Progress, TrainState
     from trainer.optim import build_scheduler
     from trainer.train import take_step

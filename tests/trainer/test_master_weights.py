@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
-from trainer.base.model_source import resolve_model
+from trainer.base.model.source import resolve_model
 from trainer.model.build import build_meta_model, hf_config
 
 STEPS = 4

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.base.metrics import METRIC_FIELDS, MetricsSink, StepMetrics, training_flops_per_token
-from trainer.base.presets import PRESETS
+from trainer.base.metrics.figures import METRIC_FIELDS, MetricsSink, StepMetrics, training_flops_per_token
+from trainer.base.model.presets import PRESETS
 
 REQUIRED_JSON_KEYS = {
     "step", "loss", "tokens_per_second", "tokens_per_second_per_gpu", "mfu", "step_time_s", "peak_memory_bytes",

@@ -14,8 +14,8 @@ import pytest
 
 from tests.harness.trainer_runs import ROOT, TINY, trainer_env, with_flags
 from tests.trainer.test_metrics import REQUIRED_JSON_KEYS, free_port
-from trainer.base.metrics import METRIC_FIELDS, training_flops_per_token
-from trainer.base.presets import PRESETS
+from trainer.base.metrics.figures import METRIC_FIELDS, training_flops_per_token
+from trainer.base.model.presets import PRESETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
 PEAK_TFLOPS = 0.05  # any figure: on CPU, MFU is only reported when a peak is given

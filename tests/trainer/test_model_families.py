@@ -15,16 +15,16 @@ import torch
 
 from sizing.memory import layer_parameter_shapes, numel, root_parameter_shapes
 from tests.harness.trainer_runs import TINY, assert_same_losses, run_trainer, with_flags
-from trainer.base.config import DataConfig
 from trainer.base.errors import InputError
-from trainer.base.model_source import resolve_model, shape_from_hf_config
-from trainer.base.presets import PRESETS, find_shape
+from trainer.base.flags.config import DataConfig
+from trainer.base.model.presets import PRESETS, find_shape
+from trainer.base.model.source import resolve_model, shape_from_hf_config
 from trainer.data.packing import IGNORE_INDEX, SampleOrder, build_packed_data, step_batch
 from trainer.data.tokenizer_bytes import ByteTokenizer
 from trainer.model.build import build_meta_model, hf_config
 
 # The published parameter counts: each checkpoint's model.safetensors.index.json total_size (bf16 bytes) / 2, or the
-# single model.safetensors' tensors (Llama 3.2 1B); the figures are also in trainer/base/presets.py's comments.
+# single model.safetensors' tensors (Llama 3.2 1B); the figures are also in trainer/base/model/presets.py's comments.
 PUBLISHED = {
     "llama3.1-8b": ("LlamaForCausalLM", 8_030_261_248),
     "llama3.1-70b": ("LlamaForCausalLM", 70_553_706_496),

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trainer.base.model_source import resolve_model
+from trainer.base.model.source import resolve_model
 from trainer.model.build import build_meta_model, hf_config, init_buffers, init_weights
 
 

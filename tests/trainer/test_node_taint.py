@@ -16,7 +16,7 @@ import pytest
 
 from stack.config import KUBERNETES_VERSIONS
 from tests.harness.http_stand_in import serving
-from trainer.base.bad_node import (
+from trainer.base.pod.bad_node import (
     BAD_NODE_TAINT_EFFECT,
     BAD_NODE_TAINT_KEY,
     CONFLICT_ATTEMPTS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from trainer.base.config import parse_args
+from trainer.base.flags.config import parse_args
 from trainer.optim import build_optimizer
 
 

@@ -14,7 +14,7 @@ from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
 from torch.distributed.tensor import DTensor, Shard
 from transformers import PreTrainedModel
 
-from trainer.base.model_source import resolve_model
+from trainer.base.model.source import resolve_model
 from trainer.model.build import build_meta_model, hf_config, init_buffers, init_weights
 from trainer.parallel.embedding import VocabShardedEmbedding
 from trainer.parallel.parallelize import apply_compile, apply_fsdp, embedding_by_rows, mixed_precision_policy

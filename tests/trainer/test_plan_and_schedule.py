@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
-from trainer.base.config import OptimConfig, parse_args
-from trainer.base.env import DistEnv, read_env
-from trainer.base.parallel_plan import make_plan, mesh_shape
+from trainer.base.flags.config import OptimConfig, parse_args
+from trainer.base.flags.parallel_plan import make_plan, mesh_shape
+from trainer.base.pod.env import DistEnv, read_env
 
 TWO_NODES_OF_FOUR = DistEnv(rank=5, world_size=8, local_rank=1, local_world_size=4)
 

@@ -16,10 +16,10 @@ import pytest
 from local.etcd import free_port
 from tests.harness.listening import listening
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
-from trainer.base.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE, REASON_PREFIX, exit_for_signal
-from trainer.base.fabric import NODE_NAME_ENV
 from trainer.base.faults import slow_preflight_fault
-from trainer.base.metrics import PREFLIGHT_FAILED_FIELD, PREFLIGHT_FIELDS
+from trainer.base.hardware.fabric import NODE_NAME_ENV
+from trainer.base.metrics.figures import PREFLIGHT_FAILED_FIELD, PREFLIGHT_FIELDS
+from trainer.base.pod.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE, REASON_PREFIX, exit_for_signal
 
 QUICK = ["--preflight-iterations", "2"]
 

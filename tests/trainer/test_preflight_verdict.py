@@ -1,25 +1,14 @@
-"""The fabric preflight's arithmetic and verdict (trainer/base/fabric.py), its fault hook, and what the launcher and the
-agent make of its exit codes: pure functions, no process group."""
+"""The fabric preflight's arithmetic and verdict (trainer/base/hardware/fabric.py), its fault hook, and what the
+launcher and the agent make of its exit codes: pure functions, no process group."""
 
 from __future__ import annotations
 
 import pytest
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
-from trainer.base import metrics
-from trainer.base.attempt import ATTEMPT_ENV
-from trainer.base.config import parse_args
-from trainer.base.env import DistEnv, read_env
-from trainer.base.exits import (
-    EXIT_BACKEND_LOST,
-    EXIT_BAD_NODE,
-    EXIT_PEER_BAD_NODE,
-    FINAL_WORKER_EXITS,
-    PERMANENT_EXITS,
-    describe_exit,
-    is_retryable,
-)
-from trainer.base.fabric import (
+from trainer.base.faults import FAULT_ENV, preflight_delay_s, slow_preflight_fault
+from trainer.base.flags.config import parse_args
+from trainer.base.hardware.fabric import (
     INTER_ALL_REDUCE,
     INTER_PAIRS,
     INTRA_ALL_GATHER,
@@ -31,7 +20,18 @@ from trainer.base.fabric import (
     pair_rounds,
     preflight_flag_problems,
 )
-from trainer.base.faults import FAULT_ENV, preflight_delay_s, slow_preflight_fault
+from trainer.base.metrics import figures as metrics
+from trainer.base.pod.attempt import ATTEMPT_ENV
+from trainer.base.pod.env import DistEnv, read_env
+from trainer.base.pod.exits import (
+    EXIT_BACKEND_LOST,
+    EXIT_BAD_NODE,
+    EXIT_PEER_BAD_NODE,
+    FINAL_WORKER_EXITS,
+    PERMANENT_EXITS,
+    describe_exit,
+    is_retryable,
+)
 from trainer.checks.fabric_preflight import Topology, fabric_preflight, topology
 from trainer.launch.agent import first_final_failure, only_peer_bad_node
 from trainer.launch.launcher import ending

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
-from trainer.base.config import DataConfig
+from trainer.base.flags.config import DataConfig
 from trainer.data.packing import IGNORE_INDEX, SampleOrder, build_packed_data, step_batch
 from trainer.data.tokenizer_bytes import ByteTokenizer
 

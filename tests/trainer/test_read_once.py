@@ -16,7 +16,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 
-from trainer.base.config import LoraConfig
+from trainer.base.flags.config import LoraConfig
 from trainer.model.build import (
     WeightsRead,
     build_meta_model,

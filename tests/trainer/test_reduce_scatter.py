@@ -11,7 +11,7 @@ import torch.multiprocessing as mp
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule
 
-from trainer.base.model_source import resolve_model
+from trainer.base.model.source import resolve_model
 from trainer.comms.reduce_scatter import PairwiseReduceScatter
 from trainer.model.build import build_meta_model, hf_config
 from trainer.parallel.parallelize import apply_fsdp, mixed_precision_policy

@@ -25,7 +25,7 @@ from tests.harness.moto_iam import guarded_s3
 from tests.harness.trainer_runs import ROOT, TINY, run_trainer, trainer_env, with_flags
 from tests.trainer.test_data import CHAT, chat_tokenizer
 from tests.trainer.test_staging import DIALOGUES
-from trainer.base.exits import EXIT_STAGING_FAILED, REASON_PREFIX
+from trainer.base.pod.exits import EXIT_STAGING_FAILED, REASON_PREFIX
 from trainer.base.s3.inputs import FILES, MANIFEST, staged_directory
 from trainer.base.s3.transfer import WAIT_VARIABLE
 from trainer.base.s3.uri import S3Uri
@@ -306,7 +306,7 @@ def test_staging_waits_for_a_grant_that_takes_effect_after_the_pod_starts(
     guarded: tuple[LocalS3, dict[str, str], Callable[[], None]], tmp_path: Path
 ) -> None:
     """The stack creates the pod's role and its Pod Identity association just before the job; until IAM has caught
-    up the read is denied. Staging retries (trainer/base/aws_retry.py), then stages."""
+    up the read is denied. Staging retries (trainer/base/pod/aws_retry.py), then stages."""
     server, outsider, grant = guarded
     env = {**s3_env(server), **outsider, WAIT_VARIABLE: "60"}
     args = data_args(f"s3://{DATA_BUCKET}/private.jsonl", tmp_path)

@@ -19,8 +19,8 @@ from local.s3 import LocalS3
 from tests.harness.moto_iam import guarded_s3
 from tests.harness.trainer_runs import TINY, run_served, with_flags
 from tests.trainer.test_s3_inputs import last_line, s3_env
-from trainer.base.exits import EXIT_STAGING_FAILED
-from trainer.base.presets import PRESETS
+from trainer.base.model.presets import PRESETS
+from trainer.base.pod.exits import EXIT_STAGING_FAILED
 from trainer.checkpoint.layout import META_FILE, checkpoint_name, model_fingerprint
 
 ARTIFACTS = "fsdp-eks-dev-artifacts-preflight"

@@ -13,9 +13,9 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.nn import functional
 from torch.utils.checkpoint import CheckpointPolicy
 
-from trainer.base.config import LoraConfig, ParallelConfig, TrainConfig
-from trainer.base.env import DistEnv
-from trainer.base.model_source import resolve_model
+from trainer.base.flags.config import LoraConfig, ParallelConfig, TrainConfig
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import DistEnv
 from trainer.model.build import decoder_layers
 from trainer.parallel.parallelize import (
     _every_other_matmul_policy,  # pyright: ignore[reportPrivateUsage]

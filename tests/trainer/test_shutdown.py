@@ -17,9 +17,9 @@ import pytest
 from local.procs import kill_tree, process_tree
 from tests.harness.trainer_runs import ROOT, TINY, TrainerRun, assert_same_losses, run_trainer, trainer_env, with_flags
 from tests.trainer.process_groups import DEFAULT_GROUP
-from trainer.base.config import CheckpointConfig
-from trainer.base.env import DistEnv
-from trainer.base.exits import LAUNCH_MODULE, REASON_PREFIX, exit_for_signal
+from trainer.base.flags.config import CheckpointConfig
+from trainer.base.pod.env import DistEnv
+from trainer.base.pod.exits import LAUNCH_MODULE, REASON_PREFIX, exit_for_signal
 from trainer.checkpoint.checkpointer import Checkpointer
 from trainer.checkpoint.commit import PendingSave
 from trainer.checkpoint.layout import complete_checkpoints
@@ -45,7 +45,7 @@ def test_sigterm_to_the_pod_during_a_background_save_commits_it_and_the_launcher
         f"{REASON_PREFIX}exit 143 (SIGTERM), retryable: stopped by SIGTERM; the workers got it first, "
         "with --shutdown-timeout to finish"
     )
-    assert "SIGTERM: exiting" in stopped.output  # trainer/base/shutdown.py's handler, after settling the save
+    assert "SIGTERM: exiting" in stopped.output  # trainer/base/pod/shutdown.py's handler, after settling the save
     assert 4 in [record["step"] for record in stopped.metrics]
     assert [step for step, _ in complete_checkpoints(tmp_path / "ckpt")] == [2, 4]
     assert not list((tmp_path / "ckpt").glob("*.tmp"))

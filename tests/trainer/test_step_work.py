@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
-from trainer.base.presets import PRESETS
+from trainer.base.model.presets import PRESETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 STEPS, LOG_EVERY = 4, 2

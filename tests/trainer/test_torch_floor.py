@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from stack.paths import PROJECT_ROOT
 from tests.harness.floor import MISSING_PACKAGES, POST_FLOOR_TORCH, TORCH_FLOOR, floor_env
 from tests.harness.trainer_runs import TINY, TrainerRun, assert_same_losses, run_trainer, with_flags
-from trainer.base.presets import PRESETS
+from trainer.base.model.presets import PRESETS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

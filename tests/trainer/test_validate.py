@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.harness.floor import MISSING_PACKAGES
-from trainer.base.config import parse_args
-from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
-from trainer.base.model_source import looks_like_path, resolve_model
-from trainer.base.presets import PRESETS
+from trainer.base.flags.config import parse_args
+from trainer.base.model.presets import PRESETS
+from trainer.base.model.source import looks_like_path, resolve_model
+from trainer.base.pod.env import DistEnv
 from trainer.checkpoint.layout import checkpoint_name, model_fingerprint, write_meta
 from trainer.validate import validate
 

@@ -16,8 +16,8 @@ from local.s3 import LocalS3
 from tests.trainer.process_groups import DEFAULT_GROUP
 from tests.trainer.test_metrics import free_port, sample_metrics
 from tests.trainer.test_validate import errors_for
-from trainer.base.config import ArtifactsConfig
-from trainer.base.metrics import MetricsSink
+from trainer.base.flags.config import ArtifactsConfig
+from trainer.base.metrics.figures import MetricsSink
 from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.durable import DurableTier
 from trainer.checkpoint.layout import checkpoint_name

@@ -15,10 +15,10 @@ from torch.distributed.tensor import DTensor
 from torch.nn.functional import cross_entropy
 
 from tests.harness.trainer_runs import TINY
-from trainer.base.config import DataConfig, ValidationConfig, parse_args
-from trainer.base.env import DistEnv
-from trainer.base.model_source import resolve_model
-from trainer.base.parallel_plan import make_plan
+from trainer.base.flags.config import DataConfig, ValidationConfig, parse_args
+from trainer.base.flags.parallel_plan import make_plan
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import DistEnv
 from trainer.comms.distributed import io_group
 from trainer.data.packed import IGNORE_INDEX, PackedData, stack
 from trainer.evaluation import BestSoFar, Evaluation, eval_due, held_out_identity, held_out_loss, rank_rows

@@ -16,8 +16,8 @@ import torch
 from torch.nn.functional import cross_entropy
 
 from tests.harness.trainer_runs import TINY, TrainerRun, run_trainer, with_flags
-from trainer.base.config import parse_args
-from trainer.base.model_source import resolve_model
+from trainer.base.flags.config import parse_args
+from trainer.base.model.source import resolve_model
 from trainer.checkpoint.export import PROVENANCE_FILE
 from trainer.checkpoint.layout import complete_checkpoints, read_meta
 from trainer.data.packed import IGNORE_INDEX, PackedData

@@ -38,7 +38,7 @@ MUST_BE_OWNED = [
     "ci/github_oidc.py",
     "ci/environment.py",
     "sizing/catalog.py",
-    "trainer/base/config.py",
+    "trainer/base/flags/config.py",
     "stack/job_api.py",
     "stack/names.py",  # the IAM path every role and policy lives under
     "infra/iam.py",
@@ -99,7 +99,7 @@ def test_every_module_the_policy_pack_reads_has_a_code_owner(path: str) -> None:
 
 
 def test_the_policy_pack_reads_the_catalog_and_the_trainers_parser() -> None:
-    assert {"sizing/catalog.py", "trainer/base/config.py", "stack/job_api.py"} <= set(policy_pack_files())
+    assert {"sizing/catalog.py", "trainer/base/flags/config.py", "stack/job_api.py"} <= set(policy_pack_files())
 
 
 def test_every_rule_is_anchored_and_names_a_user_or_team() -> None:

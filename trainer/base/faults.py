@@ -18,7 +18,7 @@ Faults fire only in the first attempt (TORCHELASTIC_RESTART_COUNT 0), so a torch
 shows the recovery. SIGKILL gives the process no chance to clean up, like the kernel's OOM killer.
 
 TRAINER_FAKE_DISK_BYTES=<bytes> makes the checkpoint directory a file system of that size, used by nothing but the
-directory itself (trainer/base/checkpoint_space.py): a full disk without a loop device or root.
+directory itself (trainer/base/checkpoint/space.py): a full disk without a loop device or root.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ size or strategy on load), the LR scheduler, the fp16 loss scale, the data posit
 state and the step.
 Layout and the commit protocol are in trainer/checkpoint/layout.py: every rank writes into step_<N>.tmp; once every
 rank has written, rank 0 writes meta.json and renames the directory, so a crash at any moment leaves only complete
-checkpoints under their final names. Before a save, trainer/base/checkpoint_space.py decides whether it fits.
+checkpoints under their final names. Before a save, trainer/base/checkpoint/space.py decides whether it fits.
 
 Saves are synchronous, or with --async-checkpoint written in the background: the step waits while the state is
 copied to host memory (DCP's DefaultStager; pinned on CUDA), a thread writes it, and rank 0 commits it in that thread
@@ -16,7 +16,7 @@ and the end of training, wait for it. All checkpoint collectives use the long-ti
 (trainer/comms/distributed.py `io_group`).
 
 On a replicated mesh (HYBRID_SHARD, NO_SHARD) every replica holds the same state, and each rank stages and writes only
-its share of it (writer_share, split by trainer/base/checkpoint_writers.py): one copy over all ranks, so a node pins
+its share of it (writer_share, split by trainer/base/checkpoint/writers.py): one copy over all ranks, so a node pins
 about 1/replicas of its replica's state, where each node used to pin all of it for DCP to write a part.
 
 With --artifacts-uri, checkpoints also go to S3, the durable tier (trainer/checkpoint/durable.py): the same state dict,
@@ -50,7 +50,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.tensor import DTensor, Shard
 
-from trainer.base.checkpoint_space import (
+from trainer.base.checkpoint.space import (
     COPIES_PER_PARAMETER,
     ITEM_OVERHEAD_BYTES,
     Existing,
@@ -60,11 +60,11 @@ from trainer.base.checkpoint_space import (
     free_bytes,
     plan_space,
 )
-from trainer.base.checkpoint_writers import assign_replicas, replicas_of
-from trainer.base.config import ArtifactsConfig, CheckpointConfig
-from trainer.base.env import DistEnv
+from trainer.base.checkpoint.writers import assign_replicas, replicas_of
 from trainer.base.errors import InputError, StorageError
 from trainer.base.faults import maybe_fault
+from trainer.base.flags.config import ArtifactsConfig, CheckpointConfig
+from trainer.base.pod.env import DistEnv
 from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.commit import Commits, Outcome, PendingSave
 from trainer.checkpoint.durable import DurableSaveError, DurableTier, Upload, describe
@@ -218,7 +218,7 @@ def _kept(tree: dict[str, Any], kept: set[str], prefix: str = "") -> dict[str, A
 
 
 def writer_share(saved: dict[str, Any]) -> dict[str, Any]:
-    """What this rank writes of a save, and so all it stages into host memory (trainer/base/checkpoint_writers.py): on a
+    """What this rank writes of a save, and so all it stages into host memory (trainer/base/checkpoint/writers.py): on a
     replicated mesh, each replicated DTensor's shard on the replica assign_replicas gives it (from every tensor's path
     and global bytes, alike on every rank), the small rest (step counters, scheduler, loss scale, progress, RNG,
     alike on every rank) on the first replica alone; on any other mesh, everything. DCP then has one holder per item
@@ -448,7 +448,7 @@ class Checkpointer:
             raise DurableSaveError(f"the last checkpoint was not saved to {upload.uri}: {why}")
 
     def settle(self, wait_s: float) -> bool:
-        """On SIGTERM (trainer/base/shutdown.py): see the save whose shards are written, or will be within `wait_s`,
+        """On SIGTERM (trainer/base/pod/shutdown.py): see the save whose shards are written, or will be within `wait_s`,
         committed; else abandon it (its .tmp directory is never read). No collective: peers may already be gone.
         False when a save was abandoned or failed."""
         upload, self._upload = self._upload, None

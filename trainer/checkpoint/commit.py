@@ -88,7 +88,7 @@ class Commits:
         self._commit = commit
         self._is_leader = is_leader
         # Not re-entrant, and needs not be: the main thread takes it only inside the checkpointer's calls, which the
-        # SIGTERM handler does not interrupt (trainer/base/shutdown.py held()); DCP's writer thread takes it in the
+        # SIGTERM handler does not interrupt (trainer/base/pod/shutdown.py held()); DCP's writer thread takes it in the
         # done-callback, which add_done_callback runs in the calling thread only for a future already done.
         self._lock = threading.Lock()
 

@@ -26,8 +26,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
-from trainer.base.checkpoint_space import format_bytes
-from trainer.base.config import ArtifactsConfig
+from trainer.base.checkpoint.space import format_bytes
+from trainer.base.flags.config import ArtifactsConfig
 from trainer.base.s3.uri import S3Uri
 from trainer.checkpoint.commit import BackgroundWrite
 from trainer.checkpoint.s3_store import S3Checkpoint, S3Checkpoints, checkpoint_uri, checkpoints_root

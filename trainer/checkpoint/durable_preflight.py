@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import uuid
 
-from trainer.base.run_layout import CHECKPOINT_DIRECTORY
 from trainer.base.s3.endpoint import region
+from trainer.base.s3.run_layout import CHECKPOINT_DIRECTORY
 from trainer.base.s3.transfer import S3Error, call
 from trainer.base.s3.transfer import client as s3_client
 from trainer.base.s3.uri import S3Uri

@@ -21,8 +21,8 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from trainer.base.config import LoraConfig
-from trainer.base.env import DistEnv
+from trainer.base.flags.config import LoraConfig
+from trainer.base.pod.env import DistEnv
 from trainer.base.units import GIB
 from trainer.checkpoint.layout import PROVENANCE_FILE
 from trainer.dtypes import TORCH_DTYPES

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from trainer.base.presets import ModelShape
+from trainer.base.model.presets import ModelShape
 
 META_FILE = "meta.json"
 PROVENANCE_FILE = "provenance.json"

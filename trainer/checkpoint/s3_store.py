@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.base.run_layout import CHECKPOINT_DIRECTORY
+from trainer.base.s3.run_layout import CHECKPOINT_DIRECTORY
 from trainer.base.s3.transfer import S3Error, call, list_objects
 from trainer.base.s3.transfer import client as s3_client
 from trainer.base.s3.uri import S3Uri

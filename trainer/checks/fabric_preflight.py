@@ -1,6 +1,6 @@
 """The fabric preflight: before the model is loaded, time the collectives training runs, within each node and across
-nodes, and take a node whose links are too slow out of the job (trainer/base/fabric.py holds the formulas and the
-verdict).
+nodes, and take a node whose links are too slow out of the job (trainer/base/hardware/fabric.py holds the formulas and
+the verdict).
 
 Called once per start of the workers by trainer/main.py, before the training run joins its process group: a bad node
 costs seconds, not a model load. The preflight forms a process group of its own (the same backend, its own key prefix
@@ -33,10 +33,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from trainer.base.config import TrainConfig
-from trainer.base.env import DistEnv
-from trainer.base.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE
-from trainer.base.fabric import (
+from trainer.base.faults import preflight_delay_s
+from trainer.base.flags.config import TrainConfig
+from trainer.base.hardware.fabric import (
     COLLECTIVE_OF_LEVEL,
     INTER_ALL_REDUCE,
     INTER_PAIRS,
@@ -54,8 +53,9 @@ from trainer.base.fabric import (
     pair_of,
     pair_rounds,
 )
-from trainer.base.faults import preflight_delay_s
-from trainer.base.metrics import append_record, preflight_failure_record, set_start_figures
+from trainer.base.metrics.figures import append_record, preflight_failure_record, set_start_figures
+from trainer.base.pod.env import DistEnv
+from trainer.base.pod.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE
 from trainer.comms.collectives import all_gather_single, reduce_scatter_single
 from trainer.comms.distributed import pick_device
 
@@ -205,7 +205,7 @@ def measure(config: TrainConfig, env: DistEnv, topo: Topology, device: torch.dev
         levels |= time_intra(config, topo, device, total)
     if topo.nodes > 1:
         levels |= time_rails(config, topo, device, total)
-    if topo.nodes > 2:  # two nodes have one pair, which cannot say which end is slow (trainer/base/fabric.py)
+    if topo.nodes > 2:  # two nodes have one pair, which cannot say which end is slow (trainer/base/hardware/fabric.py)
         pairs = time_pairs(config, topo, env.rank, device, total)
     return RankTimings(env.rank, topo.node_of(env.rank), node_name(), levels, pairs)
 
@@ -248,7 +248,8 @@ def expectations(config: TrainConfig) -> dict[str, float | None]:
 
 
 def start_figures(figures: dict[str, dict[int, float]], config: TrainConfig, verdict: Verdict) -> dict[str, float]:
-    """The metrics' preflight fields (trainer/base/metrics.py): each level's slowest node's figure, the expectations."""
+    """The metrics' preflight fields (trainer/base/metrics/figures.py): each level's slowest node's figure, the
+    expectations."""
     values: dict[str, float] = {
         f"preflight_{level}_gb_per_s": min(figures[level].values())
         for level in (INTRA_ALL_GATHER, INTRA_REDUCE_SCATTER, INTER_ALL_REDUCE)

@@ -20,8 +20,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor, Replicate
 
-from trainer.base.config import CheckpointConfig, ParallelConfig
-from trainer.base.env import DistEnv
+from trainer.base.flags.config import CheckpointConfig, ParallelConfig
+from trainer.base.pod.env import DistEnv
 
 TRAINING_TIMEOUT = timedelta(minutes=ParallelConfig.timeout_minutes)
 WAIT_TIMEOUT = timedelta(minutes=CheckpointConfig.timeout_minutes)
@@ -45,7 +45,8 @@ def init_distributed(
         # torchrun's agents share one TCP store for all restarts of the workers (torch 2.13 dynamic_rendezvous.py:
         # the rank-0 agent's server is kept across rounds), so the addresses the previous attempt's ranks published
         # would still be there: peers would connect to dead processes. Each attempt therefore works under its own
-        # key prefix, named by the id every rank of it agrees on (trainer/base/attempt.py), not by a node's own count.
+        # key prefix, named by the id every rank of it agrees on (trainer/base/pod/attempt.py), not by a node's own
+        # count.
         store, rank, world_size = next(dist.rendezvous("env://", timeout=wait_timeout))
         store = dist.PrefixStore(f"trainer/attempt_{env.attempt}", store)
         dist.init_process_group(

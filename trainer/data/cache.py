@@ -37,10 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.base.attempt import attempt_id
-from trainer.base.config import DataConfig, ValidationConfig
-from trainer.base.env import DistEnv
 from trainer.base.errors import InputError
+from trainer.base.flags.config import DataConfig, ValidationConfig
+from trainer.base.pod.attempt import attempt_id
+from trainer.base.pod.env import DistEnv
 from trainer.base.s3.inputs import staged
 from trainer.base.s3.uri import is_s3_uri
 from trainer.data.packed import no_samples
@@ -85,7 +85,7 @@ def cache_key(config: DataConfig, tokenizer: Tokenizer, split: float = 0.0, part
 
 def current_attempt() -> str:
     """This start of the job's workers (torchrun's run id and the attempt id every rank agrees on,
-    trainer/base/attempt.py): an error marker from another is stale."""
+    trainer/base/pod/attempt.py): an error marker from another is stale."""
     return f"{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}/{attempt_id(os.environ)}"
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from trainer.base.config import DataConfig, ValidationConfig
 from trainer.base.errors import InputError
+from trainer.base.flags.config import DataConfig, ValidationConfig
 from trainer.data.epochs import MANY_EPOCHS, epochs, epochs_warning
 from trainer.data.formats import DIALOGUE_PROMPT, INSTRUCTION_PROMPT, detect_format, render
 from trainer.data.packed import IGNORE_INDEX, PackedData, Sample, require_records, stack

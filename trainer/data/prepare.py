@@ -22,8 +22,8 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
-from trainer.base.config import DataConfig
 from trainer.base.errors import InputError
+from trainer.base.flags.config import DataConfig
 from trainer.data.formats import detect_format
 from trainer.data.packed import PackedData
 from trainer.data.records import RecordBatch, record_batches

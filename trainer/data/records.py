@@ -23,8 +23,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from trainer.base.config import DataConfig
 from trainer.base.errors import InputError
+from trainer.base.flags.config import DataConfig
 from trainer.base.s3.inputs import staged_dataset_files
 from trainer.base.s3.uri import is_s3_uri
 from trainer.data.formats import Record

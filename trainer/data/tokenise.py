@@ -23,7 +23,7 @@ from multiprocessing.context import BaseContext
 import numpy as np
 
 from trainer.base.errors import InputError
-from trainer.base.parent_death import end_with_owner
+from trainer.base.pod.parent_death import end_with_owner
 from trainer.data.formats import Record, render
 from trainer.data.records import RecordBatch
 from trainer.data.split import is_held_out

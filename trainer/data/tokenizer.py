@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from trainer.base.errors import InputError
-from trainer.base.model_source import BYTE_TOKENIZER
+from trainer.base.model.source import BYTE_TOKENIZER
 from trainer.data.tokenizer_bytes import ByteTokenizer
 
 CHAT_FLAG = "--dataset-format chat"

@@ -2,8 +2,8 @@
 on a peer node that left on request.
 
 A worker (trainer/main.py) exits 3 when the checkpoint file system cannot take the next save and 2 for bad input found
-after parsing (trainer/base/exits.py FINAL_WORKER_EXITS). torchrun restarts a failed worker group --max-restarts times
-whatever the code (torch 2.13, elastic/agent/server/api.py SimpleElasticAgent._invoke_run: a FAILED group is
+after parsing (trainer/base/pod/exits.py FINAL_WORKER_EXITS). torchrun restarts a failed worker group --max-restarts
+times whatever the code (torch 2.13, elastic/agent/server/api.py SimpleElasticAgent._invoke_run: a FAILED group is
 restarted while _remaining_restarts > 0), and each restart reloads the model and the last checkpoint only to fail at
 the same point: on a 70B job, minutes of every node per restart, before the job fails anyway.
 
@@ -44,7 +44,7 @@ from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 from torch.distributed.elastic.rendezvous import RendezvousHandler
 from torch.distributed.launcher import api as launcher_api
 
-from trainer.base.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE, FINAL_WORKER_EXITS, describe_exit
+from trainer.base.pod.exits import EXIT_BAD_NODE, EXIT_PEER_BAD_NODE, FINAL_WORKER_EXITS, describe_exit
 from trainer.launch.rendezvous import NODES_LEAVING_KEY, HeldShutdown
 
 # The signals a pod is stopped with (the kubelet's SIGTERM) or a person stops a launch with; torchrun handles these

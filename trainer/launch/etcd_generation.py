@@ -8,7 +8,7 @@ EtcdStore.set, add; dynamic_rendezvous.py _get_store). The agents' keep-alives r
 so it expires only when no agent of the job has been alive for two hours: every pod Pending that long for capacity,
 say. The state then starts again at round 0, and each round's store still holds the keys written in the earlier
 round of that number: the address node 0 published for its TCP store, the agents' rank assignment, the workers'
-attempt id (trainer/base/attempt.py). A node reads a stale value before node 0 writes the new one, and the nodes of
+attempt id (trainer/base/pod/attempt.py). A node reads a stale value before node 0 writes the new one, and the nodes of
 the round look for each other in different places.
 
 The state key's etcd createdIndex is new whenever the key is created again, and the same for every node that reads

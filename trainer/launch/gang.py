@@ -6,7 +6,7 @@ restart of the gang raises by one, whether it counts against failurePolicy.maxRe
 failurePolicyRecreateAll). The TrainJob's runtime hands the label to the node container through the downward API
 (workloads/job/trainjob.py), and the launcher reads it here:
 
-- The workers' attempt id starts from it (trainer/base/attempt.py): each gang restart meets in a fresh static
+- The workers' attempt id starts from it (trainer/base/pod/attempt.py): each gang restart meets in a fresh static
   rendezvous whose own count of starts begins again at 1, so without it the `restarts` metric of a TrainJob would
   always read 0.
 - A restart the JobSet does not count (RestartJobSetAndIgnoreMaxRestarts, for a pod marked DisruptionTarget) has no
@@ -17,14 +17,14 @@ failurePolicyRecreateAll). The TrainJob's runtime hands the label to the node co
   it starts nothing and exits EXIT_GANG_RESTARTS_SPENT, a final exit: the runtime's podFailurePolicy fails the Job
   and its JobSet rule finalExit the JobSet.
 
-The variables' names are the contract in trainer/base/gang_restarts.py, which the manifests and the local run share.
+The variables' names are the contract in trainer/base/pod/gang_restarts.py, which the manifests and the local run share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
+from trainer.base.pod.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
 
 
 def gang_restarts(environ: Mapping[str, str]) -> int:

@@ -1,16 +1,16 @@
 """`python -m trainer.launch [--stage-inputs] <torchrun's arguments>`: torchrun, run in this process as the pod's main
-process, ending with an exit code the Training Operator reads right (the codes: trainer/base/exits.py).
+process, ending with an exit code the Training Operator reads right (the codes: trainer/base/pod/exits.py).
 
     python -m trainer.launch --stage-inputs --nnodes=2:4 --nproc-per-node=8 --rdzv-backend=etcd-v2 \\
         --rdzv-endpoint=HOST:2379 --rdzv-id=JOB --max-restarts=3 --shutdown-timeout=105 -m trainer --model ...
 
 First, where the pod names a Secrets Manager secret (HF_TOKEN_SECRET), the launcher reads the Hugging Face token
-from it into HF_TOKEN for the staging child alone (trainer/base/hub_token.py): the workers run offline on what
+from it into HF_TOKEN for the staging child alone (trainer/base/pod/hub_token.py): the workers run offline on what
 staging downloaded, and never see it (keep_token_from_workers; only a launch without --stage-inputs hands it to them).
 A secret it cannot read ends the launcher with 4 (EXIT_STAGING_FAILED), naming the secret and AWS's error.
 
 --stage-inputs, the launcher's own option, stages the trainer's inputs first (`python -m trainer.stage` with the
-flags after `-m trainer`; trainer/base/staging.py says why here and not in an init container). A staging failure
+flags after `-m trainer`; trainer/base/pod/staging.py says why here and not in an init container). A staging failure
 ends the launcher with 4 (EXIT_STAGING_FAILED; 2 where the trainer's parser refused its flags) before any
 rendezvous, the reason on the last line.
 
@@ -67,7 +67,8 @@ from torch.distributed.elastic.rendezvous import (
     RendezvousTimeoutError,
 )
 
-from trainer.base.exits import (
+from trainer.base.hardware.fabric import node_name
+from trainer.base.pod.exits import (
     EXIT_BACKEND_LOST,
     EXIT_BAD_ARGUMENTS,
     EXIT_BAD_NODE,
@@ -81,9 +82,8 @@ from trainer.base.exits import (
     exit_for_signal,
     is_retryable,
 )
-from trainer.base.fabric import node_name
-from trainer.base.hub_token import TOKEN_VARIABLE, HubTokenError, load_hub_token
-from trainer.base.staging import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
+from trainer.base.pod.hub_token import TOKEN_VARIABLE, HubTokenError, load_hub_token
+from trainer.base.pod.staging import STAGE_INPUTS_OPTION, Staged, split_launcher_options, stage_inputs, trainer_flags
 from trainer.launch.agent import STOP_SIGNALS, final_worker_exits_end_the_run, first_final_failure
 from trainer.launch.gang import restarts_spent
 from trainer.launch.node_taint import taint_own_node
@@ -203,7 +203,7 @@ def hub_token_ending(environ: MutableMapping[str, str]) -> Ending | None:
 
 def keep_token_from_workers(staging: Mapping[str, str], staged: bool) -> None:
     """The token where only the processes that download see it. With staging, that is the staging child alone: the
-    workers run offline on what it staged (trainer/base/staging.py), so this process's environment, which torchrun's
+    workers run offline on what it staged (trainer/base/pod/staging.py), so this process's environment, which torchrun's
     workers inherit, loses the token, also one the container was given directly (the local run's). Without staging,
     the workers download for themselves and get it."""
     if staged:

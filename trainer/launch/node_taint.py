@@ -1,10 +1,10 @@
 """The launcher's last act after a failed fabric preflight (EXIT_BAD_NODE): it taints its own node, so that the pod the
 job's controller creates again, and every other pod of the job, is scheduled elsewhere. The taint, the node's name,
-the permission and the read-then-patch of a node are the contract in trainer/base/bad_node.py, which the job's
+the permission and the read-then-patch of a node are the contract in trainer/base/pod/bad_node.py, which the job's
 manifests and the stack's destroy hook share.
 
 Why a taint, and not only the exit code: the Training Operator creates the pod again on a retryable code (>= 128,
-trainer/base/exits.py), and a JobSet recreates the whole gang; neither remembers the node, and the scheduler would
+trainer/base/pod/exits.py), and a JobSet recreates the whole gang; neither remembers the node, and the scheduler would
 put the new pod back on the one free GPU node, the bad one. The pods tolerate the GPU taint only
 (workloads/job/pod.py), so a node carrying BAD_NODE_TAINT_KEY takes none of them: the new pod lands on a spare node or
 stays Pending until the node is repaired or replaced (docs/aws.md, "Bad nodes").
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trainer.base.bad_node import (
+from trainer.base.pod.bad_node import (
     BAD_NODE_TAINT_EFFECT,
     BAD_NODE_TAINT_KEY,
     NODE_NAME_VARIABLE,

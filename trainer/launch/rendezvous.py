@@ -16,7 +16,7 @@ store keyed by the state's generation, so that a state that expired and began ag
 earlier rounds' keys (trainer/launch/etcd_generation.py).
 
 The wrapper also sees every round the agent joins, and so is where the nodes of a round agree on the workers' attempt
-id (trainer/base/attempt.py): each next_rendezvous sets it in the agent's environment, which the workers it starts
+id (trainer/base/pod/attempt.py): each next_rendezvous sets it in the agent's environment, which the workers it starts
 next inherit. And it is where a node that is stopped (the kubelet's SIGTERM: a drain for a node-group update, the end of
 a capacity block, an eviction) says so in the round's store (`announce_leaving`), before its workers go: the other
 nodes' agents then restart their workers without spending one of their --max-restarts on it
@@ -43,7 +43,7 @@ from torch.distributed.elastic.rendezvous import (
     rendezvous_handler_registry,
 )
 
-from trainer.base.attempt import ATTEMPT_ENV, agree_attempt
+from trainer.base.pod.attempt import ATTEMPT_ENV, agree_attempt
 from trainer.launch.gang import gang_restarts
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor, Shard
 
-from trainer.base.checkpoint_space import format_bytes
-from trainer.base.checkpoint_writers import assign_replicas, replicas_of
-from trainer.base.model_source import ModelSource
+from trainer.base.checkpoint.space import format_bytes
+from trainer.base.checkpoint.writers import assign_replicas, replicas_of
+from trainer.base.model.source import ModelSource
 from trainer.comms.distributed import broadcast_shards, replica_place
 from trainer.model.attention import document_attention
 from trainer.model.lora import adapter_init_bound, is_adapter
@@ -237,7 +237,7 @@ def load_pretrained_weights(model: nn.Module, directory: Path) -> WeightsRead:
     Storage is read once in total. On a replicated mesh (HYBRID_SHARD, NO_SHARD) each tensor is read by one replica's
     ranks, each its own rows, and broadcast to the same shard of the other replicas over the network
     (trainer/comms/distributed.py broadcast_shards, as the resume path does, trainer/checkpoint/load.py). The
-    replica reading a tensor is the one trainer/base/checkpoint_writers.py assign_replicas gives it, so each replica's
+    replica reading a tensor is the one trainer/base/checkpoint/writers.py assign_replicas gives it, so each replica's
     nodes read about 1/replicas of the model through their own links (replica 0 alone would read it all through its
     nodes'). The reads are not all at once: the tensors go in the model's order, each read by its owner while the
     other replicas wait in its broadcast. Under gloo (CPU) the broadcast blocks the host until it is done, so the

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainer.base.config import LoraConfig
+from trainer.base.flags.config import LoraConfig
 
 ADAPTER = "default"
 """peft's adapter name (inject_adapter_in_model's default): it appears in the parameter names, not in the export."""

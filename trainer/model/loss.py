@@ -5,12 +5,12 @@ The plain loss (the output layer's logits, then cross-entropy) holds tokens x vo
 logits in the compute dtype, their fp32 copy, the saved log-probabilities and, in backward, their fp32 gradient (for
 Llama 3's 128k vocabulary at 8192 tokens, 2 GiB in bf16 and 3.9 GiB per fp32 copy). Here the output layer, while
 `labels_for_loss` sets its labels, returns the summed cross-entropy of its input's tokens instead of their logits
-(`ChunkedLossHead`). For each chunk of tokens (trainer/base/loss_chunks.py) it computes the chunk's logits in fp32,
-its loss, and that loss's gradient with respect to the logits (softmax minus one-hot, zero for IGNORE_INDEX labels),
-and from it, at once, the chunk's input gradient and its share of the weight gradient, as Liger Kernel's fused linear
-cross-entropy does (LigerFusedLinearCrossEntropyFunction). Backward only scales the two by the loss's own gradient.
-The matmuls are the plain loss's three, none recomputed; what is alive at once is one chunk's logits, never the
-vocabulary's logits for every token.
+(`ChunkedLossHead`). For each chunk of tokens (trainer/base/model/loss_chunks.py) it computes the chunk's logits in
+fp32, its loss, and that loss's gradient with respect to the logits (softmax minus one-hot, zero for IGNORE_INDEX
+labels), and from it, at once, the chunk's input gradient and its share of the weight gradient, as Liger Kernel's fused
+linear cross-entropy does (LigerFusedLinearCrossEntropyFunction). Backward only scales the two by the loss's own
+gradient. The matmuls are the plain loss's three, none recomputed; what is alive at once is one chunk's logits, never
+the vocabulary's logits for every token.
 
 The head is still called as a module by transformers' forward (`logits = self.lm_head(hidden_states)`), so FSDP2's
 hooks on the output layer's unit run as before; the model's output `logits` then holds the summed loss.
@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainer.base import loss_chunks
-from trainer.base.loss_chunks import accumulator_precision
+from trainer.base.model import loss_chunks
+from trainer.base.model.loss_chunks import accumulator_precision
 from trainer.data.packed import IGNORE_INDEX
 from trainer.dtypes import TORCH_DTYPES
 
@@ -37,7 +37,7 @@ PRECISIONS = {dtype: name for name, dtype in TORCH_DTYPES.items()}
 
 
 def accumulator_dtype(weight_dtype: torch.dtype) -> torch.dtype:
-    """The weight gradient's dtype while the chunks add into it (trainer/base/loss_chunks.py)."""
+    """The weight gradient's dtype while the chunks add into it (trainer/base/model/loss_chunks.py)."""
     return TORCH_DTYPES[accumulator_precision(PRECISIONS[weight_dtype])]
 
 

@@ -19,8 +19,8 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
-from trainer.base.config import ParallelConfig
-from trainer.base.parallel_plan import RunPlan
+from trainer.base.flags.config import ParallelConfig
+from trainer.base.flags.parallel_plan import RunPlan
 from trainer.comms.reduce_scatter import PairwiseReduceScatter
 from trainer.dtypes import TORCH_DTYPES
 from trainer.model.build import decoder_layers, final_norm

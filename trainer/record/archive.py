@@ -17,8 +17,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from trainer.base.metrics_file import MetricsFileError, read_records
-from trainer.base.run_layout import RECORD_DIRECTORY
+from trainer.base.metrics.file import MetricsFileError, read_records
+from trainer.base.s3.run_layout import RECORD_DIRECTORY
 from trainer.base.s3.transfer import S3Error, client, s3_error
 from trainer.base.s3.uri import S3Uri
 from trainer.record.chart import CHART_FILE, svg_chart

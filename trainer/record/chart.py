@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from trainer.base.metrics_file import Record
+from trainer.base.metrics.file import Record
 from trainer.record.summary import latest_per_step, loss_series
 
 CHART_FILE = "loss_and_throughput.svg"

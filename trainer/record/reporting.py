@@ -13,11 +13,16 @@ from typing import TypedDict
 import torch
 import torch.distributed as dist
 
-from trainer.base.config import TrainConfig
-from trainer.base.env import DistEnv
-from trainer.base.hardware import PEAK_BF16_FLOPS, chip_for_device_name
-from trainer.base.metrics import MetricsSink, StepMetrics, model_flops_utilisation, training_flops_per_token
-from trainer.base.presets import ModelShape
+from trainer.base.flags.config import TrainConfig
+from trainer.base.hardware.chips import PEAK_BF16_FLOPS, chip_for_device_name
+from trainer.base.metrics.figures import (
+    MetricsSink,
+    StepMetrics,
+    model_flops_utilisation,
+    training_flops_per_token,
+)
+from trainer.base.model.presets import ModelShape
+from trainer.base.pod.env import DistEnv
 from trainer.checkpoint.stats import CheckpointStats
 from trainer.evaluation import BestSoFar, Evaluation
 

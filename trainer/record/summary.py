@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer.base.metrics_file import Record
+from trainer.base.metrics.file import Record
 from trainer.checkpoint.layout import PROVENANCE_FILE
 
 

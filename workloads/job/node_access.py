@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.base.bad_node import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY, NODE_VERBS
+from trainer.base.pod.bad_node import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY, NODE_VERBS
 from workloads.job.pod import labels
 from workloads.job.spec import JobSpec
 

@@ -6,7 +6,7 @@ else is the same pod, so the PodMonitor, the dashboards and the policy pack find
 
 Also the namespace and service account every job has. Pure functions of a JobSpec (workloads/job/spec.py) returning
 plain dicts. No object holds the Hugging Face token: the pods name the Secrets Manager secret and read it themselves
-(trainer/base/hub_token.py).
+(trainer/base/pod/hub_token.py).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from stack.names import (
     TRAINER_METRICS_PORT_NAME,
 )
 from stack.node_contract import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE
-from trainer.base.bad_node import NODE_NAME_FIELD, NODE_NAME_VARIABLE
-from trainer.base.config import to_argv
-from trainer.base.hub_token import REGION_VARIABLE, SECRET_VARIABLE
+from trainer.base.flags.config import to_argv
+from trainer.base.pod.bad_node import NODE_NAME_FIELD, NODE_NAME_VARIABLE
+from trainer.base.pod.hub_token import REGION_VARIABLE, SECRET_VARIABLE
 from workloads.job.shutdown import TERMINATION_GRACE_S
 from workloads.job.spec import CHECKPOINT_MOUNT, JobSpec
 from workloads.job.staging import worker_env
@@ -133,7 +133,7 @@ def network_env(spec: JobSpec) -> list[dict[str, Any]]:
 
 
 def hub_token_env(spec: JobSpec) -> list[dict[str, Any]]:
-    """Where the launcher reads the Hugging Face token (trainer/base/hub_token.py): the secret's name or ARN, when
+    """Where the launcher reads the Hugging Face token (trainer/base/pod/hub_token.py): the secret's name or ARN, when
     the stack names a secret (in the region aws_env names); nothing otherwise (public models and the synthetic data
     set need no token, and the config check refuses a gated model without a secret). The value is not secret."""
     if spec.hub_token is None:

@@ -1,5 +1,5 @@
-"""What the job's trainer runs with: the trainer's own TrainConfig (trainer/base/config.py), built once from the stack's
-job settings and the pod's layout. The manifest's flags are `to_argv` of it, so the trainer's parser reads back
+"""What the job's trainer runs with: the trainer's own TrainConfig (trainer/base/flags/config.py), built once from the
+stack's job settings and the pod's layout. The manifest's flags are `to_argv` of it, so the trainer's parser reads back
 exactly this object; the policy pack and the pull-request summary parse those flags with that parser.
 
 Pure and torch-free, like workloads/job/spec.py, which carries the result as JobSpec.trainer.
@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from sizing.fsx import JOB_SAVES_IN_BACKGROUND
 from stack.names import TRAINER_METRICS_PORT
-from trainer.base.config import TrainConfig
+from trainer.base.flags.config import TrainConfig
 from workloads.job.shutdown import TERMINATION_GRACE_S, checkpoint_stop_wait
 
 # Prometheus scrapes the pod IP, so the endpoint binds to every address.

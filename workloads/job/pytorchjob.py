@@ -14,8 +14,8 @@ import copy
 from typing import Any
 
 from stack.job_api import PYTORCHJOB_API_VERSION, PYTORCHJOB_KIND
-from trainer.base.exits import LAUNCH_MODULE, PERMANENT_EXITS
-from trainer.base.staging import STAGE_INPUTS_OPTION
+from trainer.base.pod.exits import LAUNCH_MODULE, PERMANENT_EXITS
+from trainer.base.pod.staging import STAGE_INPUTS_OPTION
 from workloads.job.pod import (
     PREPARE_CHECKPOINTS,
     PYTHON,
@@ -35,8 +35,8 @@ CONTAINER_NAME = "pytorch"
 # pkg/controller.v1/common/pod.go ReconcilePods, pkg/util/train/train_util.go IsRetryableExitCode): with ExitCode
 # it gives the pod restartPolicy Never (pkg/core/pod.go SetRestartPolicy), creates the pod again when the code is
 # 128 or more and fails the whole job on 1 to 127. The launcher ends on exactly these terms (trainer/launch/launcher.py,
-# the codes in trainer/base/exits.py): 128 + the signal after SIGTERM (a pod deleted, evicted or drained; torchrun has
-# passed it to the workers, which settle their checkpoint first) and EXIT_BACKEND_LOST after a lost rendezvous
+# the codes in trainer/base/pod/exits.py): 128 + the signal after SIGTERM (a pod deleted, evicted or drained; torchrun
+# has passed it to the workers, which settle their checkpoint first) and EXIT_BACKEND_LOST after a lost rendezvous
 # backend (an etcd restart) are created again; 1 once torchrun's --max-restarts are spent, when it closes the
 # rendezvous on its way out, fails the job. OnFailure would restart that container in place, into the closed rendezvous
 # (RendezvousClosedError), until the restarts of all pods together passed backoffLimit. The operator reads the code of

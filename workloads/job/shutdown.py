@@ -4,8 +4,8 @@ Kubernetes sends SIGTERM to the container's main process, the launcher (trainer/
 process), and SIGKILL after the pod's terminationGracePeriodSeconds (workloads/job/pod.py). torchrun passes SIGTERM
 on to its workers and kills them after its --shutdown-timeout (torch.distributed.run; 30 s unless set). The trainer then
 finishes the checkpoint it is writing in the background, or abandons it after --checkpoint-stop-wait-seconds
-(trainer/base/shutdown.py). Each wait leaves the one around it a margin for what comes after it: the trainer's own exit
-(process groups, metrics server), the launcher's (exit 143), so that neither is killed before it is done.
+(trainer/base/pod/shutdown.py). Each wait leaves the one around it a margin for what comes after it: the trainer's own
+exit (process groups, metrics server), the launcher's (exit 143), so that neither is killed before it is done.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from stack.job_api import STATIC_RDZV_BACKEND, disruption_restarts, rendezvous_b
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST, TRAINING_NAMESPACE, job_name
 from stack.node_contract import EFA_HUGEPAGES_MIB  # the node's whole huge page pool: one training pod per node
 from stack.trainer_config import job_s3_inputs, stack_trainer_config
-from trainer.base.config import TrainConfig
+from trainer.base.flags.config import TrainConfig
 from workloads.job.pod_trainer_config import pod_trainer_config
 
 # The claim a multi-node job mounts when job.checkpointClaim is unset; the job component creates it on the stack's
@@ -149,7 +149,7 @@ class JobSpec:
     max_disruption_restarts: int  # a TrainJob's uncounted gang restarts beyond which it fails (stack/job_api.py)
     node: NodeShape
     rendezvous: Rendezvous
-    trainer: TrainConfig  # what every worker's trainer runs with; its flags are trainer.base.config.to_argv of it
+    trainer: TrainConfig  # what every worker's trainer runs with; its flags are trainer.base.flags.config.to_argv of it
     checkpoint: CheckpointVolume
     nccl_debug: str
     distributed_debug: str

@@ -11,7 +11,7 @@ or tokenises. Pure functions of a JobSpec, like workloads/job/pod.py.
 Not an init container: the Training Operator reads exit codes from the `pytorch` container only (kubeflow/trainer
 v1.9.4, pkg/controller.v1/common/pod.go ReconcilePods), and a pod failed by an init container reads as 0xbeef,
 retryable under restartPolicy ExitCode: a gated model without a token created the pod again without end, holding every
-GPU node. In the launcher the same failure is its exit 4 (trainer/base/exits.py EXIT_STAGING_FAILED), which fails
+GPU node. In the launcher the same failure is its exit 4 (trainer/base/pod/exits.py EXIT_STAGING_FAILED), which fails
 the job with the reason on its last line. It also uses the container's CPU and memory, which it had to ask for again
 as an init container, and leaves the pod in Guaranteed QoS with nothing more to keep equal.
 """
@@ -44,7 +44,7 @@ def worker_env(spec: JobSpec) -> list[dict[str, Any]]:
     return [
         {"name": "HF_HOME", "value": hf_home(spec)},
         # Everything is staged: a hub call would be a bug, so none is made. The launcher's staging step, the one that
-        # downloads, runs without these two (trainer/base/staging.py staging_environment).
+        # downloads, runs without these two (trainer/base/pod/staging.py staging_environment).
         {"name": "HF_HUB_OFFLINE", "value": "1"},
         {"name": "HF_DATASETS_OFFLINE", "value": "1"},
         {"name": "PYTORCH_ALLOC_CONF", "value": ALLOCATOR_CONFIG},

@@ -23,7 +23,7 @@ the facts behind it (kubeflow/trainer v2.3.0 and kubernetes-sigs/jobset v0.12.0)
   PodFailurePolicy, its message naming the container's exit code or the pod's condition and the rule's index;
   kubernetes pkg/controller/job/pod_failure_policy.go) and a JobSet rule matching that reason and message
   (onJobFailureReasons, onJobFailureMessagePatterns):
-  - the launcher's final exits (trainer/base/exits.py FINAL_EXITS: bad arguments, checkpoint storage full,
+  - the launcher's final exits (trainer/base/pod/exits.py FINAL_EXITS: bad arguments, checkpoint storage full,
     staging failed) fail the JobSet at once (FailJobSet): a restart would reload the model to fail the same way;
   - a pod with the condition DisruptionTarget (evicted for a node-group update or drain, preempted, deleted at
     the end of a capacity block) restarts the gang with RestartJobSetAndIgnoreMaxRestarts: a disruption the
@@ -51,9 +51,9 @@ from stack.job_api import (
     TRAINER_API_VERSION,
     TRAINJOB_KIND,
 )
-from trainer.base.exits import FINAL_EXITS, LAUNCH_MODULE
-from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
-from trainer.base.staging import STAGE_INPUTS_OPTION
+from trainer.base.pod.exits import FINAL_EXITS, LAUNCH_MODULE
+from trainer.base.pod.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
+from trainer.base.pod.staging import STAGE_INPUTS_OPTION
 from workloads.job.node_access import node_access_objects
 from workloads.job.pod import (
     PYTHON,
@@ -92,7 +92,7 @@ DISRUPTION_TARGET = "DisruptionTarget"
 def trainjob_launcher_command(spec: JobSpec) -> list[str]:
     """The launcher (trainer/launch/launcher.py) with only what Trainer v2 does not set: torchrun takes the node count,
     processes per node, node rank and master address from the PET_* variables. --stage-inputs: the launcher stages
-    the trainer's inputs in this container first and exits 4 if that fails (trainer/base/staging.py), which the
+    the trainer's inputs in this container first and exits 4 if that fails (trainer/base/pod/staging.py), which the
     runtime's podFailurePolicy makes final. --rdzv-conf=timeout is the static
     rendezvous' wait for every node (its TCPStore's timeout, torch/distributed/elastic/rendezvous/
     static_tcp_rendezvous.py), the same join timeout as the PyTorchJob's. --max-restarts=0: a static group cannot

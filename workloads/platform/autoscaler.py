@@ -21,7 +21,7 @@ import pulumi
 from stack.config import StackConfig
 from stack.gpu_autoscaling import MAX_NODE_PROVISION_S, SCALE_DOWN_UNNEEDED_S, max_size, min_size
 from stack.versions import CLUSTER_AUTOSCALER_CHART_VERSION, CLUSTER_AUTOSCALER_IMAGE_TAGS
-from trainer.base.bad_node import BAD_NODE_TAINT_KEY
+from trainer.base.pod.bad_node import BAD_NODE_TAINT_KEY
 from workloads.platform.charts import ChartRelease
 from workloads.platform.placement import platform_node_selector
 

@@ -82,14 +82,14 @@ def prometheus_storage_class() -> dict[str, Any]:
 
 
 def trainer_pod_monitor(namespace: str = PLATFORM_NAMESPACE, api: str = DEFAULT_JOB_API) -> dict[str, Any]:
-    """Scrape the leader pod, Worker 0, on its named metrics port: only rank 0 serves metrics (trainer/base/metrics.py),
-    and rank 0 runs on Worker 0 whenever Worker 0 is in the group. torch's dynamic rendezvous ranks the nodes in
-    the sorted order of their descriptors, host name first (torch/distributed/elastic/rendezvous/
-    dynamic_rendezvous.py, _mark_rendezvous_complete); a pod's host name is its name, as the operator sets no
-    other, and "<job>-worker-0" sorts before every other worker's. Scraping every pod would show all the others as
-    down targets. While Worker 0 is lost the group runs without it and its metrics pause until the operator has
-    created it again. A TrainJob's static rendezvous gives node 0 global rank 0 (its node rank is the Job's completion
-    index, stack/names.py), and a lost node restarts every pod, node 0 among them."""
+    """Scrape the leader pod, Worker 0, on its named metrics port: only rank 0 serves metrics
+    (trainer/base/metrics/figures.py), and rank 0 runs on Worker 0 whenever Worker 0 is in the group. torch's dynamic
+    rendezvous ranks the nodes in the sorted order of their descriptors, host name first
+    (torch/distributed/elastic/rendezvous/ dynamic_rendezvous.py, _mark_rendezvous_complete); a pod's host name is its
+    name, as the operator sets no other, and "<job>-worker-0" sorts before every other worker's. Scraping every pod
+    would show all the others as down targets. While Worker 0 is lost the group runs without it and its metrics pause
+    until the operator has created it again. A TrainJob's static rendezvous gives node 0 global rank 0 (its node rank is
+    the Job's completion index, stack/names.py), and a lost node restarts every pod, node 0 among them."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",

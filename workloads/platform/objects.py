@@ -19,8 +19,8 @@ from stack.names import (
     TRAINING_NAMESPACE,
     job_name,
 )
-from trainer.base.run_layout import CHECKPOINT_DIRECTORY, MODEL_DIRECTORY, RECORD_DIRECTORY
 from trainer.base.s3.model_upload import download_command
+from trainer.base.s3.run_layout import CHECKPOINT_DIRECTORY, MODEL_DIRECTORY, RECORD_DIRECTORY
 from trainer.base.s3.uri import S3Uri
 from workloads.job.api import Controller, job_api_for
 from workloads.job.pod import UNCREATED_BUCKET

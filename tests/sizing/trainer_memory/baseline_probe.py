@@ -15,10 +15,10 @@ import json
 import os
 import sys
 
-from trainer.base.config import parse_args
-from trainer.base.env import read_env
-from trainer.base.model_source import resolve_model
-from trainer.base.parallel_plan import make_plan
+from trainer.base.flags.config import parse_args
+from trainer.base.flags.parallel_plan import make_plan
+from trainer.base.model.source import resolve_model
+from trainer.base.pod.env import read_env
 from trainer.model.build import build_meta_model, hf_config
 from trainer.record.reporting import peak_rss_bytes
 from trainer.train import init_distributed, load_data, pick_device

@@ -12,7 +12,7 @@ from pathlib import Path
 from sizing.memory import Job, MemoryEstimate, Ranks, peak_memory
 from stack.paths import PROJECT_ROOT as ROOT
 from tests.harness.trainer_runs import trainer_env
-from trainer.base.presets import PRESETS
+from trainer.base.model.presets import PRESETS
 
 # glibc keeps freed blocks below its (dynamic, up to 32 MiB) mmap threshold in the heap, so peak RSS would measure
 # the allocator's high-water mark rather than the bytes the job holds. With M_MMAP_THRESHOLD fixed at 64 KiB

@@ -11,8 +11,8 @@ import torch
 from torch.nn import functional
 
 from sizing.memory import FP32, Job, Ranks, layer_activation_bytes, memory_moments
-from trainer.base.model_source import ModelSource
-from trainer.base.presets import ModelShape
+from trainer.base.model.presets import ModelShape
+from trainer.base.model.source import ModelSource
 from trainer.dtypes import TORCH_DTYPES
 from trainer.model.attention import document_inputs
 from trainer.model.build import build_meta_model, decoder_layers, hf_config, init_buffers, init_weights

@@ -16,9 +16,9 @@ from torch.profiler import ProfilerActivity, profile
 
 from sizing.memory import LORA_TARGETS, checkpointed_layer_bytes, lora_saved_bytes
 from tests.sizing.trainer_memory.test_activation_formula import GQA, MHA, MISTRAL, QWEN2, QWEN3
-from trainer.base.config import LoraConfig
-from trainer.base.model_source import ModelSource
-from trainer.base.presets import ModelShape
+from trainer.base.flags.config import LoraConfig
+from trainer.base.model.presets import ModelShape
+from trainer.base.model.source import ModelSource
 from trainer.base.units import DTYPE_BYTES
 from trainer.dtypes import TORCH_DTYPES
 from trainer.model.build import build_meta_model, decoder_layers, hf_config, init_buffers, init_weights

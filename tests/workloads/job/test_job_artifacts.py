@@ -16,7 +16,7 @@ from stack.files import raw_stack_config
 from stack.job_api import JOB_APIS, PYTORCHJOB, TRAINJOB
 from stack.names import ARTIFACTS_BUCKET_VARIABLE
 from tests.harness.pulumi_program import ProgramRun, run_program
-from trainer.base.config import parse_args
+from trainer.base.flags.config import parse_args
 from trainer.base.s3.uri import S3Uri
 from workloads.job.api import job_api_for
 from workloads.job.pod import UNCREATED_BUCKET, expand_references

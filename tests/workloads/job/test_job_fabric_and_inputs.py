@@ -7,7 +7,7 @@ import dataclasses
 
 from local.launch import LOCAL_PREFLIGHT_MIN_FRACTION, local_trainer_config
 from sizing.throughput import expected_fabric
-from trainer.base.config import to_argv
+from trainer.base.flags.config import to_argv
 from workloads.job.spec import job_spec
 
 from .job_stacks import IMAGE, config_of, spec_of

@@ -19,8 +19,8 @@ from stack.config import KUBERNETES_VERSIONS
 from stack.job_api import rendezvous_backend
 from stack.names import ETCD_CLIENT_PORT, ETCD_SERVICE_HOST
 from tests.harness.text import must_fullmatch
-from trainer.base.exits import LAUNCH_MODULE
-from trainer.base.staging import split_launcher_options
+from trainer.base.pod.exits import LAUNCH_MODULE
+from trainer.base.pod.staging import split_launcher_options
 from workloads.job.pod import PREPARE_CHECKPOINTS, namespace_manifest, service_account_manifest
 from workloads.job.pytorchjob import launcher_command, pytorchjob_manifest
 from workloads.job.shutdown import TERMINATION_GRACE_S, torchrun_shutdown_timeout
@@ -231,7 +231,7 @@ def test_the_pods_name_the_token_secret_where_the_stack_names_a_secret_and_alway
     else:
         assert env["HF_TOKEN_SECRET"] == config.job.hf_token_secret
     assert env["AWS_REGION"] == config.region  # every AWS client of the pod: the token's secret, S3
-    assert "HF_TOKEN" not in env  # the launcher sets it, from Secrets Manager (trainer/base/hub_token.py)
+    assert "HF_TOKEN" not in env  # the launcher sets it, from Secrets Manager (trainer/base/pod/hub_token.py)
 
 
 def test_the_pods_run_as_the_jobs_own_service_account(stack: str) -> None:

@@ -1,6 +1,6 @@
 """No object of the job holds the Hugging Face token, or a way to it but the secret's name: no Kubernetes Secret, no
 HF_TOKEN in any pod spec. The pods name the Secrets Manager secret (HF_TOKEN_SECRET) and read it themselves
-(trainer/base/hub_token.py), so the stack's state and its preview hold nothing worth stealing."""
+(trainer/base/pod/hub_token.py), so the stack's state and its preview hold nothing worth stealing."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import yaml
 
 from stack.files import load_stack_config, stack_names
 from stack.job_api import JOB_APIS
-from trainer.base.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
+from trainer.base.pod.hub_token import SECRET_VARIABLE, TOKEN_VARIABLE
 from workloads.job.api import job_api_for
 from workloads.job.spec import job_spec
 

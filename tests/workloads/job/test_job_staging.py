@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from stack.parse import parse_stack_config
-from trainer.base.config import parse_args
-from trainer.base.staging import split_launcher_options, staging_environment
+from trainer.base.flags.config import parse_args
+from trainer.base.pod.staging import split_launcher_options, staging_environment
 from workloads.job.pod import trainer_args
 from workloads.job.pytorchjob import pytorchjob_manifest
 from workloads.job.spec import job_spec
@@ -31,7 +31,9 @@ def test_every_pod_stages_with_the_trainers_own_flags_before_the_trainer_starts(
     spec = spec_of(stack)
     (trainer,) = pod(pytorchjob_manifest(spec))["containers"]
     options, _ = split_launcher_options(trainer["command"][3:])
-    assert options.stage_inputs  # staged by the launcher, with the flags after `-m trainer` (trainer/base/staging.py)
+    assert (
+        options.stage_inputs
+    )  # staged by the launcher, with the flags after `-m trainer` (trainer/base/pod/staging.py)
     assert parse_args(trainer["command"][trainer["command"].index("-m", 3) + 2 :]) == parse_args(trainer_args(spec))
     assert "HF_TOKEN" not in env_values(trainer)  # the launcher reads it from Secrets Manager before staging
     assert {"name": "checkpoints", "mountPath": "/checkpoints"} in trainer["volumeMounts"]

@@ -1,5 +1,5 @@
-"""The trainer's own parser (trainer/base/config.py, torch-free) accepts exactly what the manifest passes, and reads
-each flag as the spec meant it."""
+"""The trainer's own parser (trainer/base/flags/config.py, torch-free) accepts exactly what the manifest passes, and
+reads each flag as the spec meant it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from functools import cache
 
 import pytest
 
-from trainer.base.config import TrainConfig, parse_args
-from trainer.base.exits import LAUNCH_MODULE
+from trainer.base.flags.config import TrainConfig, parse_args
+from trainer.base.pod.exits import LAUNCH_MODULE
 from workloads.job.pytorchjob import pytorchjob_manifest
 
 from .job_stacks import STACKS, config_of, spec_of

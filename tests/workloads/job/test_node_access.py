@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 
 from stack.config import KUBERNETES_VERSIONS
-from trainer.base.bad_node import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY, NODE_NAME_FIELD, NODE_NAME_VARIABLE
+from trainer.base.pod.bad_node import BAD_NODE_TAINT_EFFECT, BAD_NODE_TAINT_KEY, NODE_NAME_FIELD, NODE_NAME_VARIABLE
 from workloads.job.api import job_api_for
 from workloads.job.node_access import (
     NODE_NAME_EXTRA,

@@ -15,10 +15,10 @@ from torch.distributed import run as torchrun
 
 from sizing.catalog import CATALOG
 from stack.config import KUBERNETES_VERSIONS
-from trainer.base.config import TrainConfig, parse_args
-from trainer.base.exits import FINAL_EXITS, LAUNCH_MODULE
-from trainer.base.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
-from trainer.base.staging import STAGE_INPUTS_OPTION, split_launcher_options
+from trainer.base.flags.config import TrainConfig, parse_args
+from trainer.base.pod.exits import FINAL_EXITS, LAUNCH_MODULE
+from trainer.base.pod.gang_restarts import RESTART_ATTEMPT_VARIABLE, RESTART_LIMIT_VARIABLE
+from trainer.base.pod.staging import STAGE_INPUTS_OPTION, split_launcher_options
 from workloads.job.pytorchjob import pod_template, pytorchjob_manifest
 from workloads.job.spec import JOIN_TIMEOUT_S
 from workloads.job.trainjob import (

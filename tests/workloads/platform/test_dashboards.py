@@ -1,5 +1,5 @@
 """The Grafana dashboards: valid for Grafana's dashboard model, querying only metrics that exist (the DCGM
-exporter's six and the trainer's own, read from trainer/base/metrics.py), in PromQL that Prometheus parses."""
+exporter's six and the trainer's own, read from trainer/base/metrics/figures.py), in PromQL that Prometheus parses."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import yaml
 
 from stack.config import MonitoringConfig
 from tests.workloads.platform.grafana_dashboard_schema import GRAFANA_DASHBOARD_SCHEMA
-from trainer.base.metrics import METRIC_FIELDS
+from trainer.base.metrics.figures import METRIC_FIELDS
 from workloads.platform.dashboards import (
     DASHBOARDS,
     DCGM_METRICS,
@@ -125,8 +125,8 @@ def test_the_training_dashboard_shows_validation_beside_the_training_loss() -> N
 
 def test_the_gpu_dashboard_shows_the_fabric_preflight_beside_what_it_expected() -> None:
     """Issue 27: each level's bus bandwidth from the trainer's preflight, the expected figures as the reference, and
-    the slowest node's share, all from trainer/base/metrics.py's preflight keys."""
-    from trainer.base.metrics import PREFLIGHT_FIELDS
+    the slowest node's share, all from trainer/base/metrics/figures.py's preflight keys."""
+    from trainer.base.metrics.figures import PREFLIGHT_FIELDS
     from workloads.platform.dashboards.training import metric
 
     shown = {name for expr in dashboard_queries(BOARDS["gpu-health"]) for name in metric_names(expr)}

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.base.run_layout import MODEL_DIRECTORY
+from trainer.base.s3.run_layout import MODEL_DIRECTORY
 from trainer.base.s3.transfer import S3Object, call, client, list_objects, upload_directory
 from trainer.base.s3.uri import S3Uri
 

@@ -10,7 +10,7 @@ whole: the data set and the model in, the exported model out.
 Every AWS failure becomes one S3Error line naming the s3:// URI and AWS's error code and message
 ("s3://data/x.jsonl: NoSuchKey: The specified key does not exist."): an InputError, so staging exits
 EXIT_STAGING_FAILED with it as the launcher's reason, and an AwsError, so a denial while a fresh Pod Identity grant
-takes effect is retried (trainer/base/aws_retry.py) for up to WAIT_SECONDS (WAIT_VARIABLE overrides it).
+takes effect is retried (trainer/base/pod/aws_retry.py) for up to WAIT_SECONDS (WAIT_VARIABLE overrides it).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trainer.base.aws_retry import DEFAULT_WAIT_SECONDS, AwsError, wait_seconds, with_retries
 from trainer.base.errors import InputError
+from trainer.base.pod.aws_retry import DEFAULT_WAIT_SECONDS, AwsError, wait_seconds, with_retries
 from trainer.base.s3.endpoint import endpoint_url, force_path_style, region
 from trainer.base.s3.limits import BOTOCORE_MAX_ATTEMPTS, PART_BYTES
 from trainer.base.s3.uri import S3Uri

@@ -3,8 +3,8 @@ trainer's preflight measured it before step 1.
 
 Series carry `Hostname` (the node name: the exporter's chart passes spec.nodeName as NODE_NAME) and `gpu` (the
 device index on that node), so every panel reads "node, GPU". The fabric panels read the trainer's own gauges
-(trainer/base/metrics.py, the preflight_* keys, served by rank 0): one series per job, the slowest node's figure for
-each level beside the figure the preflight expected (the catalog's, for the instance type).
+(trainer/base/metrics/figures.py, the preflight_* keys, served by rank 0): one series per job, the slowest node's figure
+for each level beside the figure the preflight expected (the catalog's, for the instance type).
 """
 
 from __future__ import annotations

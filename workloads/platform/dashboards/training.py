@@ -1,14 +1,14 @@
 """Training: the trainer's own figures (loss, throughput, MFU, step time, memory, restarts), as rank 0 serves them.
 
-Every name comes from trainer/base/metrics.py's METRIC_FIELDS by its JSON key, so a renamed metric breaks here, at
-import, and in the dashboards test, rather than in an empty panel.
+Every name comes from trainer/base/metrics/figures.py's METRIC_FIELDS by its JSON key, so a renamed metric breaks here,
+at import, and in the dashboards test, rather than in an empty panel.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from trainer.base.metrics import METRIC_FIELDS
+from trainer.base.metrics.figures import METRIC_FIELDS
 from workloads.platform.dashboards.panels import Panel, Query, dashboard
 
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from trainer.base.errors import InputError
-from trainer.base.exits import LAUNCH_MODULE
+from trainer.base.pod.exits import LAUNCH_MODULE
 
 ATTEMPT_ENV = "TRAINER_ATTEMPT_ID"
 ATTEMPT_KEY = "trainer/attempt-id"

@@ -2,7 +2,7 @@
 
 torchrun (and the Kubeflow PyTorchJob, which runs torchrun) sets RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE and TORCHELASTIC_RESTART_COUNT; the launcher (trainer/launch/launcher.py) adds the attempt id every
-rank of a start agrees on (trainer/base/attempt.py). A plain `python -m trainer` has none of them and is rank 0 of a
+rank of a start agrees on (trainer/base/pod/attempt.py). A plain `python -m trainer` has none of them and is rank 0 of a
 world of one.
 """
 
@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainer.base.attempt import attempt_id, attempt_start
+from trainer.base.pod.attempt import attempt_id, attempt_start
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class DistEnv:
     local_world_size: int = 1
     restart_count: int = 0
     """How many times this node's agent restarted its workers after they failed (TORCHELASTIC_RESTART_COUNT): a
-    count of this node's own, which other nodes' may differ from (trainer/base/attempt.py)."""
+    count of this node's own, which other nodes' may differ from (trainer/base/pod/attempt.py)."""
     attempt: str = "restart-0"
     """This start of the workers, the same on every rank of it: the store prefix and the data cache's error markers
     are keyed by it."""

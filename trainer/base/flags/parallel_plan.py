@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainer.base.config import TrainConfig, config_problems
-from trainer.base.env import DistEnv
-from trainer.base.options import Facts
+from trainer.base.flags.config import TrainConfig, config_problems
+from trainer.base.flags.options import Facts
+from trainer.base.pod.env import DistEnv
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def mesh_shape(config: TrainConfig, env: DistEnv) -> tuple[int, int]:
 def make_plan(config: TrainConfig, env: DistEnv) -> RunPlan:
     replicate, shard = mesh_shape(config, env)
     batch, world = config.schedule.batch_size, env.world_size
-    # The declared rule of --global-batch-size (base/config.py whole_micro_steps), as validation refuses it.
+    # The declared rule of --global-batch-size (base/flags/config.py whole_micro_steps), as validation refuses it.
     if problems := config_problems(config, Facts(world_size=world), paths=("schedule.global_batch_size",)):
         raise ValueError("; ".join(problems))
     global_batch = config.schedule.global_batch_size or batch * world

@@ -6,7 +6,7 @@ choices, checks, its rules across options, and the stack's job.* key and the siz
 docstring under the field is its `--help` text. `config_problems` is every declared rule the config breaks, in the
 trainer's words; the stack's preview and the sizing check the same rules.
 
-    from trainer.base.config import parse_args
+    from trainer.base.flags.config import parse_args
     config = parse_args(["--model", "tiny", "--steps", "10"])
 """
 
@@ -16,8 +16,8 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer.base import options
-from trainer.base.options import (
+from trainer.base.flags import options
+from trainer.base.flags.options import (
     Across,
     Check,
     Excludes,
@@ -31,7 +31,7 @@ from trainer.base.options import (
     option,
     positive,
 )
-from trainer.base.presets import ModelShape
+from trainer.base.model.presets import ModelShape
 
 SHARDING_STRATEGIES = ("FULL_SHARD", "HYBRID_SHARD", "SHARD_GRAD_OP", "NO_SHARD")
 MIXED_PRECISIONS = ("bf16", "fp16", "fp32")
@@ -500,7 +500,7 @@ class MetricsConfig:
     """Log (and write metrics) every N steps, and at the last step."""
     peak_tflops: float | None = option(None, "--peak-tflops", checks=(positive(integer=False),))
     """Peak dense TFLOP/s of one device, the denominator of MFU. Default: the CUDA device's datasheet figure
-    (trainer/base/hardware.py); on CPU, MFU is reported only when this is given."""
+    (trainer/base/hardware/chips.py); on CPU, MFU is reported only when this is given."""
 
 
 PREFLIGHT_MODES = ("on", "off")
@@ -561,7 +561,7 @@ def to_argv(config: TrainConfig) -> list[str]:
 
 
 def config_problems(config: TrainConfig, facts: Facts | None = None, paths: tuple[str, ...] | None = None) -> list[str]:
-    """Every declared rule of trainer/base/config.py that `config` breaks, each naming the flag and the value; the
+    """Every declared rule of trainer/base/flags/config.py that `config` breaks, each naming the flag and the value; the
     rules that need the model's shape or the world size where `facts` gives them. `paths`: only these options'."""
     flags = options.flag_of(TrainConfig)
     return [problem.render(flags) for problem in options.option_problems(config, paths, facts)]

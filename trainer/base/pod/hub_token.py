@@ -26,7 +26,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.base.aws_retry import DEFAULT_WAIT_SECONDS, AwsError, wait_seconds, with_retries
+from trainer.base.pod.aws_retry import DEFAULT_WAIT_SECONDS, AwsError, wait_seconds, with_retries
 
 # What the pod's container is given (workloads/job/pod.py), and what the launcher sets.
 SECRET_VARIABLE = "HF_TOKEN_SECRET"

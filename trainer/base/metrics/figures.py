@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer.base.presets import ModelShape
+from trainer.base.model.presets import ModelShape
 from trainer.base.units import GIB
 
 # JSON key in --metrics-file -> (Prometheus gauge name, help text). Both outputs carry the same figures.
@@ -110,7 +110,7 @@ def set_start_figures(figures: dict[str, float]) -> None:
 
 # A start whose fabric preflight failed trains no step, yet the metrics file shows it: rank 0 writes one record of step
 # 0 with the preflight's figures and the nodes it named (preflight_failure_record), marked with this field, which the
-# readers of training figures skip (trainer/base/metrics_file.py).
+# readers of training figures skip (trainer/base/metrics/file.py).
 PREFLIGHT_FAILED_FIELD = "preflight_failed"
 
 
@@ -118,7 +118,7 @@ def preflight_failure_record(
     figures: dict[str, float], bad_nodes: list[str], world_size: int, restarts: int
 ) -> dict[str, Any]:
     """The metrics file's record of a start the preflight ended: every PREFLIGHT_FIELDS key (None where not measured),
-    the fields every record carries (trainer/base/metrics_file.py REQUIRED_FIELDS; no tokens trained), the named
+    the fields every record carries (trainer/base/metrics/file.py REQUIRED_FIELDS; no tokens trained), the named
     nodes."""
     unknown = set(figures) - set(PREFLIGHT_FIELDS)
     if unknown:

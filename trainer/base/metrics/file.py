@@ -1,7 +1,7 @@
-"""The one reader of the trainer's --metrics-file: one JSON object per logged step, a line each (trainer/base/metrics.py
-writes it), and one for each start the fabric preflight ended (step 0, no training figures), which it leaves out.
-The run's record (trainer/record/archive.py) and the scaling report (sizing/scaling.py) read whole files with it; the
-local run reads the lines appended since its last look (local/report.py).
+"""The one reader of the trainer's --metrics-file: one JSON object per logged step, a line each
+(trainer/base/metrics/figures.py writes it), and one for each start the fabric preflight ended (step 0, no training
+figures), which it leaves out. The run's record (trainer/record/archive.py) and the scaling report (sizing/scaling.py)
+read whole files with it; the local run reads the lines appended since its last look (local/report.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainer.base.metrics import PREFLIGHT_FAILED_FIELD
+from trainer.base.metrics.figures import PREFLIGHT_FAILED_FIELD
 
 Record = dict[str, Any]
 # What every record the trainer writes carries, and what the reports cannot do without.

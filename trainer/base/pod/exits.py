@@ -20,10 +20,10 @@ pkg/controller.v1/common/pod.go ReconcilePods). The launcher maps every way torc
 | 1 | permanent | the workers failed with torchrun's restarts spent; the rendezvous is closed; anything else |
 | 2 | permanent | torchrun's parser rejected the arguments (argparse exits 2), before anything started |
 | 2 | permanent | a worker found bad input after parsing (trainer/main.py); torchrun restarts no worker for it |
-| 3 | permanent | a worker found the checkpoint file system full (trainer/base/checkpoint_space.py): no restart |
+| 3 | permanent | a worker found the checkpoint file system full (trainer/base/checkpoint/space.py): no restart |
 |   |           | cures it, so torchrun restarts no worker for it either (trainer/launch/agent.py) |
-| 4 | permanent | staging the inputs failed (the launcher's --stage-inputs, trainer/base/staging.py): a gated model |
-|   |           | without a token, a missing data set, an unwritable run directory |
+| 4 | permanent | staging the inputs failed (the launcher's --stage-inputs, trainer/base/pod/staging.py): a gated |
+|   |           | model without a token, a missing data set, an unwritable run directory |
 | 6 | permanent | a TrainJob's gang was restarted more times than its bound (trainer/launch/gang.py), uncounted |
 |   |           | restarts included; nothing was started |
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
-from trainer.base.exits import exit_for_signal
+from trainer.base.pod.exits import exit_for_signal
 
 log = logging.getLogger(__name__)
 # How long the main thread may take to begin the SIGTERM handler before the watcher takes it as blocked: Python runs a

@@ -35,7 +35,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from trainer.base.config import PreflightConfig
+from trainer.base.flags.config import PreflightConfig
 
 # The pod's node, from the downward API (spec.nodeName; workloads/job/ sets it); outside a pod, the host's name.
 NODE_NAME_ENV = "NODE_NAME"

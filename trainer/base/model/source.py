@@ -1,6 +1,6 @@
 """Where a model comes from and what shape it has, decided without torch (so validation runs before any work).
 
-Four kinds: a preset (random init from trainer/base/presets.py), a local directory with config.json and
+Four kinds: a preset (random init from trainer/base/model/presets.py), a local directory with config.json and
 *.safetensors, a Hugging Face hub id (its config.json is fetched first; weights only when the model is built), or an
 s3:// prefix holding such a directory (trainer/base/s3/inputs.py). An s3:// model is staged into --data-cache-dir before
 the workers start; they resolve the same value to the staged directory offline, and before staging its config.json is
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trainer.base.errors import InputError
-from trainer.base.presets import FAMILIES, PRESETS, ModelShape
+from trainer.base.model.presets import FAMILIES, PRESETS, ModelShape
 from trainer.base.s3.inputs import FILES, read_manifest, staged, staged_directory
 from trainer.base.s3.transfer import read_text
 from trainer.base.s3.uri import S3Uri, is_s3_uri

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from trainer.base.presets import ModelShape
+from trainer.base.model.presets import ModelShape
 
 
 @dataclass(frozen=True)
