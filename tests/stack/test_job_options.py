@@ -132,10 +132,23 @@ def test_the_preview_and_the_trainer_refuse_lora_targets_by_the_options_own_chec
     preview = _job_problems(model=MODEL, lora={"rank": 8, "targets": targets})
     assert f"{NAMESPACE}:job.lora.targets: {targets!r} is not allowed; expected {LORA_TARGET_NAMES.allowed}" in preview
     job = dataclasses.replace(_job(model=MODEL), lora=LoraSettings(rank=8, targets=targets))
-    assert f"--lora-targets q_proj,lm_head: {LORA_TARGET_NAMES.reason}" in _trainer_says(job)
+    assert (
+        f"--lora-targets q_proj,lm_head: lm_head: not a decoder layer's linear layer; {LORA_TARGET_NAMES.reason}"
+        in _trainer_says(job)
+    )
 
 
 def test_a_job_that_breaks_no_rule_is_refused_by_neither() -> None:
     job = _job(model=MODEL, seqLen=512, globalBatchSize=32, validation={"split": 0.1, "every": 10, "keepBest": True})
     assert rule_problems(stack_trainer_config(job), Facts(resolve_model(MODEL).shape, 16)) == []
     assert not [e for e in _trainer_says(job) if e.startswith(("--seq-len", "--global-batch", "--val", "--eval"))]
+
+
+@pytest.mark.parametrize(("key", "flag"), [("dataset", "--val-dataset"), ("datasetSplit", "--val-dataset-split")])
+def test_an_empty_held_out_name_is_refused_by_the_preview_and_the_trainer(key: str, flag: str) -> None:
+    """An empty name would count as given to the rules across options while the trainer reads it as none: the held-out
+    loss would never be evaluated, and --keep-best and --early-stop-patience would do nothing."""
+    preview = _job_problems(model=MODEL, validation={"dataset": "owner/val", key: "", "every": 10})
+    assert f"{NAMESPACE}:job.validation.{key}: '' is not allowed; expected a non-empty name" in preview
+    argv = ["--model", MODEL, "--dataset", "owner/c", "--val-dataset", "owner/val", "--eval-every", "10", flag, ""]
+    assert any(problem.startswith(f"{flag} '': must not be empty") for problem in config_problems(parse_args(argv)))

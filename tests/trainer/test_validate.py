@@ -78,7 +78,10 @@ def test_a_checkpoint_of_the_same_model_is_accepted_and_tmp_dirs_are_ignored(tmp
     "argv, expected",
     [
         (["--lora-rank", "-1"], "--lora-rank -1: must not be negative"),
-        (["--lora-rank", "8", "--lora-targets", "q_proj,lm_head"], "--lora-targets q_proj,lm_head: must name one"),
+        (
+            ["--lora-rank", "8", "--lora-targets", "q_proj,lm_head"],
+            "--lora-targets q_proj,lm_head: lm_head: not a decoder layer's linear layer; must name one",
+        ),
         (["--lora-rank", "8", "--lora-alpha", "0"], "--lora-alpha 0: must be positive"),
         (["--lora-rank", "8", "--fp8", "--compile"], "--fp8: not with --lora-rank"),
     ],

@@ -27,6 +27,7 @@ from trainer.base.flags.options import (
     StackKey,
     WithModel,
     WithWorld,
+    non_empty,
     non_negative,
     option,
     positive,
@@ -64,10 +65,18 @@ def lora_target_names(targets: str) -> list[str]:
     return [name.strip() for name in targets.split(",") if name.strip()]
 
 
+def unknown_lora_targets(targets: str) -> str:
+    unknown = [name for name in lora_target_names(targets) if name not in LORA_TARGETS]
+    if unknown:
+        return f"{','.join(unknown)}: not a decoder layer's linear layer"
+    return "no name given"
+
+
 LORA_TARGET_NAMES = Check(
     lambda targets: bool(lora_target_names(targets)) and set(lora_target_names(targets)) <= set(LORA_TARGETS),
     f"must name one or more of the decoder layers' linear layers, comma-separated: {','.join(LORA_TARGETS)}",
     f"a non-empty list of the decoder layers' linear layers: {', '.join(LORA_TARGETS)}",
+    unknown_lora_targets,
 )
 
 
@@ -414,6 +423,7 @@ class ValidationConfig:
     dataset: str | None = option(
         None,
         "--val-dataset",
+        checks=(non_empty("leave the flag out for no such data set"),),
         rules=(ONE_HELD_OUT_SET, Across(not_the_training_records)),
         stack=StackKey(
             "validation.dataset",
@@ -425,6 +435,7 @@ class ValidationConfig:
     dataset_split: str | None = option(
         None,
         "--val-dataset-split",
+        checks=(non_empty("leave the flag out to read --dataset-split's"),),
         rules=(Requires(("validation.dataset",), "{validation.dataset}, the data set it is a split of"),),
         stack=StackKey(
             "validation.datasetSplit",

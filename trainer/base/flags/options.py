@@ -38,6 +38,12 @@ class Check:
     holds: Callable[[Any], bool]
     reason: str
     allowed: str
+    detail: Callable[[Any], str] | None = None
+    """What in the value is wrong, said before the reason (the unknown names in a list)."""
+
+    def says(self, value: Any) -> str:
+        """The trainer's words for `value`, which breaks this check."""
+        return f"{self.detail(value)}; {self.reason}" if self.detail else self.reason
 
 
 def positive(*, integer: bool = True) -> Check:
@@ -46,6 +52,12 @@ def positive(*, integer: bool = True) -> Check:
 
 def non_negative(note: str = "") -> Check:
     return Check(lambda value: value >= 0, "must not be negative" + note, "a number >= 0")
+
+
+def non_empty(none: str) -> Check:
+    """For a name whose absence is None: an empty one would count as given to the rules across options, while the
+    code that reads it (`if name:`) would take it as none, and a flag that needs it would then do nothing."""
+    return Check(lambda value: bool(value.strip()), f"must not be empty; {none}", "a non-empty name")
 
 
 def one_of(choices: Iterable[str]) -> Check:
@@ -337,7 +349,12 @@ class Problem:
     def render(self, name: Callable[[str], str]) -> str:
         """The problem as the trainer says it ("--flag value: text", a switch without its value) with `name` =
         flag_of(TrainConfig)."""
-        shown = "" if self.value is True else f" {self.value}"
+        if self.value is True:
+            shown = ""
+        elif isinstance(self.value, str) and (not self.value or self.value.strip() != self.value):
+            shown = f" {self.value!r}"  # an empty name, or one padded with blanks, seen as such
+        else:
+            shown = f" {self.value}"
         return f"{name(self.path)}{shown}: {self.text_with(name)}"
 
 
@@ -345,7 +362,7 @@ def value_problems(option_: Option, value: Any) -> list[Problem]:
     """The option's own checks on `value` (None, an option left unset, has nothing to check)."""
     if value is None:
         return []
-    return [Problem(option_.path, value, check.reason) for check in option_.checks if not check.holds(value)]
+    return [Problem(option_.path, value, check.says(value)) for check in option_.checks if not check.holds(value)]
 
 
 def option_problems(config: Any, paths: Iterable[str] | None = None, facts: Facts | None = None) -> list[Problem]:
