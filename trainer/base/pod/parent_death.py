@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import NoReturn
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -43,6 +44,15 @@ def parent_of(pid: int) -> int | None:
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
+def proc_is_this_namespaces() -> bool:
+    """Whether /proc shows this process's PID namespace (a container may mount another's, or none): only then do its
+    parent links say anything about this process's ancestry."""
+    try:
+        return int(Path("/proc/self/stat").read_text().split()[0]) == os.getpid()
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def end_with_owner(owner: int) -> bool:
     """End this process as soon as process `owner`, its parent or its parent's parent, ends. A thread waits on a
     pidfd of the owner (pidfd_open(2), Linux 5.3), which becomes readable when the owner ends, then exits the process
@@ -53,17 +63,28 @@ def end_with_owner(owner: int) -> bool:
     try:
         pidfd = opener(owner)
     except ProcessLookupError:
-        os._exit(1)  # the owner is gone already: nobody will read this process's results
+        _end(f"its owner (pid {owner}) is gone already")
     except OSError:
         return False  # no pidfds in this kernel or sandbox
-    # The pidfd names the owner only if the owner is still in this process's ancestry: a pid is reused once its
-    # process ends, and a process whose parent ends is handed to a reaper.
-    if owner not in (os.getppid(), parent_of(os.getppid())):
-        os._exit(1)
-    threading.Thread(target=_exit_when_readable, args=(pidfd,), name="end-with-owner", daemon=True).start()
+    # The pidfd names the owner only while the owner is still in this process's ancestry: a pid is reused once its
+    # process ends, and a process whose parent ends is handed to a reaper. Where /proc cannot tell, the watch still
+    # holds: at worst it names a process that took a dead owner's pid, and this process ends when that one does.
+    if owner != os.getppid() and proc_is_this_namespaces():
+        grandparent = parent_of(os.getppid())
+        if grandparent is not None and grandparent != owner:
+            _end(f"its owner (pid {owner}) is gone already: its parent's parent is pid {grandparent}")
+    threading.Thread(target=_end_when_readable, args=(pidfd, owner), name="end-with-owner", daemon=True).start()
     return True
 
 
-def _exit_when_readable(pidfd: int) -> None:
-    select.select([pidfd], [], [])
+def _end_when_readable(pidfd: int, owner: int) -> None:
+    waiting = select.poll()  # not select.select, which takes no descriptor from 1024 on
+    waiting.register(pidfd, select.POLLIN)
+    waiting.poll()
+    _end(f"its owner (pid {owner}) ended")
+
+
+def _end(why: str) -> NoReturn:
+    """Exit at once (no cleanup: nobody will read this process's results), saying why on stderr first."""
+    print(f"pid {os.getpid()} ends: {why}", file=sys.stderr, flush=True)
     os._exit(1)
