@@ -276,8 +276,7 @@ def _trainer_facts(config: StackConfig) -> Facts:
     (trainer/base/model/presets.py), and the job's world size, a rank per GPU. A disabled job has neither."""
     if not config.job.enabled:
         return Facts()
-    gpus = config.gpu_nodes.count * config.gpu_nodes.instance.gpus
-    return Facts(shape=find_shape(config.job.model), world_size=gpus or None)
+    return Facts(shape=find_shape(config.job.model), world_size=config.total_gpus or None)
 
 
 def _elastic_batch_problems(config: StackConfig) -> list[str]:

@@ -25,6 +25,7 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from trainer.base.model.presets import ModelShape
@@ -303,8 +304,10 @@ def options(root: type) -> tuple[Option, ...]:
     return tuple(found)
 
 
-def by_path(root: type) -> dict[str, Option]:
-    return {o.path: o for o in options(root)}
+@functools.cache
+def by_path(root: type) -> Mapping[str, Option]:
+    """Every option of `root` by its path; built once, as every rule across options looks defaults up in it."""
+    return MappingProxyType({o.path: o for o in options(root)})
 
 
 def value_at(config: Any, path: str) -> Any:
