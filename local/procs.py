@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.base.pod.parent_death import set_parent_death_signal
+from trainer.base.pod.parent_death import set_parent_death_signal, stat_fields
 
 PROC = Path("/proc")
 
@@ -39,12 +39,9 @@ def _proc_table() -> dict[int, tuple[int, str]]:
         for entry in PROC.iterdir():
             if not entry.name.isdigit():
                 continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
+            fields = stat_fields(entry.name)
+            if fields is None:
                 continue  # exited while we looked
-            # The command name (field 2) may hold spaces and parentheses; the fields after its last ')' do not.
-            fields = stat[stat.rindex(")") + 2 :].split()
             if fields[0] != "Z":  # state, ppid, starttime: fields 3, 4 and 22 of proc(5)'s stat
                 table[int(entry.name)] = (int(fields[1]), fields[19])
         return table

@@ -34,14 +34,21 @@ def set_parent_death_signal(signum: int = signal.SIGTERM) -> bool:
     return False
 
 
-def parent_of(pid: int) -> int | None:
-    """The parent pid of process `pid` (the fourth field of /proc/<pid>/stat, proc(5)); None once it is gone. The
-    command name in the second field may hold spaces and parentheses, so the fields are read after its last ')'."""
+def stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of /proc/<pid>/stat from the third on (proc(5): state, parent pid, ..., start time at index 19);
+    None once the process is gone. The command name in the second field may hold spaces and parentheses, so the
+    fields are read after its last ')'."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent pid of process `pid`; None once it is gone."""
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[1])
 
 
 def proc_is_this_namespaces() -> bool:
