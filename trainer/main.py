@@ -32,9 +32,11 @@ def configure_logging(env: DistEnv) -> None:
 
 
 def refuse(errors: list[str], env: DistEnv) -> int:
-    if env.is_leader:
-        for error in errors:
-            print(f"python -m trainer: error: {error}", file=sys.stderr)
+    # Every rank says why, not rank 0 alone: torchrun stops a worker's peers as soon as one of them exits, so rank 0
+    # is often killed before it prints when another rank refuses first. The rank names whose log line it is.
+    where = "" if env.is_leader else f" (rank {env.rank})"
+    for error in errors:
+        print(f"python -m trainer: error: {error}{where}", file=sys.stderr)
     return EXIT_BAD_INPUT  # final: the launcher restarts no worker for it (exits.py FINAL_WORKER_EXITS)
 
 

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.harness.trainer_runs import TINY, run_trainer, with_flags
+from trainer.base.pod.env import DistEnv
+from trainer.base.pod.exits import EXIT_BAD_INPUT
 from trainer.checkpoint.layout import complete_checkpoints
+from trainer.main import refuse
 
 pytestmark = pytest.mark.timeout(200)
 
@@ -54,6 +57,16 @@ def test_a_dataset_in_an_unknown_format_is_refused_before_training(tmp_path: Pat
 def test_a_hybrid_mesh_that_does_not_divide_the_world_is_refused_on_every_rank(tmp_path: Path) -> None:
     args = with_flags(TINY, sharding_strategy="HYBRID_SHARD", replicate_groups="3")
     assert "--replicate-groups 3 does not divide the world size 2" in refused(args, tmp_path, nproc=2)
+
+
+def test_a_rank_other_than_the_first_says_why_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    # torchrun stops rank 0 as soon as rank 1 exits: a refusal rank 0 alone printed was lost whenever rank 1 was first.
+    assert refuse(["--seq-len 1024: too long"], DistEnv(rank=3, world_size=8)) == EXIT_BAD_INPUT
+    assert refuse(["--seq-len 1024: too long"], DistEnv(rank=0, world_size=8)) == EXIT_BAD_INPUT
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m trainer: error: --seq-len 1024: too long (rank 3)",
+        "python -m trainer: error: --seq-len 1024: too long",
+    ]
 
 
 @pytest.mark.slow
