@@ -64,6 +64,14 @@ def test_both_clients_get_the_one_endpoint_and_their_retries(monkeypatch: pytest
     assert config.force_path_style  # an endpoint of our own serves buckets by path
 
 
+def test_aws_max_attempts_in_the_environment_rules_both_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", LOCAL)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    assert client().meta.config.retries == {"mode": "standard", "total_max_attempts": 2}
+
+
 def test_a_profiles_endpoint_sends_neither_client_elsewhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A shared config file's `services` section names an S3 endpoint (the AWS CLI's configured endpoints); the
     connector never reads it, so boto3 must not either: both go to AWS's own."""

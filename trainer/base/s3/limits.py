@@ -15,7 +15,8 @@ retry i (from 0) is uniform in [0, min(scale x 2^i, cap)]:
   exponential_backoff_retry_strategy.c: max_backoff_secs defaults to 20). Its attempts come from S3ClientConfig's
   max_attempts, unless AWS_MAX_ATTEMPTS is set in the environment, which the client reads first.
 - boto3 (meta.json, listings, deletes, the model's upload, staging): botocore's standard mode (retries/standard.py
-  ExponentialBackoff: a base scale of 1 s for throttling errors, SlowDown among them, cap 20 s).
+  ExponentialBackoff: a base scale of 1 s for throttling errors, SlowDown among them, cap 20 s). AWS_MAX_ATTEMPTS
+  rules here too when set (trainer/base/s3/transfer.py retry_settings).
 Both default to few attempts (the connector 10, botocore's standard mode 3). Here each gets the fewest attempts whose
 mean total wait reaches THROTTLED_WINDOW_S: a request gives up only after about that long of unbroken 503s.
 

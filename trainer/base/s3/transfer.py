@@ -16,7 +16,7 @@ takes effect is retried (trainer/base/pod/aws_retry.py) for up to WAIT_SECONDS (
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -57,12 +57,20 @@ def client() -> Any:
 
     config = Config(
         s3={"addressing_style": "path" if force_path_style() else "auto"},
-        # Throttling (SlowDown) and 5xx retried by botocore itself, with backoff, for as long as limits.py sizes.
-        retries={"mode": "standard", "total_max_attempts": BOTOCORE_MAX_ATTEMPTS},
+        retries=retry_settings(os.environ),
         # The endpoint is endpoint.py's answer, the connector's too: no other configured one (a profile's).
         ignore_configured_endpoint_urls=True,
     )
     return boto3.client("s3", endpoint_url=endpoint_url(), region_name=region(), config=config)
+
+
+def retry_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Throttling (SlowDown), 5xx and lost connections retried by botocore itself, with backoff, for as long as
+    limits.py sizes. AWS_MAX_ATTEMPTS, when set, rules instead, as it does the connector's client: a count in code
+    would hide it from botocore (botocore/args.py _compute_retry_max_attempts reads it only when code sets none)."""
+    if environ.get("AWS_MAX_ATTEMPTS"):
+        return {"mode": "standard"}
+    return {"mode": "standard", "total_max_attempts": BOTOCORE_MAX_ATTEMPTS}
 
 
 def _transfer_config() -> Any:
