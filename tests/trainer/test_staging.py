@@ -50,7 +50,12 @@ def test_a_refused_data_set_fails_every_rank_alike(tmp_path: Path) -> None:
     data.write_text(json.dumps({"question": "why?", "answer": "because"}) + "\n")
     run = run_trainer(with_flags(TINY, dataset=str(data), data_cache_dir=str(tmp_path / "data")), tmp_path, nproc=2)
     assert run.returncode != 0
-    assert run.output.count("cannot tell the format from the fields ['answer', 'question']") == 1  # rank 0 prints
+    said = [line for line in run.output.splitlines() if "cannot tell the format" in line]
+    # Each rank says it once; torchrun may stop rank 1 before it gets to (it stops a worker's peers when one exits).
+    assert said and len(said) == len(set(said)) <= 2, run.output
+    assert {line.removesuffix(" (rank 1)") for line in said} == {
+        "python -m trainer: error: --dataset-format auto: cannot tell the format from the fields ['answer', 'question']"
+    }, run.output
     assert "error_file" in run.output and "TimeoutError" not in run.output
 
 
