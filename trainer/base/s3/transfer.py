@@ -66,11 +66,10 @@ def client() -> Any:
 
 def retry_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     """Throttling (SlowDown), 5xx and lost connections retried by botocore itself, with backoff, for as long as
-    limits.py sizes. AWS_MAX_ATTEMPTS, when set, rules instead, as it does the connector's client: a count in code
-    would hide it from botocore (botocore/args.py _compute_retry_max_attempts reads it only when code sets none)."""
-    if environ.get("AWS_MAX_ATTEMPTS"):
-        return {"mode": "standard"}
-    return {"mode": "standard", "total_max_attempts": BOTOCORE_MAX_ATTEMPTS}
+    limits.py sizes. AWS_MAX_ATTEMPTS, when set, rules instead, as it does the connector's client. A count set in
+    code hides the variable from botocore (botocore/args.py _compute_retry_max_attempts), so it is read here."""
+    attempts = environ.get("AWS_MAX_ATTEMPTS")
+    return {"mode": "standard", "total_max_attempts": int(attempts) if attempts else BOTOCORE_MAX_ATTEMPTS}
 
 
 def _transfer_config() -> Any:
