@@ -7,6 +7,7 @@ the `program` mark gets a warning naming it: it belongs to the tier that runs th
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,16 @@ def stack_run(request: pytest.FixtureRequest) -> ProgramRun:
     run = run_program(request.param)
     assert run.error is None, run.error
     return run
+
+
+@pytest.fixture(autouse=True)
+def the_environment_stays_one_object() -> Iterator[None]:
+    """A test must not leave os.environ a new object: what holds the old one (a botocore session's config store)
+    then misses every later monkeypatch.setenv. datasets' Dataset.map with num_proc does it
+    (arrow_dataset.py: `os.environ = prev_env`, a deep copy)."""
+    environ = os.environ
+    yield
+    assert os.environ is environ, "this test replaced os.environ; restore it (monkeypatch.setattr(os, 'environ', ...))"
 
 
 @pytest.fixture(scope="session", autouse=True)

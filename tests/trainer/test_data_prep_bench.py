@@ -4,6 +4,7 @@ only its count) are compared, and their figures are reported; a round whose ids 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -90,6 +91,8 @@ def test_the_datasets_side_counts_its_ids_without_reading_them_back(
 
     monkeypatch.setattr(datasets.Dataset, "map", map_then_mark)
     monkeypatch.setattr(datasets.Dataset, "iter", iter_before_map)
+    # map with num_proc leaves os.environ a copy (datasets' arrow_dataset.py): the original comes back at teardown.
+    monkeypatch.setattr(os, "environ", os.environ)
     data_prep.datasets_side(str(corpus), str(tokenizer), str(tmp_path / "cache"), 1)
     tokens = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["tokens"]
     records = corpus.read_text().splitlines()
