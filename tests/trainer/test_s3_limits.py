@@ -64,7 +64,7 @@ def test_both_clients_get_the_one_endpoint_and_their_retries(monkeypatch: pytest
     assert config.force_path_style  # an endpoint of our own serves buckets by path
 
 
-def test_aws_max_attempts_in_the_environment_rules_both_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_aws_max_attempts_in_the_environment_sets_boto3s_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", LOCAL)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
